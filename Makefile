@@ -1,0 +1,42 @@
+# BlackOps: every target sets up .venv on first use (python3 -m venv + pip install).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+HOST   ?= 127.0.0.1
+PORT   ?= 8080
+APP    ?= examples.shop:app
+PYTEST_ARGS ?=
+
+.PHONY: run test lint format bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,dev]'
+	touch $(STAMP)
+
+## Serve the example app on the embedded SQLite store (./.blackops/).
+run: $(STAMP)
+	$(BIN)/blackops serve --app $(APP) --host $(HOST) --port $(PORT)
+
+## All tests, on SQLite and PostgreSQL (CI=true makes a missing PostgreSQL fatal).
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## ruff (lint + format check) and mypy (strict for the library packages).
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+## Benchmarks print their figures; nothing is asserted.
+bench: $(STAMP)
+	$(BIN)/python bench/documents.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
