@@ -1,0 +1,209 @@
+"""The Operation aggregate: a fold of its journal that refuses every move OL-3 forbids."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from domain.errors import Conflict
+from domain.events import NewEvent
+from domain.lifecycle import (
+    ATTEMPT_ENDINGS,
+    ATTEMPT_NOTES,
+    MOVES,
+    PUBLIC_STATUS,
+    RETENTION,
+    TERMINAL,
+    EventType,
+    Mode,
+    State,
+)
+
+
+class LifecycleViolation(Conflict):
+    """An event the lifecycle does not allow in the operation's current state."""
+
+    def __init__(self, operation_id: str, state: State | None, event: str, why: str) -> None:
+        where = state.value if state else "nothing"
+        super().__init__(f"operation {operation_id}: {event} is not allowed after {where}: {why}")
+        self.state = state
+        self.event = event
+
+
+@dataclass(slots=True)
+class Operation:
+    """Current state of one operation, rebuilt from its events.
+
+    ``record`` checks a new event against the lifecycle, applies it and keeps it
+    pending; the journal appends pending events at ``version - len(pending)``.
+    """
+
+    id: str
+    version: int = 0
+    state: State | None = None
+    mode: Mode | None = None
+    type: str = ""
+    tenant: str = ""
+    correlation_id: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    attempt: int = 0
+    attempt_open: bool = False
+    fencing_token: int = 0
+    created_at: str = ""
+    updated_at: str = ""
+    retry_due_at: str | None = None
+    last_error: dict[str, Any] | None = None
+    rejection: dict[str, Any] | None = None
+    completion: dict[str, Any] | None = None
+    hold: dict[str, Any] | None = None
+    purged: bool = False
+    pending: list[NewEvent] = field(default_factory=list)
+
+    @classmethod
+    def replay(
+        cls, operation_id: str, events: Iterable[tuple[str, str, dict[str, Any]]]
+    ) -> Operation:
+        """Fold ``(type, at, data)`` triples in journal order."""
+        operation = cls(operation_id)
+        for event_type, at, data in events:
+            operation._apply(event_type, at, data)
+        return operation
+
+    @property
+    def public_status(self) -> str:
+        if self.state is None:
+            raise LifecycleViolation(self.id, None, "status", "the operation has no events")
+        return PUBLIC_STATUS[self.state]
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL
+
+    def record(
+        self, event_type: EventType, at: str, context: dict[str, Any], data: dict[str, Any]
+    ) -> NewEvent:
+        """Check, apply and keep a new event; raises LifecycleViolation if OL-3/OL-5 forbid it."""
+        self._apply(event_type, at, data)
+        event = NewEvent(type=event_type.value, at=at, context=context, data=data)
+        self.pending.append(event)
+        return event
+
+    def take_pending(self) -> list[NewEvent]:
+        events, self.pending = self.pending, []
+        return events
+
+    # -- folding ---------------------------------------------------------------------------
+
+    def _apply(self, event_type: str, at: str, data: dict[str, Any]) -> None:
+        try:
+            kind = EventType(event_type)
+        except ValueError:
+            raise LifecycleViolation(
+                self.id, self.state, event_type, "unknown event type"
+            ) from None
+        self._check(kind, data)
+        move = MOVES.get((self.state, kind))
+        if move is not None:
+            self.state = move[0]
+        self._absorb(kind, at, data)
+        self.version += 1
+        self.updated_at = at
+
+    def _refuse(self, kind: EventType, why: str) -> LifecycleViolation:
+        return LifecycleViolation(self.id, self.state, kind.value, why)
+
+    def _check(self, kind: EventType, data: dict[str, Any]) -> None:
+        if self.purged:
+            raise self._refuse(kind, "the operation was purged")
+        if kind in RETENTION:
+            self._check_retention(kind)
+            return
+        if self.state in TERMINAL:
+            raise self._refuse(kind, "terminal operations accept no lifecycle event (OL-5)")
+        if kind is EventType.RECEIVED:
+            if self.state is not None:
+                raise self._refuse(kind, "the operation was already received")
+            if data.get("mode") not in tuple(Mode):
+                raise self._refuse(kind, "mode must be 'inline' or 'deferred'")
+            return
+        if kind in ATTEMPT_NOTES:
+            if self.state is not State.RUNNING or not self.attempt_open:
+                raise self._refuse(kind, "no attempt is running")
+            self._check_attempt_number(kind, data)
+            return
+        move = MOVES.get((self.state, kind))
+        if move is None:
+            raise self._refuse(kind, "not a transition of OL-3")
+        assert self.mode is not None
+        if self.mode not in move[1]:
+            raise self._refuse(kind, f"not a transition of a {self.mode.value} operation")
+        self._check_attempt_rules(kind, data)
+
+    def _check_attempt_rules(self, kind: EventType, data: dict[str, Any]) -> None:
+        if kind is EventType.ATTEMPT_STARTED:
+            if data.get("attempt") != self.attempt + 1:
+                raise self._refuse(kind, f"the next attempt is {self.attempt + 1}")
+            token = data.get("fencing_token")
+            if token is not None and token <= self.fencing_token:
+                raise self._refuse(kind, "fencing tokens must increase with every claim")
+        elif kind in (EventType.ATTEMPT_FINALIZING, EventType.REJECTED) and (
+            self.state is State.RUNNING
+        ):
+            if not self.attempt_open:
+                raise self._refuse(kind, "the attempt has already ended")
+            self._check_attempt_number(kind, data)
+        elif kind is EventType.ATTEMPT_SUPERVISING and self.attempt_open:
+            raise self._refuse(kind, "Supervising follows an ended attempt only")
+
+    def _check_attempt_number(self, kind: EventType, data: dict[str, Any]) -> None:
+        if data.get("attempt") != self.attempt:
+            raise self._refuse(kind, f"the running attempt is {self.attempt}")
+
+    def _check_retention(self, kind: EventType) -> None:
+        if self.state is None:
+            raise self._refuse(kind, "the operation has no events")
+        if kind is EventType.HELD and self.hold is not None:
+            raise self._refuse(kind, "the operation is already held")
+        if kind is EventType.RELEASED and self.hold is None:
+            raise self._refuse(kind, "the operation is not held")
+        if kind is EventType.PURGED:
+            if self.state not in TERMINAL:
+                raise self._refuse(kind, "only terminal operations can be purged")
+            if self.hold is not None:
+                raise self._refuse(kind, "a held operation is never purged")
+
+    def _absorb(self, kind: EventType, at: str, data: dict[str, Any]) -> None:
+        if kind is EventType.RECEIVED:
+            self.mode = Mode(data["mode"])
+            self.type = data["operation_type"]
+            self.tenant = data["tenant"]
+            self.correlation_id = data["correlation_id"]
+            self.params = data["params"]
+            self.created_at = at
+        elif kind is EventType.ATTEMPT_STARTED:
+            self.attempt = data["attempt"]
+            self.attempt_open = True
+            self.retry_due_at = None
+            if data.get("fencing_token") is not None:
+                self.fencing_token = data["fencing_token"]
+        elif kind in ATTEMPT_ENDINGS:
+            self.attempt_open = False
+            if kind is EventType.ATTEMPT_FAILED:
+                self.last_error = data.get("error")
+        elif kind is EventType.ATTEMPT_RETRY_SCHEDULED:
+            self.retry_due_at = data["due_at"]
+        elif kind in (EventType.FAILED, EventType.DEAD_LETTERED):
+            self.last_error = data.get("error", self.last_error)
+        elif kind is EventType.REJECTED:
+            self.attempt_open = False
+            self.rejection = {k: data[k] for k in ("category", "code", "message")}
+        elif kind is EventType.COMPLETED:
+            self.attempt_open = False
+            self.completion = data
+        elif kind is EventType.HELD:
+            self.hold = {"at": at, **data}
+        elif kind is EventType.RELEASED:
+            self.hold = None
+        elif kind is EventType.PURGED:
+            self.purged = True
