@@ -1,0 +1,87 @@
+"""Store URLs -> eventsourcing settings, passed explicitly (never read from the shell)."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from domain.errors import InvalidRequest
+
+DEFAULT_STORE = "sqlite:///.blackops/journal.sqlite3"
+_SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+@dataclass(frozen=True, slots=True)
+class StoreLocation:
+    """Where the journal lives: ``kind`` is ``sqlite``, ``postgresql`` or ``memory``."""
+
+    kind: str
+    settings: dict[str, str]
+    display: str  # the URL without its password, safe to print
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        return Path(self.settings["SQLITE_DBNAME"]) if self.kind == "sqlite" else None
+
+
+def resolve_store(url: str | None = None) -> StoreLocation:
+    """``None`` means ``$BLACKOPS_STORE``, else the embedded SQLite default."""
+    if url is None:
+        url = os.environ.get("BLACKOPS_STORE") or DEFAULT_STORE
+    if url == "memory://":
+        return StoreLocation("memory", {"PERSISTENCE_MODULE": "eventsourcing.popo"}, url)
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite":
+        return _sqlite(url)
+    if parts.scheme in ("postgresql", "postgres"):
+        return _postgres(url)
+    raise InvalidRequest(
+        "store must be sqlite:///PATH, postgresql://USER@HOST:PORT/DB[?schema=S] or memory://"
+    )
+
+
+def _sqlite(url: str) -> StoreLocation:
+    # sqlite:///relative/path and sqlite:////absolute/path, as SQLAlchemy spells them.
+    raw = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
+    if not raw or raw.endswith("/"):
+        raise InvalidRequest("sqlite store URL must name a file: sqlite:///path/to/journal.db")
+    path = Path(unquote(raw))
+    settings = {
+        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+        "SQLITE_DBNAME": str(path),
+        "SQLITE_LOCK_TIMEOUT": "30",
+        "ORIGINATOR_ID_TYPE": "text",
+    }
+    return StoreLocation("sqlite", settings, url)
+
+
+def _postgres(url: str) -> StoreLocation:
+    parts = urlsplit(url)
+    dbname = unquote(parts.path.lstrip("/"))
+    if not parts.hostname or not dbname:
+        raise InvalidRequest("postgresql store URL needs a host and a database name")
+    query = parse_qs(parts.query)
+    schema = query.get("schema", ["public"])[-1]
+    if not _SCHEMA.match(schema):
+        raise InvalidRequest("postgresql schema must be a lower-case SQL identifier")
+    settings = {
+        "PERSISTENCE_MODULE": "eventsourcing.postgres",
+        "POSTGRES_DBNAME": dbname,
+        "POSTGRES_HOST": parts.hostname,
+        "POSTGRES_PORT": str(parts.port or 5432),
+        "POSTGRES_USER": unquote(parts.username or "postgres"),
+        # eventsourcing insists on a password even under trust authentication.
+        "POSTGRES_PASSWORD": unquote(parts.password or "") or "unused",
+        "POSTGRES_SCHEMA": schema,
+        "POSTGRES_CONNECT_TIMEOUT": query.get("connect_timeout", ["5"])[-1],
+        "POSTGRES_POOL_SIZE": query.get("pool_size", ["4"])[-1],
+        "POSTGRES_MAX_OVERFLOW": "8",
+        "POSTGRES_PRE_PING": "y",
+        "POSTGRES_LOCK_TIMEOUT": "30",
+        "ORIGINATOR_ID_TYPE": "text",
+    }
+    shown = url if parts.password is None else url.replace(f":{parts.password}@", ":***@", 1)
+    return StoreLocation("postgresql", settings, shown)

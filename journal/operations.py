@@ -1,0 +1,38 @@
+"""Loading and saving Operation aggregates: the journal is their only state."""
+
+from __future__ import annotations
+
+from domain.errors import NotFound
+from domain.events import RecordedEvent
+from domain.operation import Operation
+from journal.store import Append, EventStore
+
+
+class OperationJournal:
+    """Operations as streams (the stream id is the operation id)."""
+
+    def __init__(self, store: EventStore) -> None:
+        self.store = store
+
+    def events(self, operation_id: str) -> list[RecordedEvent]:
+        events = self.store.read_stream(operation_id)
+        if not events or not events[0].type.startswith("operation."):
+            raise NotFound(f"operation {operation_id} does not exist")
+        return events
+
+    def load(self, operation_id: str) -> Operation:
+        return Operation.replay(
+            operation_id, ((e.type, e.at, e.data) for e in self.events(operation_id))
+        )
+
+    def save(self, *operations: Operation) -> list[list[int]]:
+        """Append every operation's pending events in one transaction (group commit).
+
+        Each is appended at the version it was loaded at; a concurrent writer makes
+        the whole save fail with FencingError and nothing is written.
+        """
+        appends = []
+        for operation in operations:
+            pending = operation.take_pending()
+            appends.append(Append(operation.id, operation.version - len(pending), pending))
+        return self.store.append(*appends)

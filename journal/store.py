@@ -1,0 +1,238 @@
+"""The canonical journal: append-only streams with versions and one global position order."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+from eventsourcing.persistence import (
+    InfrastructureFactory,
+    IntegrityError,
+    InterfaceError,
+    Notification,
+    OperationalError,
+    PersistenceError,
+    StoredEvent,
+)
+from eventsourcing.utils import Environment
+
+from domain.errors import BackendUnavailable, FencingError, InvalidRequest
+from domain.events import NewEvent, RecordedEvent
+from journal.backend_memory import BlackOpsMemoryRecorder
+from journal.codec import decode_state, encode_state
+from journal.locator import StoreLocation, resolve_store
+
+_RECORDERS = {
+    "sqlite": "journal.backend_sqlite:BlackOpsSQLiteRecorder",
+    "postgresql": "journal.backend_postgres:BlackOpsPostgresRecorder",
+}
+PAGE_LIMIT_MAX = 10_000
+
+
+class _Recorder(Protocol):
+    def insert_events(self, stored_events: Sequence[StoredEvent]) -> Sequence[int] | None: ...
+
+    def select_stream(self, stream: str, after_version: int = 0) -> list[Notification]: ...
+
+    def select_notifications(
+        self, start: int | None, limit: int, *, inclusive_of_start: bool = True
+    ) -> Sequence[Notification]: ...
+
+    def max_notification_id(self) -> int | None: ...
+
+    def create_table(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    """New events for one stream, valid only if the stream is still at ``expected_version``."""
+
+    stream: str
+    expected_version: int
+    events: Sequence[NewEvent]
+
+
+@contextlib.contextmanager
+def _backend_errors() -> Iterator[None]:
+    """Operational failures become ``backend_unavailable``; conflicts pass through."""
+    try:
+        yield
+    except IntegrityError:
+        raise
+    except (OperationalError, InterfaceError) as error:
+        raise BackendUnavailable(f"the journal store cannot be reached: {error}") from error
+    except PersistenceError as error:
+        raise BackendUnavailable(f"the journal store failed: {error}") from error
+
+
+class EventStore:
+    """One journal, on SQLite, PostgreSQL or memory (eventsourcing recorders).
+
+    Every event has a per-stream version (1, 2, ...) and a global position that
+    strictly increases in commit order. An append at a stale version is refused
+    with :class:`FencingError`, never merged and never retried.
+    """
+
+    def __init__(self, location: StoreLocation | str | None = None) -> None:
+        if not isinstance(location, StoreLocation):
+            location = resolve_store(location)
+        self.location = location
+        self._factory: InfrastructureFactory[Any] | None = None
+        if location.kind == "memory":
+            # eventsourcing's POPO factory ignores APPLICATION_RECORDER_TOPIC.
+            self._recorder: _Recorder = BlackOpsMemoryRecorder()
+            return
+        settings = dict(location.settings)
+        settings["APPLICATION_RECORDER_TOPIC"] = _RECORDERS[location.kind]
+        if location.kind == "sqlite":
+            path = location.sqlite_path
+            assert path is not None
+            path.parent.mkdir(parents=True, exist_ok=True)
+        settings["CREATE_TABLE"] = "no"  # created below, serialised across processes
+        with _backend_errors():
+            # Explicit settings only: the user's shell environment never reconfigures it.
+            self._factory = InfrastructureFactory.construct(Environment("blackops", settings))
+            self._recorder = cast(_Recorder, self._factory.application_recorder())
+            if location.kind == "postgresql":
+                with _postgres_setup_lock(settings):
+                    self._recorder.create_table()
+            else:
+                self._recorder.create_table()
+
+    def close(self) -> None:
+        if self._factory is not None:
+            with contextlib.suppress(Exception):
+                self._factory.close()
+
+    def __enter__(self) -> EventStore:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def append(self, *appends: Append) -> list[list[int]]:
+        """Append to one or more streams in one transaction; return each one's positions.
+
+        If any stream moved past its ``expected_version`` nothing is written and
+        :class:`FencingError` names it. An append whose events are byte-identical to
+        what is stored at those versions is our own earlier commit whose
+        acknowledgement was lost (the recorder retries after connection errors): it
+        succeeds with the stored positions.
+        """
+        stored: list[StoredEvent] = []
+        for append in appends:
+            _check_stream(append.stream)
+            stored.extend(
+                StoredEvent(
+                    originator_id=append.stream,
+                    originator_version=append.expected_version + offset,
+                    topic=event.type,
+                    state=encode_state(event),
+                )
+                for offset, event in enumerate(append.events, start=1)
+            )
+        if not stored:
+            return [[] for _ in appends]
+        try:
+            with _backend_errors():
+                positions = list(self._recorder.insert_events(stored) or ())
+        except IntegrityError:
+            return self._reconcile(appends, stored)
+        result, start = [], 0
+        for append in appends:
+            result.append(positions[start : start + len(append.events)])
+            start += len(append.events)
+        return result
+
+    def _reconcile(self, appends: Sequence[Append], stored: list[StoredEvent]) -> list[list[int]]:
+        result, start = [], 0
+        for append in appends:
+            mine = stored[start : start + len(append.events)]
+            start += len(append.events)
+            with _backend_errors():
+                found = self._recorder.select_stream(append.stream, append.expected_version)
+            found = found[: len(mine)]
+            if [(n.topic, n.state) for n in found] != [(s.topic, s.state) for s in mine]:
+                raise FencingError(append.stream, append.expected_version)
+            result.append([n.id for n in found])
+        return result
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def read_stream(self, stream: str, after_version: int = 0) -> list[RecordedEvent]:
+        """All events of one stream after ``after_version``, in version order."""
+        _check_stream(stream)
+        with _backend_errors():
+            found = self._recorder.select_stream(stream, after_version)
+        return [_decode(n) for n in found]
+
+    def read_after(self, position: int, limit: int = 1000) -> list[RecordedEvent]:
+        """Up to ``limit`` events with positions greater than ``position``, in order."""
+        if type(position) is not int or position < 0:
+            raise InvalidRequest("position must be a non-negative integer")
+        if type(limit) is not int or not 1 <= limit <= PAGE_LIMIT_MAX:
+            raise InvalidRequest(f"limit must be an integer from 1 to {PAGE_LIMIT_MAX}")
+        with _backend_errors():
+            found = self._recorder.select_notifications(position, limit, inclusive_of_start=False)
+        return [_decode(n) for n in found]
+
+    def iter_after(self, position: int = 0, page: int = 1000) -> Iterator[RecordedEvent]:
+        """Every event after ``position``, read in pages (a snapshot of 'now' is not taken)."""
+        while events := self.read_after(position, page):
+            yield from events
+            position = events[-1].position
+
+    def last_position(self) -> int:
+        with _backend_errors():
+            return self._recorder.max_notification_id() or 0
+
+
+def _check_stream(stream: Any) -> None:
+    if not isinstance(stream, str) or not 1 <= len(stream) <= 200:
+        raise InvalidRequest("stream ids are strings of 1-200 characters")
+
+
+def _decode(notification: Notification) -> RecordedEvent:
+    at, context, data = decode_state(notification.state)
+    return RecordedEvent(
+        position=notification.id,
+        stream=str(notification.originator_id),
+        version=notification.originator_version,
+        type=notification.topic,
+        at=at,
+        context=context,
+        data=data,
+    )
+
+
+@contextlib.contextmanager
+def _postgres_setup_lock(settings: dict[str, str]) -> Iterator[None]:
+    """Create the schema and hold an advisory lock while the tables are created.
+
+    eventsourcing's CREATE TABLE / TYPE / FUNCTION statements collide when several
+    processes start at once ("tuple concurrently updated"); one at a time they are
+    idempotent.
+    """
+    import psycopg
+    from psycopg import sql
+
+    schema = settings["POSTGRES_SCHEMA"]
+    try:
+        with psycopg.connect(
+            dbname=settings["POSTGRES_DBNAME"],
+            host=settings["POSTGRES_HOST"],
+            port=settings["POSTGRES_PORT"],
+            user=settings["POSTGRES_USER"],
+            password=settings["POSTGRES_PASSWORD"],
+            connect_timeout=int(settings["POSTGRES_CONNECT_TIMEOUT"]),
+            autocommit=True,
+        ) as conn:
+            conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"blackops-setup:{schema}",))
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+            yield
+    except psycopg.OperationalError as error:
+        raise BackendUnavailable(f"PostgreSQL cannot be reached: {error}") from error

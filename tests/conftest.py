@@ -1,0 +1,114 @@
+"""Shared fixtures: every store-touching test runs on SQLite and on PostgreSQL.
+
+PostgreSQL comes from ``BLACKOPS_TEST_POSTGRES_URL`` (default: the local server).
+Each test gets its own schema, dropped afterwards; the run's prefix is swept at the
+end. Under ``CI=true`` an unreachable PostgreSQL fails the run instead of skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from blackops import Application
+from blackops.testing import FakeClock
+
+POSTGRES_URL = os.environ.get(
+    "BLACKOPS_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+RUN_PREFIX = f"bt_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+STORES = ("sqlite", "postgresql")
+_counter = iter(range(1_000_000))
+_postgres_error: str | None = None
+
+
+def _connect() -> psycopg.Connection[tuple[object, ...]]:
+    parts = urlsplit(POSTGRES_URL)
+    return psycopg.connect(
+        host=parts.hostname,
+        port=parts.port or 5432,
+        user=parts.username or "postgres",
+        password=parts.password or "",
+        dbname=parts.path.lstrip("/"),
+        autocommit=True,
+        connect_timeout=5,
+    )
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    global _postgres_error
+    try:
+        with _connect() as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as error:
+        _postgres_error = f"PostgreSQL at {POSTGRES_URL} is unreachable: {error}"
+        if IN_CI:
+            raise pytest.UsageError(f"CI=true requires PostgreSQL. {_postgres_error}") from None
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _postgres_error is not None:
+        return
+    with _connect() as conn:
+        rows = conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (RUN_PREFIX + "%",)
+        ).fetchall()
+        for (name,) in rows:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(str(name))))
+
+
+def postgres_schema_url() -> Iterator[str]:
+    """A fresh schema for one test; dropped when the generator closes."""
+    if _postgres_error is not None:
+        pytest.skip(_postgres_error)
+    schema = f"{RUN_PREFIX}_{next(_counter)}"
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    try:
+        yield f"{POSTGRES_URL}{separator}schema={schema}"
+    finally:
+        with _connect() as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def _private_store(kind: str, tmp_path: Path) -> Iterator[str]:
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp_path}/journal.sqlite3"
+    elif kind == "memory":
+        yield "memory://"
+    else:
+        yield from postgres_schema_url()
+
+
+@pytest.fixture(params=STORES)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A private, empty durable store of each kind (SQLite, PostgreSQL)."""
+    yield from _private_store(request.param, tmp_path)
+
+
+@pytest.fixture(params=(*STORES, "memory"))
+def any_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Every backend, the in-memory one included."""
+    yield from _private_store(request.param, tmp_path)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(datetime(2026, 11, 30, 9, 0, 0, tzinfo=UTC))
+
+
+@pytest.fixture
+def app(store_url: str, clock: FakeClock) -> Iterator[Application]:
+    application = Application(store_url, clock=clock)
+    try:
+        yield application
+    finally:
+        application.close()
