@@ -1,0 +1,23 @@
+"""BlackOps: durable operations on an event-sourced journal (``import blackops``)."""
+
+from blackops.application import Application
+from blackops.results import Failure, OperationResult, Rejection
+from domain.context import Actor, ExecutionContext
+from domain.documents import DocumentError, canonical_document
+from domain.errors import BlackOpsError
+from domain.supervision import OperationRejected, Retryable, Supervision
+
+__all__ = [
+    "Actor",
+    "Application",
+    "BlackOpsError",
+    "DocumentError",
+    "ExecutionContext",
+    "Failure",
+    "OperationRejected",
+    "OperationResult",
+    "Rejection",
+    "Retryable",
+    "Supervision",
+    "canonical_document",
+]

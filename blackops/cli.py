@@ -1,0 +1,180 @@
+"""The ``blackops`` command (python-contract §5): serve, op run / status / events.
+
+Exit status: 0 success (an operation ``completed``), 1 an error with a taxonomy
+code, 2 usage, 3 the operation was rejected, 4 the operation failed. ``--json``
+prints exactly one JSON document on stdout, errors included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+
+from blackops.application import Application
+from blackops.jsonbody import parse_document
+from blackops.loading import load_application
+from domain.context import Actor
+from domain.errors import BlackOpsError
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REJECTED, EXIT_FAILED = 0, 1, 2, 3, 4
+_RESULT_EXIT = {"completed": EXIT_OK, "rejected": EXIT_REJECTED, "failed": EXIT_FAILED}
+
+
+def _emit(document: Any, as_json: bool, human: Callable[[], str]) -> None:
+    if as_json:
+        sys.stdout.write(orjson.dumps(document).decode() + "\n")
+    else:
+        sys.stdout.write(human() + "\n")
+
+
+def _application(args: argparse.Namespace) -> Application:
+    """The ``--app`` application (or a bare one), pointed at ``--store`` if given."""
+    target = args.app or os.environ.get("BLACKOPS_APP")
+    application = load_application(target) if target else Application()
+    if args.store:
+        application.use_store(args.store)
+    return application
+
+
+def _cli_actor(args: argparse.Namespace) -> Actor:
+    return Actor(args.actor or getpass.getuser() or "cli", "cli")
+
+
+# -- commands ------------------------------------------------------------------------------
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from blackops.devtoken import load_or_create_token
+    from blackops.http import create_http_app
+
+    application = _application(args)
+    token = load_or_create_token()
+    url = f"http://{args.host}:{args.port}"
+    types = application.operation_types
+    example = types[0] if types else "TYPE"
+    print(
+        f"BlackOps serving {args.app or '(no --app: no operation types)'}\n"
+        f"  store     {application.store_display}\n"
+        f"  url       {url}   (OpenAPI {url}/openapi.json, docs {url}/docs)\n"
+        f"  token     {token}\n"
+        f"  types     {', '.join(types) or '-'}\n"
+        f"Try it:\n"
+        f"  export TOKEN={token}\n"
+        f"  curl -s -X POST {url}/v1/spaces/default/operations/{example} \\\n"
+        f"       -H \"Authorization: Bearer $TOKEN\" -H 'content-type: application/json' \\\n"
+        f"       -d '{args.try_params}'\n"
+        f'  curl -s {url}/v1/operations/OPERATION_ID -H "Authorization: Bearer $TOKEN"',
+        flush=True,
+    )
+    application.store  # open (and create) the journal before taking requests  # noqa: B018
+    uvicorn.run(
+        create_http_app(application, token), host=args.host, port=args.port, log_level="info"
+    )
+    return EXIT_OK
+
+
+def cmd_op_run(args: argparse.Namespace) -> int:
+    application = _application(args)
+    params = parse_document(args.params)
+    result = application.run(
+        args.type, params, actor=_cli_actor(args), tenant=args.tenant, traceparent=args.traceparent
+    )
+    body = result.to_dict()
+
+    def human() -> str:
+        if result.rejection is not None:
+            r = result.rejection
+            return f"{result.operation_id} rejected: {r.category}/{r.code}: {r.message}"
+        if result.failure is not None:
+            return f"{result.operation_id} failed: {result.failure.message}"
+        return f"{result.operation_id} completed: {orjson.dumps(result.outcome).decode()}"
+
+    _emit(body, args.json, human)
+    return _RESULT_EXIT.get(result.status, EXIT_ERROR)
+
+
+def cmd_op_status(args: argparse.Namespace) -> int:
+    status = _application(args).status(args.operation_id)
+    _emit(status, args.json, lambda: "\n".join(f"{k:<14}{v}" for k, v in status.items()))
+    return EXIT_OK
+
+
+def cmd_op_events(args: argparse.Namespace) -> int:
+    events = _application(args).events(args.operation_id)
+
+    def human() -> str:
+        return "\n".join(
+            f"{e['position']:>8}  v{e['version']:<3} {e['at']}  {e['type']}" for e in events
+        )
+
+    _emit({"operationId": args.operation_id, "events": events}, args.json, human)
+    return EXIT_OK
+
+
+# -- parser --------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="blackops", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser, *, app: bool = True) -> None:
+        p.add_argument("--store", help="journal store URL (default: $BLACKOPS_STORE or SQLite)")
+        p.add_argument("--json", action="store_true", help="print exactly one JSON document")
+        if app:
+            p.add_argument("--app", help="module:attr of a blackops.Application ($BLACKOPS_APP)")
+
+    serve = commands.add_parser("serve", help="HTTP API on uvicorn")
+    common(serve)
+    serve.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+    serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8080")))
+    serve.add_argument(
+        "--try-params", default='{"customer": "ana", "amount": 42}', help=argparse.SUPPRESS
+    )
+    serve.set_defaults(handler=cmd_serve)
+
+    op = commands.add_parser("op", help="operations").add_subparsers(dest="op", required=True)
+    run = op.add_parser("run", help="run an operation Inline and print its completion")
+    common(run)
+    run.add_argument("type")
+    run.add_argument("--params", default="{}", help="params document as JSON")
+    run.add_argument("--tenant", default="default", help="Space (tenant); default 'default'")
+    run.add_argument("--actor", help="principal id recorded as the actor (default: $USER)")
+    run.add_argument("--traceparent", help="W3C traceparent to record")
+    run.set_defaults(handler=cmd_op_run)
+
+    status = op.add_parser("status", help="an operation's public status")
+    common(status)
+    status.add_argument("operation_id")
+    status.set_defaults(handler=cmd_op_status)
+
+    events = op.add_parser("events", help="an operation's lifecycle events")
+    common(events)
+    events.add_argument("operation_id")
+    events.set_defaults(handler=cmd_op_events)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.handler(args)
+    except BlackOpsError as error:
+        if getattr(args, "json", False):
+            sys.stdout.write(orjson.dumps(error.to_body()).decode() + "\n")
+        else:
+            sys.stderr.write(f"blackops: {error.code}: {error.message}\n")
+        return EXIT_ERROR
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""HTTP API (python-contract §4) on FastAPI: operations, status, events, OpenAPI."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+import orjson
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
+
+from blackops.application import Application
+from blackops.jsonbody import MAX_RAW_BYTES, parse_document
+from blackops.results import OperationResult
+from domain.context import Actor
+from domain.documents import DocumentError
+from domain.errors import HTTP_STATUS, BlackOpsError, InvalidRequest, Unauthorized
+
+#: A rejected operation answers with its category's status and taxonomy code.
+REJECTION_CODES = {
+    "validation": "invalid_params",
+    "authorization": "forbidden",
+    "not_found": "not_found",
+    "conflict": "conflict",
+    "business_rule": "rejected",
+}
+_DOCUMENT_BODY = {
+    "required": False,
+    "content": {"application/json": {"schema": {"type": "object"}}},
+    "description": "The operation's params document (RFC 8785 rules, at most 1 MiB).",
+}
+
+
+class JSON(JSONResponse):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
+def _error(error: BlackOpsError, **extra: Any) -> JSON:
+    headers = {"WWW-Authenticate": "Bearer"} if error.code == "unauthorized" else None
+    return JSON({**error.to_body(), **extra}, status_code=error.http_status, headers=headers)
+
+
+def result_response(result: OperationResult) -> JSON:
+    """Inline answers: 200 with the outcome; rejection/failure mapped to the taxonomy."""
+    body = result.to_dict()
+    if result.rejection is not None:
+        code = REJECTION_CODES[result.rejection.category]
+        error = {"code": code, "message": result.rejection.message or result.rejection.code}
+        return JSON({"error": error, **body}, status_code=HTTP_STATUS[code])
+    if result.failure is not None:
+        error = {"code": "operation_failed", "message": result.failure.message}
+        return JSON({"error": error, **body}, status_code=HTTP_STATUS["operation_failed"])
+    return JSON(body, status_code=200)
+
+
+async def _read_body(request: Request) -> bytes:
+    """The raw body, refusing early once it cannot be a document any more."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_RAW_BYTES:
+        raise DocumentError("document_too_large", f"request body is over {MAX_RAW_BYTES} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_RAW_BYTES:
+            raise DocumentError("document_too_large", f"request body is over {MAX_RAW_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def create_http_app(application: Application, token: str) -> FastAPI:
+    """The FastAPI app serving ``application``; every route needs ``Bearer <token>``."""
+    api = FastAPI(
+        title="BlackOps",
+        version="0.1.0",
+        description="Durable operations on an event-sourced journal.",
+    )
+    bearer = HTTPBearer(auto_error=False)
+
+    def principal(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Actor:
+        supplied = credentials.credentials if credentials else ""
+        if not supplied or not hmac.compare_digest(supplied.encode(), token.encode()):
+            raise Unauthorized()
+        return Actor("dev", "token")
+
+    @api.exception_handler(BlackOpsError)
+    async def blackops_error(_: Request, error: BlackOpsError) -> Response:
+        return _error(error)
+
+    @api.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, error: RequestValidationError) -> Response:
+        where = ", ".join(".".join(str(p) for p in e["loc"]) for e in error.errors()[:3])
+        return _error(InvalidRequest(f"invalid request: {where}"))
+
+    @api.post(
+        "/v1/spaces/{space}/operations/{type}",
+        openapi_extra={"requestBody": _DOCUMENT_BODY},
+        summary="Run an operation Inline (200 with its outcome)",
+    )
+    async def run_operation(
+        space: str, type: str, request: Request, actor: Actor = Depends(principal)
+    ) -> Response:
+        if "respond-async" in request.headers.get("prefer", ""):
+            raise InvalidRequest("Deferred operations (Prefer: respond-async) are not served yet")
+        params = parse_document(await _read_body(request), empty_is={})
+        result = await run_in_threadpool(
+            application.run,
+            type,
+            params,
+            actor=actor,
+            tenant=space,
+            traceparent=request.headers.get("traceparent"),
+        )
+        return result_response(result)
+
+    @api.get("/v1/operations/{operation_id}", summary="An operation's public status")
+    async def operation_status(operation_id: str, _: Actor = Depends(principal)) -> Response:
+        return JSON(await run_in_threadpool(application.status, operation_id))
+
+    @api.get("/v1/operations/{operation_id}/events", summary="An operation's lifecycle events")
+    async def operation_events(operation_id: str, _: Actor = Depends(principal)) -> Response:
+        events = await run_in_threadpool(application.events, operation_id)
+        return JSON({"operationId": operation_id, "events": events})
+
+    return api

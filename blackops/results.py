@@ -1,0 +1,89 @@
+"""What callers get back: OperationResult (python-contract §2) and the status view."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from domain.lifecycle import State
+from domain.operation import Operation
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    category: str
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    message: str
+    error_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OperationResult:
+    """The result of an Inline run: exactly one of outcome / rejection / failure applies."""
+
+    operation_id: str
+    status: str
+    outcome: dict[str, Any] | None = None
+    rejection: Rejection | None = None
+    failure: Failure | None = None
+    attempt: int = 0
+
+    @property
+    def completed(self) -> bool:
+        return self.status == "completed"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The completion JSON of ``op run --json`` and the Inline HTTP body."""
+        body: dict[str, Any] = {
+            "operationId": self.operation_id,
+            "status": self.status,
+            "attempt": self.attempt,
+        }
+        if self.status == "completed":
+            body["outcome"] = self.outcome
+        if self.rejection is not None:
+            body["rejection"] = {
+                "category": self.rejection.category,
+                "code": self.rejection.code,
+                "message": self.rejection.message,
+            }
+        if self.failure is not None:
+            body["failure"] = {"message": self.failure.message, "type": self.failure.error_type}
+        return body
+
+
+def status_view(operation: Operation) -> dict[str, Any]:
+    """``GET /v1/operations/{id}``: public status only, never Finalizing/Supervising (OL-2)."""
+    view: dict[str, Any] = {
+        "operationId": operation.id,
+        "type": operation.type,
+        "tenant": operation.tenant,
+        "mode": operation.mode.value if operation.mode else None,
+        "status": operation.public_status,
+        "attempt": operation.attempt,
+        "correlationId": operation.correlation_id,
+        "createdAt": operation.created_at,
+        "updatedAt": operation.updated_at,
+        "version": operation.version,
+    }
+    if operation.retry_due_at is not None and operation.public_status == "retry_scheduled":
+        view["retryDueAt"] = operation.retry_due_at
+    if operation.rejection is not None:
+        view["rejection"] = dict(operation.rejection)
+    if operation.state in (State.FAILED, State.DEAD_LETTER) and operation.last_error:
+        view["failure"] = dict(operation.last_error)
+    if operation.completion is not None:
+        view["outcome"] = {
+            "type": operation.completion.get("outcome_type"),
+            "schemaVersion": operation.completion.get("outcome_schema_version"),
+            "digest": operation.completion.get("outcome_digest"),
+            "recorded": operation.completion.get("outcome_recorded", False),
+        }
+    if operation.hold is not None:
+        view["hold"] = dict(operation.hold)
+    return view

@@ -1,0 +1,1 @@
+"""Example BlackOps applications (served by ``make run``)."""

@@ -1,0 +1,171 @@
+"""The ``blackops`` CLI as a user runs it: real processes, both stores, exit codes, --json."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BLACKOPS = [sys.executable, "-m", "blackops.cli"]
+
+
+def run(
+    *args: str, store: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*BLACKOPS, *args, "--store", store],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_op_run_prints_the_completion_json_and_exits_zero(store_url: str) -> None:
+    """OL-9: Inline returns the outcome in the completion JSON of the CLI with --json."""
+    done = run(
+        "op",
+        "run",
+        "invoice.issue",
+        "--app",
+        "examples.shop:app",
+        "--json",
+        "--params",
+        '{"customer": "ana", "amount": 42}',
+        "--actor",
+        "ana",
+        store=store_url,
+    )
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)  # exactly one JSON document
+    assert body["status"] == "completed"
+    assert body["outcome"]["customer"] == "ana" and body["outcome"]["issued_by"] == "ana"
+
+    status = run("op", "status", body["operationId"], "--json", store=store_url)
+    assert status.returncode == 0 and json.loads(status.stdout)["status"] == "completed"
+    events = run("op", "events", body["operationId"], "--json", store=store_url)
+    assert [e["type"] for e in json.loads(events.stdout)["events"]][-1] == "operation.completed"
+    human = run("op", "events", body["operationId"], store=store_url)
+    assert "operation.completed" in human.stdout
+
+
+def test_op_run_exit_codes_say_what_happened(store_url: str) -> None:
+    rejected = run(
+        "op",
+        "run",
+        "invoice.issue",
+        "--app",
+        "examples.shop:app",
+        "--json",
+        "--params",
+        '{"customer": "ana", "amount": 0}',
+        store=store_url,
+    )
+    assert rejected.returncode == 3
+    assert json.loads(rejected.stdout)["rejection"]["code"] == "amount_not_positive"
+
+    invalid = run(
+        "op",
+        "run",
+        "invoice.issue",
+        "--app",
+        "examples.shop:app",
+        "--json",
+        "--params",
+        '{"amount": NaN}',
+        store=store_url,
+    )
+    assert invalid.returncode == 1
+    error = json.loads(invalid.stdout)["error"]
+    assert error["code"] == "invalid_params" and "NaN is not JSON" in error["message"]
+    unknown = run("op", "status", "0190f6c1-0000-7000-8000-000000000000", store=store_url)
+    assert unknown.returncode == 1 and "not_found" in unknown.stderr
+
+
+def test_op_run_failure_exits_four(tmp_path: Path) -> None:
+    module = tmp_path / "crashy.py"
+    module.write_text(
+        "from blackops import Application\n"
+        "app = Application()\n"
+        "@app.operation('job.crash')\n"
+        "def crash(ctx, params):\n"
+        "    raise RuntimeError('disk on fire')\n"
+    )
+    done = subprocess.run(
+        [*BLACKOPS, "op", "run", "job.crash", "--app", "crashy:app", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "BLACKOPS_STORE": f"sqlite:///{tmp_path}/j.db"},
+    )
+    assert done.returncode == 4, done.stderr
+    assert json.loads(done.stdout)["failure"]["message"] == "RuntimeError: disk on fire"
+    assert (tmp_path / "j.db").exists()  # BLACKOPS_STORE chose the store
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_serve_prints_how_to_try_it_and_answers(tmp_path: Path) -> None:
+    """What ``make run`` does: serve the example app on SQLite, token required."""
+    port = _free_port()
+    env = {**os.environ, "BLACKOPS_HOME": str(tmp_path / "home"), "BLACKOPS_DEV_TOKEN": ""}
+    server = subprocess.Popen(
+        [
+            *BLACKOPS,
+            "serve",
+            "--app",
+            "examples.shop:app",
+            "--port",
+            str(port),
+            "--store",
+            f"sqlite:///{tmp_path}/serve.db",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            try:
+                httpx.get(f"{base}/openapi.json", timeout=1)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        token = (tmp_path / "home" / "dev-token").read_text().strip()
+        assert (
+            httpx.post(f"{base}/v1/spaces/default/operations/greeting.say", json={}).status_code
+            == 401
+        )
+        answer = httpx.post(
+            f"{base}/v1/spaces/default/operations/invoice.issue",
+            json={"customer": "ana", "amount": 42},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert answer.status_code == 200 and answer.json()["outcome"]["amount"] == 42
+    finally:
+        server.terminate()
+        output, _ = server.communicate(timeout=30)
+    assert token in output and f"{base}" in output and "curl" in output
+
+
+@pytest.mark.parametrize("args", [["op"], ["op", "run"], ["nope"]])
+def test_usage_errors_exit_two(args: list[str]) -> None:
+    done = subprocess.run([*BLACKOPS, *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2

@@ -1,0 +1,184 @@
+"""HTTP API on SQLite and PostgreSQL: auth, Inline 200, taxonomy mapping, hostile bodies."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from blackops import Application, ExecutionContext, OperationRejected, Retryable
+from blackops.http import create_http_app
+from domain.errors import HTTP_STATUS
+
+TOKEN = "test-token-123"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture
+def client(app: Application) -> Iterator[TestClient]:
+    @app.operation("greeting.say")
+    def say(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        return {"hello": params.get("name", "world"), "by": ctx.actor.id, "space": ctx.tenant}
+
+    @app.operation("order.place")
+    def place(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        raise OperationRejected(params["category"], "refused", "not today")
+
+    @app.operation("job.crash")
+    def crash(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        raise Retryable("boom")
+
+    with TestClient(create_http_app(app, TOKEN)) as test_client:
+        yield test_client
+
+
+def post(client: TestClient, path: str, body: bytes | str = b"{}", **headers: str) -> Any:
+    return client.post(
+        path, content=body, headers={**AUTH, "content-type": "application/json", **headers}
+    )
+
+
+def test_inline_run_answers_200_with_the_outcome(client: TestClient, app: Application) -> None:
+    response = post(client, "/v1/spaces/acme/operations/greeting.say", b'{"name": "ana"}')
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "completed"
+    assert body["outcome"] == {"hello": "ana", "by": "dev", "space": "acme"}
+    status = client.get(f"/v1/operations/{body['operationId']}", headers=AUTH)
+    assert status.status_code == 200 and status.json()["status"] == "completed"
+    events = client.get(f"/v1/operations/{body['operationId']}/events", headers=AUTH).json()
+    assert [e["type"] for e in events["events"]] == [
+        "operation.received",
+        "attempt.started",
+        "attempt.finalizing",
+        "operation.completed",
+    ]
+    assert events["events"][0]["context"]["actor"] == {"id": "dev", "kind": "token"}
+
+
+def test_empty_body_means_empty_params(client: TestClient) -> None:
+    response = post(client, "/v1/spaces/acme/operations/greeting.say", b"")
+    assert response.status_code == 200 and response.json()["outcome"]["hello"] == "world"
+
+
+@pytest.mark.parametrize(
+    ("category", "status", "code"),
+    [
+        ("validation", 400, "invalid_params"),
+        ("authorization", 403, "forbidden"),
+        ("not_found", 404, "not_found"),
+        ("conflict", 409, "conflict"),
+        ("business_rule", 422, "rejected"),
+    ],
+)
+def test_rejections_map_to_the_taxonomy(
+    client: TestClient, category: str, status: int, code: str
+) -> None:
+    response = post(
+        client, "/v1/spaces/acme/operations/order.place", f'{{"category": "{category}"}}'
+    )
+    assert response.status_code == status == HTTP_STATUS[code]
+    body = response.json()
+    assert body["error"]["code"] == code and body["status"] == "rejected"
+    assert body["rejection"] == {"category": category, "code": "refused", "message": "not today"}
+
+
+def test_failure_maps_to_operation_failed(client: TestClient) -> None:
+    response = post(client, "/v1/spaces/acme/operations/job.crash")
+    assert response.status_code == 500
+    assert response.json()["error"]["code"] == "operation_failed"
+    assert response.json()["status"] == "failed"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": f"Basic {TOKEN}"},
+        {"Authorization": "Bearer "},
+    ],
+)
+def test_requests_without_the_token_get_401(
+    client: TestClient, app: Application, headers: dict[str, str]
+) -> None:
+    before = app.store.last_position()
+    for response in (
+        client.post("/v1/spaces/acme/operations/greeting.say", content=b"{}", headers=headers),
+        client.get("/v1/operations/x", headers=headers),
+        client.get("/v1/operations/x/events", headers=headers),
+    ):
+        assert response.status_code == 401
+        assert response.json()["error"]["code"] == "unauthorized"
+        assert response.headers["www-authenticate"] == "Bearer"
+    assert app.store.last_position() == before
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        (b'{"a": 1, "a": 2}', 400, "invalid_params"),  # duplicate keys would lose data
+        (b'{"a": NaN}', 400, "invalid_params"),
+        (b'{"a": Infinity}', 400, "invalid_params"),
+        (b'{"a": 1e400}', 400, "invalid_params"),
+        (b'{"a": 9007199254740992}', 400, "invalid_params"),
+        (b'{"a": "\\ud800"}', 400, "invalid_params"),
+        (b"[1, 2]", 400, "invalid_params"),
+        (b"null", 400, "invalid_params"),
+        (b'{"a": ', 400, "invalid_params"),
+        (b'{"a": "\xff"}', 400, "invalid_params"),
+        (b"[" * 100_000 + b"]" * 100_000, 400, "invalid_params"),
+        (
+            ("{" + ",".join(f'"k{i}": {i}' for i in range(1025)) + "}").encode(),
+            413,
+            "document_too_large",
+        ),
+        (b'{"a": "' + b"x" * 1_048_576 + b'"}', 413, "document_too_large"),
+        (b" " * (4 * 1_048_576 + 1), 413, "document_too_large"),
+    ],
+)
+def test_hostile_bodies_are_refused_and_change_nothing(
+    client: TestClient, app: Application, body: bytes, status: int, code: str
+) -> None:
+    before = app.store.last_position()
+    response = post(client, "/v1/spaces/acme/operations/greeting.say", body)
+    assert response.status_code == status
+    assert response.json()["error"]["code"] == code
+    assert app.store.last_position() == before
+
+
+def test_bad_names_and_unknown_things(client: TestClient, app: Application) -> None:
+    before = app.store.last_position()
+    assert (
+        post(client, "/v1/spaces/acme/operations/nope.nope").json()["error"]["code"] == "not_found"
+    )
+    assert (
+        post(client, "/v1/spaces/acme/operations/Bad Type").json()["error"]["code"]
+        == "invalid_request"
+    )
+    assert (
+        post(client, "/v1/spaces/a%20b/operations/greeting.say").json()["error"]["code"]
+        == "invalid_request"
+    )
+    bad_trace = post(client, "/v1/spaces/acme/operations/greeting.say", traceparent="zzz")
+    assert bad_trace.status_code == 400
+    assert (
+        client.get("/v1/operations/0190f6c1-0000-7000-8000-000000000000", headers=AUTH).status_code
+        == 404
+    )
+    assert app.store.last_position() == before
+
+
+def test_deferred_is_refused_clearly_until_it_exists(client: TestClient, app: Application) -> None:
+    before = app.store.last_position()
+    response = post(client, "/v1/spaces/acme/operations/greeting.say", prefer="respond-async")
+    assert response.status_code == 400 and "Deferred" in response.json()["error"]["message"]
+    assert app.store.last_position() == before
+
+
+def test_openapi_document_is_served(client: TestClient) -> None:
+    document = client.get("/openapi.json").json()
+    assert "/v1/spaces/{space}/operations/{type}" in document["paths"]
+    assert "/v1/operations/{operation_id}/events" in document["paths"]

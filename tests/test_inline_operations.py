@@ -1,0 +1,417 @@
+"""Inline operations on SQLite and PostgreSQL: OL-1, OL-3..OL-6, OL-8, OL-9, OL-12."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any, ClassVar
+
+import pytest
+from pydantic import BaseModel
+
+from blackops import (
+    Application,
+    BlackOpsError,
+    DocumentError,
+    ExecutionContext,
+    OperationRejected,
+    Retryable,
+    Supervision,
+)
+from blackops.testing import FakeClock
+from domain.clock import format_instant
+from domain.errors import FencingError, NotFound
+from domain.lifecycle import EventType
+from domain.operation import LifecycleViolation
+from journal.operations import OperationJournal
+
+SUCCESS = ["operation.received", "attempt.started", "attempt.finalizing", "operation.completed"]
+
+
+def types_of(app: Application, operation_id: str) -> list[str]:
+    return [e["type"] for e in app.events(operation_id)]
+
+
+def test_ol1_ol4_inline_success_skips_accepted(app: Application) -> None:
+    """OL-1/OL-4: Received -> Running -> Finalizing -> Completed, no Accepted, in-process."""
+    ran_in: list[str] = []
+
+    @app.operation("greeting.say")
+    def say(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        ran_in.append(ctx.operation_id)
+        return {"hello": params["name"]}
+
+    result = app.run("greeting.say", {"name": "ana"}, actor="ana", tenant="acme")
+    assert result.status == "completed" and result.outcome == {"hello": "ana"}
+    assert result.rejection is None and result.failure is None
+    assert ran_in == [result.operation_id]
+    assert types_of(app, result.operation_id) == SUCCESS
+    assert app.status(result.operation_id)["status"] == "completed"
+    assert app.status(result.operation_id)["mode"] == "inline"
+
+
+def test_ol12_execution_context_on_every_event(app: Application, clock: FakeClock) -> None:
+    """OL-12: ids, actor, tenant and attempt of each transition come from the context."""
+    seen: list[ExecutionContext] = []
+
+    @app.operation("ctx.probe")
+    def probe(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        seen.append(ctx)
+
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    result = app.run(
+        "ctx.probe",
+        {},
+        actor={"id": "ana", "kind": "user"},
+        tenant="acme",
+        traceparent=traceparent,
+        causation_id="req-7",
+    )
+    ctx = seen[0]
+    assert (ctx.operation_id, ctx.tenant, ctx.attempt) == (result.operation_id, "acme", 1)
+    assert ctx.actor.id == "ana" and ctx.actor.kind == "user"
+    assert ctx.correlation_id == result.operation_id and ctx.causation_id == "req-7"
+    events = app.events(result.operation_id)
+    for event in events:
+        context = event["context"]
+        assert context["operation_id"] == result.operation_id
+        assert context["actor"] == {"id": "ana", "kind": "user"}
+        assert context["tenant"] == "acme"
+        assert context["correlation_id"] == result.operation_id
+        assert context["causation_id"] == "req-7"
+        assert context["traceparent"] == traceparent
+        assert event["at"] == format_instant(clock.now())
+    assert [e["context"]["attempt"] for e in events] == [0, 1, 1, 1]
+    assert [e["version"] for e in events] == [1, 2, 3, 4]
+
+
+def test_every_timestamp_comes_from_the_injected_clock(store_url: str) -> None:
+    clock = FakeClock(FakeClock().now() - timedelta(days=400))
+    app = Application(store_url, clock=clock)
+
+    @app.operation("slow.step", supervision=Supervision(max_attempts=2, initial_delay_seconds=300))
+    def slow(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        if ctx.attempt == 1:
+            raise Retryable("later")
+
+    start = clock.now()
+    result = app.run("slow.step", {}, actor="t", tenant="acme")
+    stamps = [e["at"] for e in app.events(result.operation_id)]
+    assert stamps[0] == format_instant(start)
+    assert stamps[-1] == format_instant(start + timedelta(seconds=300))
+    app.close()
+
+
+@pytest.mark.parametrize(
+    "category", ["validation", "authorization", "not_found", "conflict", "business_rule"]
+)
+def test_ol6_rejection_categories_are_terminal_rejections(app: Application, category: str) -> None:
+    """OL-6: OperationRejected -> Rejected with a stable category/code; Running -> Rejected."""
+
+    @app.operation("order.place")
+    def place(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        raise OperationRejected(category, "order_refused", "no, because")
+
+    result = app.run("order.place", {}, actor="t", tenant="acme")
+    assert result.status == "rejected" and result.outcome is None and result.failure is None
+    assert result.rejection is not None
+    assert (result.rejection.category, result.rejection.code) == (category, "order_refused")
+    assert types_of(app, result.operation_id) == [
+        "operation.received",
+        "attempt.started",
+        "operation.rejected",
+    ]
+    status = app.status(result.operation_id)
+    assert status["status"] == "rejected"
+    assert status["rejection"] == {
+        "category": category,
+        "code": "order_refused",
+        "message": "no, because",
+    }
+
+
+def test_ol6_unknown_rejection_category_is_a_programming_error() -> None:
+    with pytest.raises(ValueError, match="category"):
+        OperationRejected("teapot", "x", "y")
+    with pytest.raises(ValueError, match="code"):
+        OperationRejected("validation", "Not A Code", "y")
+
+
+class Order(BaseModel):
+    sku: str
+    quantity: int
+
+
+class Receipt(BaseModel):
+    schema_version: ClassVar[int] = 3
+    sku: str
+    total: int
+
+
+def test_received_to_rejected_when_params_fail_the_declared_model(app: Application) -> None:
+    """OL-3 "Received -> Rejected": a valid document that fails the pydantic input model."""
+    calls: list[Order] = []
+
+    @app.operation("order.typed")
+    def typed(ctx: ExecutionContext, params: Order) -> Receipt:
+        calls.append(params)
+        return Receipt(sku=params.sku, total=params.quantity * 3)
+
+    bad = app.run(
+        "order.typed",
+        {"sku": "A", "quantity": "lots", "secret": "s3cr3t"},
+        actor="t",
+        tenant="acme",
+    )
+    assert bad.status == "rejected" and calls == []
+    assert bad.rejection is not None and bad.rejection.category == "validation"
+    assert "quantity" in bad.rejection.message and "lots" not in bad.rejection.message
+    assert types_of(app, bad.operation_id) == ["operation.received", "operation.rejected"]
+
+    good = app.run("order.typed", {"sku": "A", "quantity": 2}, actor="t", tenant="acme")
+    assert calls == [Order(sku="A", quantity=2)]
+    assert good.outcome == {"sku": "A", "total": 6}
+    assert Receipt.model_validate(good.outcome) == Receipt(sku="A", total=6)
+    completed = app.events(good.operation_id)[-1]["data"]
+    assert completed["outcome_type"].endswith("test_inline_operations.Receipt")
+    assert completed["outcome_schema_version"] == 3
+
+
+def test_ol8_ordinary_exception_goes_through_supervising_to_failed(app: Application) -> None:
+    """OL-8: an ordinary exception is never a rejection; OL-3 final failure path."""
+
+    @app.operation("job.crash")
+    def crash(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        raise KeyError("missing")
+
+    result = app.run("job.crash", {}, actor="t", tenant="acme")
+    assert result.status == "failed" and result.rejection is None
+    assert result.failure is not None and "KeyError" in result.failure.message
+    assert types_of(app, result.operation_id) == [
+        "operation.received",
+        "attempt.started",
+        "attempt.failed",
+        "attempt.supervising",
+        "operation.failed",
+    ]
+    supervising = app.events(result.operation_id)[3]["data"]
+    assert supervising["decision"] == "fail" and supervising["reason"] == "not_retryable"
+    assert app.status(result.operation_id)["failure"]["type"] == "KeyError"
+
+
+def test_ol7_inline_retries_in_process_with_the_policy_delays(
+    app: Application, clock: FakeClock
+) -> None:
+    """OL-3 retry path in-process (decision P5): delays on the injected clock."""
+    attempts: list[tuple[int, str]] = []
+    policy = Supervision(
+        max_attempts=4, backoff="exponential", initial_delay_seconds=300, max_delay_seconds=900
+    )
+
+    @app.operation("pay.charge", supervision=policy)
+    def charge(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        attempts.append((ctx.attempt, format_instant(clock.now())))
+        if ctx.attempt < 4:
+            raise Retryable("gateway timeout")
+        return {"charged": True}
+
+    start = clock.now()
+    result = app.run("pay.charge", {}, actor="t", tenant="acme")
+    assert result.status == "completed" and result.attempt == 4
+    # 300, 600, then capped at 900: waited on the fake clock, not in real time.
+    offsets = [0, 300, 900, 1800]
+    assert attempts == [
+        (i + 1, format_instant(start + timedelta(seconds=s))) for i, s in enumerate(offsets)
+    ]
+    retry = ["attempt.failed", "attempt.supervising", "attempt.retry_scheduled", "attempt.started"]
+    assert types_of(app, result.operation_id) == [
+        "operation.received",
+        "attempt.started",
+        *retry * 3,
+        "attempt.finalizing",
+        "operation.completed",
+    ]
+    scheduled = [
+        e["data"] for e in app.events(result.operation_id) if e["type"] == "attempt.retry_scheduled"
+    ]
+    assert [s["delay_seconds"] for s in scheduled] == [300, 600, 900]
+
+
+class GatewayDown(Exception):
+    pass
+
+
+def test_ol7_exhaustion_fails_inline_even_when_policy_says_dead_letter(app: Application) -> None:
+    """Dead Letter is Deferred quarantine only (OL-3); Inline exhaustion is Failed."""
+    policy = Supervision(max_attempts=2, retry_on=(GatewayDown,), exhausted="dead_letter")
+
+    @app.operation("pay.refund", supervision=policy)
+    def refund(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        raise GatewayDown("still down")
+
+    result = app.run("pay.refund", {}, actor="t", tenant="acme")
+    assert result.status == "failed" and result.attempt == 2
+    events = app.events(result.operation_id)
+    assert events[-1]["type"] == "operation.failed"
+    assert events[-2]["data"] == {"attempt": 2, "decision": "fail", "reason": "exhausted"}
+    assert "operation.dead_lettered" not in [e["type"] for e in events]
+
+
+def test_ol9_inline_never_creates_an_outcome_record(app: Application) -> None:
+    """OL-9: the outcome goes back to the caller only; the store holds no copy of it."""
+    marker = "outcome-marker-7f3a9c"
+
+    @app.operation("report.make")
+    def make(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        return {"report": marker}
+
+    result = app.run("report.make", {}, actor="t", tenant="acme")
+    assert result.outcome == {"report": marker}
+    everything = list(app.store.iter_after(0))
+    assert {e.stream for e in everything} == {result.operation_id}
+    assert all(marker not in repr(e.data) for e in everything)
+    raw = app.store._recorder.select_notifications(None, 1000)
+    assert all(marker.encode() not in n.state for n in raw)
+    completed = everything[-1].data
+    assert completed["outcome_recorded"] is False
+    assert completed["outcome_digest"].startswith("sha256:")
+
+
+def test_bad_input_is_refused_before_any_side_effect(app: Application) -> None:
+    """Decision O3 / DW-DOC-5: nothing is recorded for invalid input."""
+    calls: list[int] = []
+
+    @app.operation("noop.run")
+    def noop(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        calls.append(1)
+
+    before = app.store.last_position()
+    with pytest.raises(DocumentError) as e1:
+        app.run("noop.run", {"x": float("nan")}, actor="t", tenant="acme")
+    with pytest.raises(DocumentError) as e2:
+        app.run("noop.run", {"x": 2**53}, actor="t", tenant="acme")
+    with pytest.raises(DocumentError) as e3:
+        app.run("noop.run", {f"k{i}": i for i in range(1025)}, actor="t", tenant="acme")
+    with pytest.raises(NotFound):
+        app.run("noop.unknown", {}, actor="t", tenant="acme")
+    with pytest.raises(BlackOpsError) as e4:
+        app.run("noop.run", {}, actor="t", tenant="no spaces allowed")
+    with pytest.raises(BlackOpsError) as e5:
+        app.run("noop.run", {}, actor="", tenant="acme")
+    with pytest.raises(BlackOpsError) as e6:
+        app.run("noop.run", {}, actor="t", tenant="acme", traceparent="not-a-trace")
+    assert [e.value.code for e in (e1, e2, e3)] == [
+        "invalid_params",
+        "invalid_params",
+        "document_too_large",
+    ]
+    assert {e.value.code for e in (e4, e5, e6)} == {"invalid_request"}
+    assert calls == []
+    assert app.store.last_position() == before
+
+
+def test_a_non_document_outcome_fails_the_attempt(app: Application) -> None:
+    @app.operation("bad.outcome")
+    def bad(ctx: ExecutionContext, params: dict[str, Any]) -> Any:
+        return {"when": {1, 2}}
+
+    result = app.run("bad.outcome", {}, actor="t", tenant="acme")
+    assert result.status == "failed" and result.failure is not None
+    assert result.failure.error_type == "outcome_invalid"
+    assert "not a document" in result.failure.message
+
+
+def test_async_handlers_run_from_sync_and_from_a_running_loop(app: Application) -> None:
+    @app.operation("async.echo")
+    async def echo(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return {"echo": params["v"]}
+
+    assert app.run("async.echo", {"v": 1}, actor="t", tenant="acme").outcome == {"echo": 1}
+
+    async def from_async_code() -> Any:
+        return app.run("async.echo", {"v": 2}, actor="t", tenant="acme").outcome
+
+    assert asyncio.run(from_async_code()) == {"echo": 2}
+
+
+def test_ol5_terminal_operations_accept_no_further_lifecycle_event(app: Application) -> None:
+    """OL-5 against the real journal: the loaded aggregate refuses, nothing is appended."""
+
+    @app.operation("done.once")
+    def once(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        return None
+
+    result = app.run("done.once", {}, actor="t", tenant="acme")
+    journal = OperationJournal(app.store)
+    operation = journal.load(result.operation_id)
+    with pytest.raises(LifecycleViolation):
+        operation.record(
+            EventType.ATTEMPT_STARTED, "2026-11-30T09:00:00.000000Z", {}, {"attempt": 2}
+        )
+    assert types_of(app, result.operation_id) == SUCCESS
+    assert result.outcome is None and app.status(result.operation_id)["outcome"]["digest"] is None
+
+
+def test_two_writers_of_one_operation_the_stale_one_is_fenced(app: Application) -> None:
+    """Principle 2: a writer that loaded an older version cannot commit."""
+
+    @app.operation("fence.me")
+    def fence(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        raise OperationRejected("conflict", "stop", "")
+
+    result = app.run("fence.me", {}, actor="t", tenant="acme")
+    journal = OperationJournal(app.store)
+    first, second = journal.load(result.operation_id), journal.load(result.operation_id)
+    first.record(EventType.HELD, "2026-11-30T09:00:00.000000Z", {}, {"reason": "audit"})
+    journal.save(first)
+    second.record(EventType.HELD, "2026-11-30T09:00:01.000000Z", {}, {"reason": "other"})
+    with pytest.raises(FencingError):
+        journal.save(second)
+    assert [e["data"].get("reason") for e in app.events(result.operation_id)][-1] == "audit"
+
+
+def test_status_and_events_of_unknown_operations_are_not_found(app: Application) -> None:
+    for bad in ("0190f6c1-0000-7000-8000-000000000000", "../../etc", ""):
+        with pytest.raises(NotFound) as caught:
+            app.status(bad)
+        assert caught.value.code == "not_found"
+        with pytest.raises(NotFound):
+            app.events(bad)
+
+
+def test_handlers_are_registered_once_with_valid_names(app: Application) -> None:
+    with pytest.raises(BlackOpsError):
+        app.operation("Not.Valid")
+    with pytest.raises(TypeError):
+        app.operation("ok.type")(lambda: None)
+
+    @app.operation("ok.type")
+    def ok(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        return None
+
+    with pytest.raises(ValueError, match="already registered"):
+        app.operation("ok.type")(ok)
+    assert app.operation_types == ["ok.type"]
+
+
+def test_a_full_size_params_document_is_journaled_whole(app: Application) -> None:
+    """DW-DOC-1 boundary end to end: 1,048,576 canonical bytes of params run and are stored
+    (the journal envelope around them is larger); one byte more is refused, nothing written."""
+    from domain.documents import MAX_BYTES, canonical_document
+
+    @app.operation("big.echo")
+    def echo(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        return {"size": len(params["blob"])}
+
+    exact = {"blob": "x" * (MAX_BYTES - 11)}
+    assert len(canonical_document(exact)) == MAX_BYTES
+    result = app.run("big.echo", exact, actor="t", tenant="acme")
+    assert result.status == "completed"
+    assert app.events(result.operation_id)[0]["data"]["params"] == exact
+
+    before = app.store.last_position()
+    with pytest.raises(DocumentError) as caught:
+        app.run("big.echo", {"blob": "x" * (MAX_BYTES - 10)}, actor="t", tenant="acme")
+    assert caught.value.code == "document_too_large"
+    assert app.store.last_position() == before
