@@ -59,6 +59,7 @@ def test_op_run_prints_the_completion_json_and_exits_zero(store_url: str) -> Non
 
 
 def test_op_run_exit_codes_say_what_happened(store_url: str) -> None:
+    """OL-6 on the CLI: a rejection keeps its code and exits 3; invalid params exit 1."""
     rejected = run(
         "op",
         "run",

@@ -73,7 +73,7 @@ def test_empty_body_means_empty_params(client: TestClient) -> None:
         ("business_rule", 422, "rejected"),
     ],
 )
-def test_rejections_map_to_the_taxonomy(
+def test_ol6_rejections_map_to_the_taxonomy(
     client: TestClient, category: str, status: int, code: str
 ) -> None:
     response = post(
@@ -139,7 +139,7 @@ def test_requests_without_the_token_get_401(
         (b" " * (4 * 1_048_576 + 1), 413, "document_too_large"),
     ],
 )
-def test_hostile_bodies_are_refused_and_change_nothing(
+def test_dw_doc_1_dw_doc_2_dw_doc_5_hostile_bodies_are_refused_and_change_nothing(
     client: TestClient, app: Application, body: bytes, status: int, code: str
 ) -> None:
     before = app.store.last_position()

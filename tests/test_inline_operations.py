@@ -415,3 +415,38 @@ def test_a_full_size_params_document_is_journaled_whole(app: Application) -> Non
         app.run("big.echo", {"blob": "x" * (MAX_BYTES - 10)}, actor="t", tenant="acme")
     assert caught.value.code == "document_too_large"
     assert app.store.last_position() == before
+
+
+class StatusReadingClock(FakeClock):
+    """Reads the operation's public status while the runner waits out a retry delay."""
+
+    def __init__(self, app_ref: list[Application], ids: list[str], seen: list[str]) -> None:
+        super().__init__(FakeClock().now())
+        self.app_ref, self.ids, self.seen = app_ref, ids, seen
+
+    def sleep(self, seconds: float) -> None:
+        self.seen.append(self.app_ref[0].status(self.ids[-1])["status"])
+        super().sleep(seconds)
+
+
+def test_ol2_public_status_while_it_runs_and_while_a_retry_waits(store_url: str) -> None:
+    """OL-2: mid-attempt the Status API says `running`; during the retry delay it says
+    `retry_scheduled`; Finalizing and Supervising never show."""
+    seen: list[str] = []
+    ids: list[str] = []
+    app_ref: list[Application] = []
+    app = Application(store_url, clock=StatusReadingClock(app_ref, ids, seen))
+    app_ref.append(app)
+
+    @app.operation("self.look", supervision=Supervision(max_attempts=2, initial_delay_seconds=5))
+    def look(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        ids.append(ctx.operation_id)
+        status = app.status(ctx.operation_id)
+        seen.append(f"{status['status']}@{status['attempt']}")
+        if ctx.attempt == 1:
+            raise Retryable("once more")
+
+    result = app.run("self.look", {}, actor="t", tenant="acme")
+    assert seen == ["running@1", "retry_scheduled", "running@2"]
+    assert app.status(result.operation_id)["status"] == "completed"
+    app.close()

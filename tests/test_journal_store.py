@@ -106,7 +106,7 @@ def test_bad_reads_are_refused(store: EventStore) -> None:
 
 
 def test_racing_writers_at_one_version_exactly_one_wins(store: EventStore) -> None:
-    """Fencing by aggregate version under real thread concurrency."""
+    """OL-8 groundwork: fencing by aggregate version under real thread concurrency."""
     store.append(Append("race", 0, [ev(0)]))
     outcomes: list[str] = []
     barrier = threading.Barrier(8)
@@ -141,7 +141,7 @@ def _racer(
 
 
 def test_racing_processes_exactly_one_wins(store_url: str) -> None:
-    """Four OS processes append version 1 of one stream at the same moment."""
+    """OL-8 groundwork: four OS processes append version 1 of one stream at once."""
     url = store_url
     EventStore(url).close()  # create tables before the race
     ctx = multiprocessing.get_context("spawn")
