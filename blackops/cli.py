@@ -70,7 +70,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         f"  export TOKEN={token}\n"
         f"  curl -s -X POST {url}/v1/spaces/default/operations/{example} \\\n"
         f"       -H \"Authorization: Bearer $TOKEN\" -H 'content-type: application/json' \\\n"
-        f"       -d '{args.try_params}'\n"
+        f"       -d '{{}}'\n"
         f'  curl -s {url}/v1/operations/OPERATION_ID -H "Authorization: Bearer $TOKEN"',
         flush=True,
     )
@@ -136,9 +136,6 @@ def build_parser() -> argparse.ArgumentParser:
     common(serve)
     serve.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
     serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8080")))
-    serve.add_argument(
-        "--try-params", default='{"customer": "ana", "amount": 42}', help=argparse.SUPPRESS
-    )
     serve.set_defaults(handler=cmd_serve)
 
     op = commands.add_parser("op", help="operations").add_subparsers(dest="op", required=True)

@@ -92,7 +92,8 @@ def test_op_run_exit_codes_say_what_happened(store_url: str) -> None:
     assert unknown.returncode == 1 and "not_found" in unknown.stderr
 
 
-def test_op_run_failure_exits_four(tmp_path: Path) -> None:
+def test_op_run_failure_exits_four(tmp_path: Path, store_url: str) -> None:
+    """OL-8 on the CLI: an ordinary exception is a failure (exit 4), never a rejection."""
     module = tmp_path / "crashy.py"
     module.write_text(
         "from blackops import Application\n"
@@ -107,11 +108,15 @@ def test_op_run_failure_exits_four(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "BLACKOPS_STORE": f"sqlite:///{tmp_path}/j.db"},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "BLACKOPS_STORE": store_url},
     )
     assert done.returncode == 4, done.stderr
-    assert json.loads(done.stdout)["failure"]["message"] == "RuntimeError: disk on fire"
-    assert (tmp_path / "j.db").exists()  # BLACKOPS_STORE chose the store
+    body = json.loads(done.stdout)
+    assert body["failure"]["message"] == "RuntimeError: disk on fire"
+    assert body["status"] == "failed" and "rejection" not in body
+    # BLACKOPS_STORE chose the store: the operation is readable there.
+    status = run("op", "status", body["operationId"], "--json", store=store_url)
+    assert json.loads(status.stdout)["status"] == "failed"
 
 
 def _free_port() -> int:
@@ -120,8 +125,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_serve_prints_how_to_try_it_and_answers(tmp_path: Path) -> None:
-    """What ``make run`` does: serve the example app on SQLite, token required."""
+def test_serve_prints_how_to_try_it_and_answers(tmp_path: Path, store_url: str) -> None:
+    """What ``make run`` does: serve the example app, token required, on either store."""
     port = _free_port()
     env = {**os.environ, "BLACKOPS_HOME": str(tmp_path / "home"), "BLACKOPS_DEV_TOKEN": ""}
     server = subprocess.Popen(
