@@ -8,7 +8,7 @@ PORT   ?= 8080
 APP    ?= examples.shop:app
 PYTEST_ARGS ?=
 
-.PHONY: run test lint format bench clean
+.PHONY: run test test-min lint format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,13 @@ run: $(STAMP)
 ## All tests, on SQLite and PostgreSQL (CI=true makes a missing PostgreSQL fatal).
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## The suite on the oldest dependency versions pyproject.toml admits (its own .venv-min).
+test-min:
+	test -x .venv-min/bin/python || $(PYTHON) -m venv .venv-min
+	.venv-min/bin/python -m pip install --quiet -r constraints-min.txt
+	.venv-min/bin/python -m pip install --quiet --no-deps -e .
+	.venv-min/bin/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
 ## ruff (lint + format check) and mypy (strict for the library packages).
 lint: $(STAMP)
@@ -39,4 +46,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/documents.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-min .mypy_cache .ruff_cache .pytest_cache .hypothesis
