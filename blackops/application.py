@@ -27,13 +27,13 @@ _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
 
 
 def check_tenant(tenant: object) -> str:
-    if not isinstance(tenant, str) or not TENANT.match(tenant):
+    if not isinstance(tenant, str) or not TENANT.fullmatch(tenant):
         raise InvalidRequest("tenant (Space) must be 1-63 letters, digits, '_', '.', '-'")
     return tenant
 
 
 def check_operation_id(operation_id: object) -> str:
-    if not isinstance(operation_id, str) or not _ID.match(operation_id):
+    if not isinstance(operation_id, str) or not _ID.fullmatch(operation_id):
         raise NotFound(f"operation {operation_id!r} does not exist")
     return operation_id
 
@@ -128,11 +128,11 @@ class Application:
         params document raises and records nothing (decisions O3).
         """
         spec = self.handler(check_operation_type(type))
-        canonical_document(params)
+        canonical = canonical_document(params)
         ctx = self._context(
             spec.operation_type, actor, tenant, traceparent, causation_id, correlation_id
         )
-        return InlineRunner(self._journal(), self.clock).run(spec, params, ctx)
+        return InlineRunner(self._journal(), self.clock).run(spec, canonical, ctx)
 
     def _context(
         self,
@@ -145,7 +145,7 @@ class Application:
     ) -> ExecutionContext:
         operation_id = new_id(self.clock)
         for name, value in (("causation_id", causation_id), ("correlation_id", correlation_id)):
-            if value is not None and (not isinstance(value, str) or not _ID.match(value)):
+            if value is not None and (not isinstance(value, str) or not _ID.fullmatch(value)):
                 raise InvalidRequest(f"{name} must be an id of 1-200 characters")
         return ExecutionContext(
             operation_id=operation_id,

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from blackops.application import Application
-from blackops.jsonbody import parse_document
+from blackops.jsonbody import parse_document, render_json
 from blackops.loading import load_application
 from domain.context import Actor
 from domain.errors import BlackOpsError
@@ -28,7 +28,7 @@ _RESULT_EXIT = {"completed": EXIT_OK, "rejected": EXIT_REJECTED, "failed": EXIT_
 
 def _emit(document: Any, as_json: bool, human: Callable[[], str]) -> None:
     if as_json:
-        sys.stdout.write(orjson.dumps(document).decode() + "\n")
+        sys.stdout.write(render_json(document).decode() + "\n")
     else:
         sys.stdout.write(human() + "\n")
 

@@ -24,7 +24,7 @@ Handler = Callable[..., Any]
 
 
 def check_operation_type(name: object) -> str:
-    if not isinstance(name, str) or len(name) > 128 or not OPERATION_TYPE.match(name):
+    if not isinstance(name, str) or len(name) > 128 or not OPERATION_TYPE.fullmatch(name):
         raise InvalidRequest("operation type must be dotted lower-case words, e.g. 'invoice.issue'")
     return name
 
@@ -80,7 +80,9 @@ class HandlerSpec:
         try:
             return self.params_model.model_validate(params, strict=False)
         except ValidationError as error:
-            raise OperationRejected("validation", "invalid_params", _summarise(error)) from None
+            raise OperationRejected(
+                "validation", "invalid_params", summarise_validation(error)
+            ) from None
 
     def call(self, ctx: Any, params: Any) -> Any:
         """Run the handler once, sync or async, from synchronous code."""
@@ -106,7 +108,7 @@ class HandlerSpec:
                 document = model.model_validate(value).model_dump(mode="json")
             except ValidationError as error:
                 raise OutcomeInvalid(
-                    f"outcome does not match {model.__name__}: {_summarise(error)}"
+                    f"outcome does not match {model.__name__}: {summarise_validation(error)}"
                 ) from None
         else:
             document = value
@@ -139,7 +141,7 @@ def _model_or_none(hint: Any) -> type[BaseModel] | None:
     return None
 
 
-def _summarise(error: ValidationError) -> str:
+def summarise_validation(error: ValidationError) -> str:
     """Where and what, never the offending input values (they may be secret)."""
     parts = []
     for item in error.errors(include_input=False, include_url=False)[:5]:

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import hmac
+import logging
 from typing import Any
 
-import orjson
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 
 from blackops.application import Application
-from blackops.jsonbody import MAX_RAW_BYTES, parse_document
+from blackops.jsonbody import MAX_RAW_BYTES, parse_document, render_json
 from blackops.results import OperationResult
 from domain.context import Actor
 from domain.documents import DocumentError
@@ -38,7 +39,12 @@ class JSON(JSONResponse):
     media_type = "application/json"
 
     def render(self, content: Any) -> bytes:
-        return orjson.dumps(content)
+        return render_json(content)
+
+
+log = logging.getLogger("blackops.http")
+#: Framework-level refusals (no route, wrong method) in the taxonomy's body shape.
+_FRAMEWORK_CODES = {401: "unauthorized", 403: "forbidden", 404: "not_found"}
 
 
 def _error(error: BlackOpsError, **extra: Any) -> JSON:
@@ -91,6 +97,19 @@ def create_http_app(application: Application, token: str) -> FastAPI:
     @api.exception_handler(BlackOpsError)
     async def blackops_error(_: Request, error: BlackOpsError) -> Response:
         return _error(error)
+
+    @api.exception_handler(HTTPException)
+    async def framework_error(_: Request, error: HTTPException) -> Response:
+        code = _FRAMEWORK_CODES.get(error.status_code, "invalid_request")
+        body = {"error": {"code": code, "message": str(error.detail)}}
+        return JSON(body, status_code=error.status_code, headers=error.headers)
+
+    @api.exception_handler(Exception)
+    async def unexpected_error(request: Request, error: Exception) -> Response:
+        # A bug, not an input problem: log it in full, tell the caller nothing internal.
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        message = "an internal error occurred; the server log has the details"
+        return JSON({"error": {"code": "internal_error", "message": message}}, status_code=500)
 
     @api.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, error: RequestValidationError) -> Response:

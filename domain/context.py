@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from domain.errors import InvalidRequest
+from domain.json_text import scalar_text
 
 # W3C Trace Context, version 00: version-traceid-parentid-flags, ids not all zero.
 _TRACEPARENT = re.compile(r"^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$")
@@ -23,6 +24,8 @@ class Actor:
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not 1 <= len(self.id) <= 256:
             raise InvalidRequest("actor id must be a string of 1-256 characters")
+        if scalar_text(self.id) != self.id:
+            raise InvalidRequest("actor id must be Unicode text (no lone surrogates)")
         if self.kind not in _ACTOR_KINDS:
             raise InvalidRequest(f"actor kind must be one of {sorted(_ACTOR_KINDS)}")
 
@@ -45,7 +48,7 @@ def check_traceparent(value: str | None) -> str | None:
     """A W3C ``traceparent`` or None; anything malformed is refused, not dropped."""
     if value is None:
         return None
-    if not isinstance(value, str) or not _TRACEPARENT.match(value):
+    if not isinstance(value, str) or not _TRACEPARENT.fullmatch(value):
         raise InvalidRequest("traceparent must be a W3C Trace Context version 00 value")
     return value
 

@@ -24,6 +24,7 @@ class _Limits(NamedTuple):
 
 _DOCUMENT: Final = _Limits(MAX_KEYS, MAX_BYTES)
 _ENVELOPE: Final = _Limits(MAX_KEYS, ENVELOPE_MAX_BYTES)
+_UNLIMITED: Final = _Limits(2**62, 2**62)
 
 #: orjson refuses nesting deeper than ~253 levels; past this depth we use the iterative path.
 _FAST_MAX_DEPTH: Final = 200
@@ -106,6 +107,12 @@ def canonical_document_reference(value: object) -> bytes:
 def canonical_envelope(value: object) -> bytes:
     """The journal's own records: every document rule, but up to ``ENVELOPE_MAX_BYTES``."""
     return _canonical(value, _ENVELOPE)
+
+
+def canonical_json(value: object) -> bytes:
+    """Every value rule, no size or key limit: for answers built from documents already
+    accepted (HTTP bodies, CLI output), at any depth."""
+    return _canonical(value, _UNLIMITED)
 
 
 def _canonical(value: object, limits: _Limits) -> bytes:

@@ -25,6 +25,7 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "conflict": 409,
     "rejected": 422,
     "operation_failed": 500,
+    "internal_error": 500,
 }
 
 

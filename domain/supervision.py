@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from domain.json_text import scalar_text
+
 REJECTION_CATEGORIES: Final = (
     "validation",
     "authorization",
@@ -27,14 +29,14 @@ class OperationRejected(Exception):
             raise ValueError(
                 f"rejection category must be one of {REJECTION_CATEGORIES}, not {category!r}"
             )
-        if not isinstance(code, str) or not _CODE.match(code):
+        if not isinstance(code, str) or not _CODE.fullmatch(code):
             raise ValueError("rejection code must match [a-z][a-z0-9_.-]{0,63}")
         if not isinstance(message, str):
             raise ValueError("rejection message must be a string")
         super().__init__(f"{category}/{code}: {message}")
         self.category = category
         self.code = code
-        self.message = message[:1000]
+        self.message = scalar_text(message, 1000)  # recordable whatever the handler wrote
 
 
 class Retryable(Exception):

@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
-from eventsourcing.persistence import Notification
+from collections.abc import Sequence
+from typing import Any
+
+from eventsourcing.persistence import IntegrityError, Notification, StoredEvent
 from eventsourcing.popo import POPOApplicationRecorder
+
+from journal.appends import predecessors
 
 
 class BlackOpsMemoryRecorder(POPOApplicationRecorder):
     """Private to one process; for tests and demos, never durable."""
 
+    def _assert_uniqueness(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
+        super()._assert_uniqueness(stored_events, **kwargs)
+        for stream, version in predecessors(stored_events):  # called under the lock
+            if version not in self._stored_events_index.get(stream, {}):
+                raise IntegrityError(f"stream {stream!r} has no version {version}")
+
     def select_stream(self, stream: str, after_version: int = 0) -> list[Notification]:
         with self._database_lock:
-            index = self._stored_events_index[stream]
+            # .get, not [...]: the index is a defaultdict and reads must not grow it.
+            index = self._stored_events_index.get(stream, {})
             found = []
             for version in sorted(v for v in index if v > after_version):
                 offset = index[version]

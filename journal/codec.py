@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from domain.documents import canonical_envelope
 from domain.events import NewEvent
+from domain.json_text import load_canonical
 
 
 def encode_state(event: NewEvent) -> bytes:
@@ -19,5 +18,5 @@ def encode_state(event: NewEvent) -> bytes:
 
 
 def decode_state(state: bytes) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    body = orjson.loads(state)
+    body = load_canonical(state)  # any depth: documents have no depth limit
     return body["at"], body["context"], body["data"]

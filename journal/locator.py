@@ -65,7 +65,7 @@ def _postgres(url: str) -> StoreLocation:
         raise InvalidRequest("postgresql store URL needs a host and a database name")
     query = parse_qs(parts.query)
     schema = query.get("schema", ["public"])[-1]
-    if not _SCHEMA.match(schema):
+    if not _SCHEMA.fullmatch(schema):
         raise InvalidRequest("postgresql schema must be a lower-case SQL identifier")
     settings = {
         "PERSISTENCE_MODULE": "eventsourcing.postgres",

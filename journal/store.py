@@ -126,6 +126,8 @@ class EventStore:
         stored: list[StoredEvent] = []
         for append in appends:
             _check_stream(append.stream)
+            if type(append.expected_version) is not int or append.expected_version < 0:
+                raise InvalidRequest("expected_version must be a non-negative integer")
             stored.extend(
                 StoredEvent(
                     originator_id=append.stream,
@@ -149,17 +151,31 @@ class EventStore:
         return result
 
     def _reconcile(self, appends: Sequence[Append], stored: list[StoredEvent]) -> list[list[int]]:
-        result, start = [], 0
+        """After a refused insert: was it our own lost commit, or whom did we collide with?
+
+        Each stream is ``mine`` (identical events stored), ``absent`` (nothing stored
+        after the expected version: the refusal came from elsewhere, or a gap) or
+        ``other`` (another writer's events). All mine: success. Else the first ``other``
+        stream is the conflict, or failing that the first ``absent`` one.
+        """
+        verdicts: list[tuple[str, Append, list[Notification]]] = []
+        start = 0
         for append in appends:
             mine = stored[start : start + len(append.events)]
             start += len(append.events)
             with _backend_errors():
                 found = self._recorder.select_stream(append.stream, append.expected_version)
             found = found[: len(mine)]
-            if [(n.topic, n.state) for n in found] != [(s.topic, s.state) for s in mine]:
-                raise FencingError(append.stream, append.expected_version)
-            result.append([n.id for n in found])
-        return result
+            if [(n.topic, n.state) for n in found] == [(s.topic, s.state) for s in mine]:
+                verdicts.append(("mine", append, found))
+            else:
+                verdicts.append(("other" if found else "absent", append, found))
+        if all(verdict == "mine" for verdict, _, _ in verdicts):
+            return [[n.id for n in found] for _, _, found in verdicts]
+        losers = [a for v, a, _ in verdicts if v == "other"] or [
+            a for v, a, _ in verdicts if v == "absent"
+        ]
+        raise FencingError(losers[0].stream, losers[0].expected_version)
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -88,6 +88,19 @@ def test_op_run_exit_codes_say_what_happened(store_url: str) -> None:
     assert invalid.returncode == 1
     error = json.loads(invalid.stdout)["error"]
     assert error["code"] == "invalid_params" and "NaN is not JSON" in error["message"]
+    huge = run(
+        "op",
+        "run",
+        "invoice.issue",
+        "--app",
+        "examples.shop:app",
+        "--json",
+        "--params",
+        '{"amount": ' + "9" * 5000 + "}",
+        store=store_url,
+    )
+    assert huge.returncode == 1
+    assert json.loads(huge.stdout)["error"]["code"] == "invalid_params"
     unknown = run("op", "status", "0190f6c1-0000-7000-8000-000000000000", store=store_url)
     assert unknown.returncode == 1 and "not_found" in unknown.stderr
 

@@ -17,10 +17,12 @@ from blackops import (
     OperationRejected,
     Retryable,
     Supervision,
+    canonical_document,
 )
 from blackops.testing import FakeClock
 from domain.clock import format_instant
 from domain.errors import FencingError, NotFound
+from domain.events import NewEvent
 from domain.lifecycle import EventType
 from domain.operation import LifecycleViolation
 from journal.operations import OperationJournal
@@ -86,20 +88,28 @@ def test_ol12_execution_context_on_every_event(app: Application, clock: FakeCloc
 
 
 def test_every_timestamp_comes_from_the_injected_clock(store_url: str) -> None:
+    """Principle 5: every `at` and every `due_at` is the injected clock's time."""
     clock = FakeClock(FakeClock().now() - timedelta(days=400))
     app = Application(store_url, clock=clock)
+    try:
 
-    @app.operation("slow.step", supervision=Supervision(max_attempts=2, initial_delay_seconds=300))
-    def slow(ctx: ExecutionContext, params: dict[str, Any]) -> None:
-        if ctx.attempt == 1:
-            raise Retryable("later")
+        @app.operation(
+            "slow.step", supervision=Supervision(max_attempts=2, initial_delay_seconds=300)
+        )
+        def slow(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+            if ctx.attempt == 1:
+                raise Retryable("later")
 
-    start = clock.now()
-    result = app.run("slow.step", {}, actor="t", tenant="acme")
-    stamps = [e["at"] for e in app.events(result.operation_id)]
-    assert stamps[0] == format_instant(start)
-    assert stamps[-1] == format_instant(start + timedelta(seconds=300))
-    app.close()
+        start = clock.now()
+        result = app.run("slow.step", {}, actor="t", tenant="acme")
+        first, later = format_instant(start), format_instant(start + timedelta(seconds=300))
+        events = app.events(result.operation_id)
+        # Attempt 1 and its failure at the start; attempt 2 after the fake 300 s wait.
+        assert [e["at"] for e in events] == [first] * 5 + [later] * 3
+        scheduled = next(e for e in events if e["type"] == "attempt.retry_scheduled")
+        assert scheduled["data"]["due_at"] == later
+    finally:
+        app.close()
 
 
 @pytest.mark.parametrize(
@@ -336,7 +346,9 @@ def test_async_handlers_run_from_sync_and_from_a_running_loop(app: Application) 
 
 
 def test_ol5_terminal_operations_accept_no_further_lifecycle_event(app: Application) -> None:
-    """OL-5 against the real journal: the loaded aggregate refuses, nothing is appended."""
+    """OL-5 against the real journal: the aggregate refuses the event before any write, and
+    an illegal event written behind its back is detected when the operation is read."""
+    from journal.store import Append
 
     @app.operation("done.once")
     def once(ctx: ExecutionContext, params: dict[str, Any]) -> None:
@@ -349,8 +361,13 @@ def test_ol5_terminal_operations_accept_no_further_lifecycle_event(app: Applicat
         operation.record(
             EventType.ATTEMPT_STARTED, "2026-11-30T09:00:00.000000Z", {}, {"attempt": 2}
         )
+    assert journal.save(operation) == [[]]  # nothing was pending, nothing is written
     assert types_of(app, result.operation_id) == SUCCESS
-    assert result.outcome is None and app.status(result.operation_id)["outcome"]["digest"] is None
+
+    late = NewEvent("attempt.started", "2026-11-30T09:00:00.000000Z", {}, {"attempt": 2})
+    app.store.append(Append(result.operation_id, 4, [late]))
+    with pytest.raises(LifecycleViolation):
+        app.status(result.operation_id)
 
 
 def test_two_writers_of_one_operation_the_stale_one_is_fenced(app: Application) -> None:
@@ -437,7 +454,13 @@ def test_ol2_public_status_while_it_runs_and_while_a_retry_waits(store_url: str)
     app_ref: list[Application] = []
     app = Application(store_url, clock=StatusReadingClock(app_ref, ids, seen))
     app_ref.append(app)
+    try:
+        _look_twice(app, ids, seen)
+    finally:
+        app.close()
 
+
+def _look_twice(app: Application, ids: list[str], seen: list[str]) -> None:
     @app.operation("self.look", supervision=Supervision(max_attempts=2, initial_delay_seconds=5))
     def look(ctx: ExecutionContext, params: dict[str, Any]) -> None:
         ids.append(ctx.operation_id)
@@ -449,4 +472,133 @@ def test_ol2_public_status_while_it_runs_and_while_a_retry_waits(store_url: str)
     result = app.run("self.look", {}, actor="t", tenant="acme")
     assert seen == ["running@1", "retry_scheduled", "running@2"]
     assert app.status(result.operation_id)["status"] == "completed"
-    app.close()
+
+
+def test_handler_text_that_is_not_unicode_is_still_recorded(app: Application) -> None:
+    """A handler's rejection or exception text with a lone surrogate, or an exception whose
+    __str__ raises, still ends the operation (OL-5): nothing is left Running."""
+
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    @app.operation("text.reject")
+    def reject(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        raise OperationRejected("validation", "bad_text", "bad \ud800 text")
+
+    @app.operation("text.raise")
+    def crash(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        raise ValueError("x\udcff")
+
+    @app.operation("text.unprintable")
+    def unprintable(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        raise Unprintable
+
+    rejected = app.run("text.reject", {}, actor="t", tenant="acme")
+    assert rejected.status == "rejected"
+    assert app.status(rejected.operation_id)["rejection"]["message"] == "bad \\ud800 text"
+    failed = app.run("text.raise", {}, actor="t", tenant="acme")
+    assert app.status(failed.operation_id)["status"] == "failed"
+    assert failed.failure is not None and failed.failure.message == "ValueError: x\\udcff"
+    silent = app.run("text.unprintable", {}, actor="t", tenant="acme")
+    assert app.status(silent.operation_id)["status"] == "failed"
+
+
+def test_an_interrupt_inside_the_handler_fails_the_operation_then_propagates(
+    app: Application,
+) -> None:
+    """Decision P17: SystemExit / KeyboardInterrupt mid-attempt is recorded as
+    attempt.interrupted and a failure with reason `interrupted` (never a rejection, OL-8),
+    and the interrupt still reaches the caller."""
+    ids: list[str] = []
+
+    @app.operation("stop.now")
+    def stop(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        ids.append(ctx.operation_id)
+        raise SystemExit(3)
+
+    with pytest.raises(SystemExit):
+        app.run("stop.now", {}, actor="t", tenant="acme")
+    assert types_of(app, ids[0])[-3:] == [
+        "attempt.interrupted",
+        "attempt.supervising",
+        "operation.failed",
+    ]
+    status = app.status(ids[0])
+    assert status["status"] == "failed" and status["failure"]["type"] == "interrupted"
+
+
+def test_every_attempt_gets_the_params_as_they_were_asked(app: Application) -> None:
+    """A handler that mutates its params cannot change what a retry sees or the journal."""
+    seen: list[dict[str, Any]] = []
+
+    @app.operation("mutate.params", supervision=Supervision(max_attempts=2))
+    def mutate(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        seen.append(dict(params))
+        params["amount"] *= 2
+        if ctx.attempt == 1:
+            raise Retryable("again")
+        return {"amount": params["amount"]}
+
+    result = app.run("mutate.params", {"amount": 10}, actor="t", tenant="acme")
+    assert seen == [{"amount": 10}, {"amount": 10}]
+    assert result.outcome == {"amount": 20}
+    assert app.events(result.operation_id)[0]["data"]["params"] == {"amount": 10}
+
+
+def test_a_pydantic_error_inside_a_handler_is_recorded_without_its_inputs(
+    app: Application,
+) -> None:
+    """Decision D18: the failure names fields, never the input values."""
+
+    @app.operation("inner.validate")
+    def inner(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        Order.model_validate({"sku": "A", "quantity": params["secret"]})
+
+    result = app.run("inner.validate", {"secret": "hunter2"}, actor="t", tenant="acme")
+    assert result.failure is not None and "quantity" in result.failure.message
+    assert "hunter2" not in repr(app.events(result.operation_id)[2:])
+
+
+def test_names_with_a_trailing_newline_are_refused(app: Application) -> None:
+    """Decision P12 exactly: `$` in a pattern would let a final newline through."""
+
+    @app.operation("ok.run")
+    def ok(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        return None
+
+    before = app.store.last_position()
+    with pytest.raises(BlackOpsError):
+        app.operation("ok.other\n")
+    for kwargs in (
+        {"tenant": "acme\n"},
+        {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\n"},
+        {"causation_id": "req-1\n"},
+        {"actor": "bad \ud800 actor"},
+    ):
+        arguments: dict[str, Any] = {"actor": "t", "tenant": "acme", **kwargs}
+        with pytest.raises(BlackOpsError) as caught:
+            app.run("ok.run", {}, **arguments)
+        assert caught.value.code == "invalid_request"
+    with pytest.raises(NotFound):
+        app.status("0190f6c1-0000-7000-8000-000000000000\n")
+    assert app.store.last_position() == before
+
+
+def test_any_depth_that_canonical_document_accepts_can_be_read_back(app: Application) -> None:
+    """DW-DOC-2 (no depth limit) end to end: the journal reads what it wrote."""
+
+    @app.operation("deep.echo")
+    def echo(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        return params
+
+    deep: Any = []
+    for _ in range(5000):
+        deep = [deep]
+    result = app.run("deep.echo", {"deep": deep}, actor="t", tenant="acme")
+    assert result.status == "completed"
+    assert app.status(result.operation_id)["status"] == "completed"
+    stored = app.events(result.operation_id)[0]["data"]["params"]
+    # Compared as canonical bytes: Python's own == recurses and would give up first.
+    assert canonical_document(stored) == canonical_document({"deep": deep})
+    assert len(list(app.store.iter_after(0))) == 4

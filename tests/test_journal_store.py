@@ -195,3 +195,35 @@ def test_memory_stores_are_private() -> None:
     with EventStore("memory://") as one, EventStore("memory://") as two:
         one.append(Append("m", 0, [ev(1)]))
         assert two.read_stream("m") == []
+
+
+def test_an_append_from_the_future_leaves_no_gap(store: EventStore) -> None:
+    """expected_version beyond the stream's end is refused inside the transaction."""
+    store.append(Append("g", 0, [ev(1)]))
+    last = store.last_position()
+    for expected in (2, 5):
+        with pytest.raises(FencingError):
+            store.append(Append("g", expected, [ev(9)]))
+    with pytest.raises(FencingError):
+        store.append(Append("fresh", 3, [ev(9)]))
+    with pytest.raises(FencingError):  # one good stream and one gap: neither is written
+        store.append(Append("g", 1, [ev(2)]), Append("h", 4, [ev(3)]))
+    assert store.last_position() == last
+    assert [e.version for e in store.read_stream("g")] == [1]
+    assert store.read_stream("fresh") == [] and store.read_stream("h") == []
+    with pytest.raises(InvalidRequest):
+        store.append(Append("g", -1, [ev(0)]))
+
+
+def test_a_group_conflict_names_the_stream_that_collided(store: EventStore) -> None:
+    store.append(Append("x", 0, [ev(1)]))
+    with pytest.raises(FencingError) as caught:
+        store.append(Append("y", 0, [ev(2)]), Append("x", 0, [ev(3)]))
+    assert caught.value.stream == "x"
+
+
+def test_reading_unknown_streams_does_not_grow_the_memory_index() -> None:
+    with EventStore("memory://") as memory:
+        for n in range(50):
+            assert memory.read_stream(f"nobody-{n}") == []
+        assert len(memory._recorder._stored_events_index) == 0  # type: ignore[attr-defined]

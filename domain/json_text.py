@@ -1,0 +1,141 @@
+"""An iterative JSON parser: any nesting depth, strict about what would lose data.
+
+orjson (1,024 levels) and the standard library (the recursion limit) stop at depths a
+valid document may reach, since documents have no depth limit. This parser keeps an
+explicit stack instead, and refuses duplicate keys, NaN/Infinity and over-long integers.
+"""
+
+from __future__ import annotations
+
+import re
+from json.decoder import scanstring  # type: ignore[attr-defined]  # C-accelerated, untyped
+from typing import Any
+
+import orjson
+
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+_LITERALS = {"true": True, "false": False, "null": None}
+_MAX_INT_DIGITS = 4300  # Python's own int-from-text limit
+
+
+class JSONTextError(ValueError):
+    """The text is not one JSON value that can be read without losing anything."""
+
+
+class _Open:
+    __slots__ = ("container", "key")
+
+    def __init__(self, container: dict[str, Any] | list[Any]) -> None:
+        self.container = container
+        self.key: str | None = None
+
+
+def parse_json(text: str) -> Any:
+    """Parse exactly one JSON value (RFC 8259) from ``text``."""
+    stack: list[_Open] = []
+    pos = _skip(text, 0)
+    while True:
+        value, pos, opened = _value(text, pos)
+        if opened is not None:
+            pos = _skip(text, pos)
+            closer = "}" if isinstance(opened, dict) else "]"
+            if text.startswith(closer, pos):
+                value, pos = opened, pos + 1
+            else:
+                stack.append(_Open(opened))
+                if isinstance(opened, dict):
+                    stack[-1].key, pos = _key(text, pos)
+                continue
+        # A complete value: attach it, then close every container that ends here.
+        while True:
+            if not stack:
+                end = _skip(text, pos)
+                if end != len(text):
+                    raise JSONTextError(f"unexpected text after the value at offset {end}")
+                return value
+            top = stack[-1]
+            if isinstance(top.container, dict):
+                assert top.key is not None
+                if top.key in top.container:
+                    raise JSONTextError("duplicate object key")
+                top.container[top.key] = value
+            else:
+                top.container.append(value)
+            pos = _skip(text, pos)
+            char = text[pos : pos + 1]
+            if char == ",":
+                pos = _skip(text, pos + 1)
+                if isinstance(top.container, dict):
+                    top.key, pos = _key(text, pos)
+                break  # the next member's value
+            if char != ("}" if isinstance(top.container, dict) else "]"):
+                raise JSONTextError(f"expected ',' or a closing bracket at offset {pos}")
+            value, pos = stack.pop().container, pos + 1
+
+
+def _skip(text: str, pos: int) -> int:
+    match = _WHITESPACE.match(text, pos)
+    assert match is not None  # the pattern matches the empty string
+    return match.end()
+
+
+def _key(text: str, pos: int) -> tuple[str, int]:
+    if not text.startswith('"', pos):
+        raise JSONTextError(f"expected an object key at offset {pos}")
+    key, pos = _string(text, pos)
+    pos = _skip(text, pos)
+    if not text.startswith(":", pos):
+        raise JSONTextError(f"expected ':' at offset {pos}")
+    return key, _skip(text, pos + 1)
+
+
+def _string(text: str, pos: int) -> tuple[str, int]:
+    try:
+        value, end = scanstring(text, pos + 1, True)
+    except ValueError as error:
+        raise JSONTextError(f"malformed string at offset {pos}") from error
+    return value, end
+
+
+def _value(text: str, pos: int) -> tuple[Any, int, dict[str, Any] | list[Any] | None]:
+    """One value at ``pos``: scalars whole; containers only opened (third item)."""
+    char = text[pos : pos + 1]
+    if char == "{":
+        return None, pos + 1, {}
+    if char == "[":
+        return None, pos + 1, []
+    if char == '"':
+        value, end = _string(text, pos)
+        return value, end, None
+    for word, literal in _LITERALS.items():
+        if text.startswith(word, pos):
+            return literal, pos + len(word), None
+    match = _NUMBER.match(text, pos)
+    if match is None:
+        raise JSONTextError(f"expected a JSON value at offset {pos}")
+    number = match.group()
+    if match.group(1) or match.group(2):
+        return float(number), match.end(), None  # an overflow becomes inf: refused later
+    if len(number) > _MAX_INT_DIGITS:
+        raise JSONTextError("integer has too many digits")
+    return int(number), match.end(), None
+
+
+def load_canonical(data: bytes) -> Any:
+    """Read JSON bytes we wrote ourselves: orjson, or this parser past orjson's depth."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return parse_json(data.decode("utf-8"))
+
+
+def scalar_text(text: str, limit: int | None = None) -> str:
+    """``text`` cut to ``limit`` characters, lone surrogates spelled out as ``\\udXXX``.
+
+    For text we did not write (handler messages, exception strings): it must be
+    recordable as a document string whatever it contains.
+    """
+    if limit is not None:
+        text = text[:limit]
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
