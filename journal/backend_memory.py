@@ -8,7 +8,7 @@ from typing import Any
 from eventsourcing.persistence import IntegrityError, Notification, StoredEvent
 from eventsourcing.popo import POPOApplicationRecorder
 
-from journal.appends import predecessors
+from journal.backend_common import predecessors
 
 
 class BlackOpsMemoryRecorder(POPOApplicationRecorder):

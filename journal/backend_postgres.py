@@ -9,9 +9,9 @@ from eventsourcing.persistence import IntegrityError, Notification, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg import Cursor
 from psycopg.rows import DictRow
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composed, Identifier
 
-from journal.appends import predecessors
+from journal.backend_common import notification, predecessors
 
 
 class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
@@ -32,13 +32,10 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
         needed = list(predecessors(stored_events))
         if not needed:
             return
-        statement = SQL(
+        statement = self._sql(
             "SELECT count(*) AS found FROM {schema}.{table} t "
             "JOIN unnest(%s::text[], %s::bigint[]) AS p(id, v) "
             "ON t.originator_id = p.id AND t.originator_version = p.v"
-        ).format(
-            schema=Identifier(self.datastore.schema),
-            table=Identifier(self.events_table_name),
         )
         curs.execute(statement, ([s for s, _ in needed], [v for _, v in needed]))
         row = curs.fetchone()
@@ -46,23 +43,17 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
             raise IntegrityError("an append would leave a gap in a stream's versions")
 
     def select_stream(self, stream: str, after_version: int = 0) -> list[Notification]:
-        statement = SQL(
+        statement = self._sql(
             "SELECT notification_id, originator_id, originator_version, topic, state "
             "FROM {schema}.{table} WHERE originator_id = %s AND originator_version > %s "
             "ORDER BY originator_version"
-        ).format(
-            schema=Identifier(self.datastore.schema),
-            table=Identifier(self.events_table_name),
         )
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(statement, (stream, after_version), prepare=True)
-            return [
-                Notification(
-                    id=row["notification_id"],
-                    originator_id=row["originator_id"],
-                    originator_version=row["originator_version"],
-                    topic=row["topic"],
-                    state=bytes(row["state"]),
-                )
-                for row in curs.fetchall()
-            ]
+            return [notification(row, "notification_id") for row in curs.fetchall()]
+
+    def _sql(self, text: str) -> Composed:
+        """A statement on this recorder's events table (``{schema}.{table}``)."""
+        return SQL(text).format(  # our own literals, never user text
+            schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)
+        )

@@ -8,7 +8,7 @@ from typing import Any
 from eventsourcing.persistence import IntegrityError, Notification, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
 
-from journal.appends import predecessors
+from journal.backend_common import notification, predecessors
 
 
 class BlackOpsSQLiteRecorder(SQLiteApplicationRecorder):
@@ -38,13 +38,4 @@ class BlackOpsSQLiteRecorder(SQLiteApplicationRecorder):
         )
         with self.datastore.transaction(commit=False) as cursor:
             cursor.execute(statement, (stream, after_version))
-            return [
-                Notification(
-                    id=row["rowid"],
-                    originator_id=row["originator_id"],
-                    originator_version=row["originator_version"],
-                    topic=row["topic"],
-                    state=bytes(row["state"]),
-                )
-                for row in cursor.fetchall()
-            ]
+            return [notification(row, "rowid") for row in cursor.fetchall()]

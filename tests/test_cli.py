@@ -30,21 +30,17 @@ def run(
     )
 
 
+def op_run(params: str, store: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    """``blackops op run invoice.issue`` on the example app, with --json."""
+    return run(
+        "op", "run", "invoice.issue", "--app", "examples.shop:app", "--json",
+        "--params", params, *extra, store=store,
+    )  # fmt: skip
+
+
 def test_op_run_prints_the_completion_json_and_exits_zero(store_url: str) -> None:
     """OL-9: Inline returns the outcome in the completion JSON of the CLI with --json."""
-    done = run(
-        "op",
-        "run",
-        "invoice.issue",
-        "--app",
-        "examples.shop:app",
-        "--json",
-        "--params",
-        '{"customer": "ana", "amount": 42}',
-        "--actor",
-        "ana",
-        store=store_url,
-    )
+    done = op_run('{"customer": "ana", "amount": 42}', store_url, "--actor", "ana")
     assert done.returncode == 0, done.stderr
     body = json.loads(done.stdout)  # exactly one JSON document
     assert body["status"] == "completed"
@@ -60,45 +56,15 @@ def test_op_run_prints_the_completion_json_and_exits_zero(store_url: str) -> Non
 
 def test_op_run_exit_codes_say_what_happened(store_url: str) -> None:
     """OL-6 on the CLI: a rejection keeps its code and exits 3; invalid params exit 1."""
-    rejected = run(
-        "op",
-        "run",
-        "invoice.issue",
-        "--app",
-        "examples.shop:app",
-        "--json",
-        "--params",
-        '{"customer": "ana", "amount": 0}',
-        store=store_url,
-    )
+    rejected = op_run('{"customer": "ana", "amount": 0}', store_url)
     assert rejected.returncode == 3
     assert json.loads(rejected.stdout)["rejection"]["code"] == "amount_not_positive"
 
-    invalid = run(
-        "op",
-        "run",
-        "invoice.issue",
-        "--app",
-        "examples.shop:app",
-        "--json",
-        "--params",
-        '{"amount": NaN}',
-        store=store_url,
-    )
+    invalid = op_run('{"amount": NaN}', store_url)
     assert invalid.returncode == 1
     error = json.loads(invalid.stdout)["error"]
     assert error["code"] == "invalid_params" and "NaN is not JSON" in error["message"]
-    huge = run(
-        "op",
-        "run",
-        "invoice.issue",
-        "--app",
-        "examples.shop:app",
-        "--json",
-        "--params",
-        '{"amount": ' + "9" * 5000 + "}",
-        store=store_url,
-    )
+    huge = op_run('{"amount": ' + "9" * 5000 + "}", store_url)
     assert huge.returncode == 1
     assert json.loads(huge.stdout)["error"]["code"] == "invalid_params"
     unknown = run("op", "status", "0190f6c1-0000-7000-8000-000000000000", store=store_url)

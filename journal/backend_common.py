@@ -1,10 +1,11 @@
-"""What every backend checks inside its insert transaction, beyond the primary key."""
+"""What every backend recorder shares: the gap check and reading rows as Notifications."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import Notification, StoredEvent
 
 
 def predecessors(stored_events: Sequence[StoredEvent]) -> Iterable[tuple[str, int]]:
@@ -19,3 +20,14 @@ def predecessors(stored_events: Sequence[StoredEvent]) -> Iterable[tuple[str, in
         stream = str(event.originator_id)
         first[stream] = min(first.get(stream, event.originator_version), event.originator_version)
     return [(stream, version - 1) for stream, version in first.items() if version > 1]
+
+
+def notification(row: Mapping[str, Any], position_column: str) -> Notification:
+    """A stored row with its global position (``rowid`` / ``notification_id``)."""
+    return Notification(
+        id=row[position_column],
+        originator_id=row["originator_id"],
+        originator_version=row["originator_version"],
+        topic=row["topic"],
+        state=bytes(row["state"]),
+    )
