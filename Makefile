@@ -44,6 +44,7 @@ format: $(STAMP)
 ## Benchmarks print their figures; nothing is asserted.
 bench: $(STAMP)
 	$(BIN)/python bench/documents.py
+	$(BIN)/python bench/inline.py
 
 clean:
 	rm -rf $(VENV) .venv-min .mypy_cache .ruff_cache .pytest_cache .hypothesis

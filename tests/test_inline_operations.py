@@ -602,3 +602,57 @@ def test_any_depth_that_canonical_document_accepts_can_be_read_back(app: Applica
     # Compared as canonical bytes: Python's own == recurses and would give up first.
     assert canonical_document(stored) == canonical_document({"deep": deep})
     assert len(list(app.store.iter_after(0))) == 4
+
+
+def test_concurrent_inline_runs_each_get_their_own_consistent_journal(app: Application) -> None:
+    """The HTTP server runs app.run on a thread pool: 16 threads x 10 runs, one store."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    @app.operation("count.up")
+    def count(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        return {"n": params["n"]}
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        results = list(
+            pool.map(lambda n: app.run("count.up", {"n": n}, actor="t", tenant="acme"), range(160))
+        )
+    assert [r.outcome for r in results] == [{"n": n} for n in range(160)]
+    everything = list(app.store.iter_after(0))
+    positions = [e.position for e in everything]
+    assert positions == sorted(set(positions)) and len(everything) == 160 * 4
+    for result in results:
+        assert types_of(app, result.operation_id) == SUCCESS
+
+
+def test_an_unreachable_store_is_backend_unavailable_everywhere(tmp_path: Any) -> None:
+    """DW-TERM-2's code for operations too: 503 over HTTP, exit 1 with the code on the CLI."""
+    import json
+    import subprocess
+    import sys
+
+    from fastapi.testclient import TestClient
+
+    from blackops.http import create_http_app
+
+    down = "postgresql://postgres@127.0.0.1:1/test?connect_timeout=1"
+    app = Application(down)
+
+    @app.operation("any.thing")
+    def thing(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        return None
+
+    with pytest.raises(BlackOpsError) as caught:
+        app.run("any.thing", {}, actor="t", tenant="acme")
+    assert caught.value.code == "backend_unavailable"
+    with TestClient(create_http_app(app, "tok")) as client:
+        response = client.post(
+            "/v1/spaces/acme/operations/any.thing", headers={"Authorization": "Bearer tok"}
+        )
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "backend_unavailable"
+    done = subprocess.run(
+        [sys.executable, "-m", "blackops.cli", "op", "status", "x-1", "--json", "--store", down],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["error"]["code"] == "backend_unavailable"
