@@ -18,9 +18,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a plain script
 
-import psycopg  # noqa: E402
+import psycopg
 
-from blackops import Application, ExecutionContext  # noqa: E402
+from blackops import Application, ExecutionContext
 
 POSTGRES = os.environ.get(
     "BLACKOPS_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
