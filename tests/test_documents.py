@@ -590,7 +590,10 @@ def test_envelopes_follow_every_rule_but_the_document_size() -> None:
     """The journal's own records wrap a full document, so only their byte limit differs."""
     from domain.documents import ENVELOPE_MAX_BYTES, canonical_envelope
 
-    wrapped = {"at": "2026-11-30T09:00:00.000000Z", "data": {"params": {"a": "x" * MAX_BYTES}}}
+    wrapped: dict[str, Any] = {
+        "at": "2026-11-30T09:00:00.000000Z",
+        "data": {"params": {"a": "x" * MAX_BYTES}},
+    }
     assert canonical_envelope(wrapped) == rfc8785.dumps(wrapped)
     with pytest.raises(DocumentError) as too_big:
         canonical_envelope({"a": "x" * ENVELOPE_MAX_BYTES})

@@ -6,6 +6,7 @@ import multiprocessing
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import rfc8785
@@ -78,7 +79,7 @@ def test_events_are_stored_as_rfc8785_canonical_bytes(store: EventStore) -> None
     event = ev(5)
     store.append(Append("c", 0, [event]))
     raw = store._recorder.select_stream("c")[0].state
-    body = {"at": event.at, "context": event.context, "data": event.data}
+    body: dict[str, Any] = {"at": event.at, "context": event.context, "data": event.data}
     assert raw == rfc8785.dumps(body) == encode_state(event)
 
 
@@ -129,8 +130,8 @@ def test_racing_writers_at_one_version_exactly_one_wins(store: EventStore) -> No
 
 
 def _racer(
-    url: str, n: int, start: multiprocessing.synchronize.Event, out: multiprocessing.Queue
-) -> None:  # type: ignore[type-arg]
+    url: str, n: int, start: multiprocessing.synchronize.Event, out: multiprocessing.Queue[str]
+) -> None:
     with EventStore(url) as s:
         start.wait()
         try:

@@ -13,31 +13,32 @@ E = EventType
 AT = "2026-11-30T09:00:00.000000Z"
 
 # Paths to reach each state, written from OL-3's table (not from the implementation).
-PATHS: dict[str, list[EventType]] = {
+# "start" stands for accepted (Deferred only) + attempt.started.
+PATHS: dict[str, list[EventType | str]] = {
     "none": [],
     "received": [E.RECEIVED],
     "accepted": [E.RECEIVED, E.ACCEPTED],
-    "running": [E.RECEIVED, "start"],  # type: ignore[list-item]
-    "running_ended": [E.RECEIVED, "start", E.ATTEMPT_FAILED],  # type: ignore[list-item]
-    "finalizing": [E.RECEIVED, "start", E.ATTEMPT_FINALIZING],  # type: ignore[list-item]
-    "supervising": [E.RECEIVED, "start", E.ATTEMPT_FAILED, E.ATTEMPT_SUPERVISING],  # type: ignore[list-item]
+    "running": [E.RECEIVED, "start"],
+    "running_ended": [E.RECEIVED, "start", E.ATTEMPT_FAILED],
+    "finalizing": [E.RECEIVED, "start", E.ATTEMPT_FINALIZING],
+    "supervising": [E.RECEIVED, "start", E.ATTEMPT_FAILED, E.ATTEMPT_SUPERVISING],
     "retry_scheduled": [
         E.RECEIVED,
         "start",
         E.ATTEMPT_FAILED,
         E.ATTEMPT_SUPERVISING,
         E.ATTEMPT_RETRY_SCHEDULED,
-    ],  # type: ignore[list-item]
-    "completed": [E.RECEIVED, "start", E.ATTEMPT_FINALIZING, E.COMPLETED],  # type: ignore[list-item]
+    ],
+    "completed": [E.RECEIVED, "start", E.ATTEMPT_FINALIZING, E.COMPLETED],
     "rejected": [E.RECEIVED, E.REJECTED],
-    "failed": [E.RECEIVED, "start", E.ATTEMPT_FAILED, E.ATTEMPT_SUPERVISING, E.FAILED],  # type: ignore[list-item]
+    "failed": [E.RECEIVED, "start", E.ATTEMPT_FAILED, E.ATTEMPT_SUPERVISING, E.FAILED],
     "dead_letter": [
         E.RECEIVED,
         "start",
         E.ATTEMPT_FAILED,
         E.ATTEMPT_SUPERVISING,
         E.DEAD_LETTERED,
-    ],  # type: ignore[list-item]
+    ],
 }
 TERMINAL = {"completed", "rejected", "failed", "dead_letter"}
 NOTES = {E.ATTEMPT_FAILED, E.ATTEMPT_CLAIM_LOST, E.ATTEMPT_INTERRUPTED, E.ATTEMPT_HEARTBEAT}
