@@ -78,7 +78,8 @@ class InlineRunner:
             },
         )
         try:
-            spec.parse_params(load_canonical(params))
+            # A fresh copy for attempt 1; later attempts parse their own.
+            parsed: Any = spec.parse_params(load_canonical(params))
         except OperationRejected as rejection:
             # Received -> Rejected: the input failed the handler's declared model.
             return self._reject(operation, ctx, rejection)
@@ -89,9 +90,10 @@ class InlineRunner:
                 EventType.ATTEMPT_STARTED, self._now(), actx.to_dict(), {"attempt": attempt}
             )
             self.journal.save(operation)
+            if attempt > 1:
+                parsed = spec.parse_params(load_canonical(params))
             try:
-                value = spec.call(actx, spec.parse_params(load_canonical(params)))
-                outcome = spec.outcome_of(value)
+                outcome = spec.outcome_of(spec.call(actx, parsed))
             except OperationRejected as rejection:
                 return self._reject(operation, actx, rejection)
             except Exception as error:  # OL-8: an ordinary exception is never a rejection
