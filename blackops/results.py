@@ -33,10 +33,6 @@ class OperationResult:
     failure: Failure | None = None
     attempt: int = 0
 
-    @property
-    def completed(self) -> bool:
-        return self.status == "completed"
-
     def to_dict(self) -> dict[str, Any]:
         """The completion JSON of ``op run --json`` and the Inline HTTP body."""
         body: dict[str, Any] = {

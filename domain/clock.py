@@ -19,11 +19,3 @@ def format_instant(moment: datetime) -> str:
     if moment.tzinfo is None:
         raise ValueError("instants must be timezone-aware")
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def parse_instant(text: str) -> datetime:
-    """Inverse of :func:`format_instant` (accepts any RFC 3339 offset)."""
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if moment.tzinfo is None:
-        raise ValueError(f"instant {text!r} has no offset")
-    return moment.astimezone(UTC)

@@ -64,8 +64,6 @@ PUBLIC_STATUS: Final[dict[State, str]] = {
     State.DEAD_LETTER: "dead_letter",
 }
 
-PUBLIC_STATUSES: Final = tuple(dict.fromkeys(PUBLIC_STATUS.values()))
-
 _BOTH = frozenset(Mode)
 _INLINE = frozenset({Mode.INLINE})
 _DEFERRED = frozenset({Mode.DEFERRED})
@@ -105,7 +103,3 @@ ATTEMPT_ENDINGS: Final = ATTEMPT_NOTES - {EventType.ATTEMPT_HEARTBEAT}
 #: Retention events (OL-10): about keeping the record, not about the lifecycle. They
 #: are the only events a terminal operation accepts (decisions.md, P4).
 RETENTION: Final = frozenset({EventType.HELD, EventType.RELEASED, EventType.PURGED})
-
-
-def is_terminal(state: State | None) -> bool:
-    return state in TERMINAL
