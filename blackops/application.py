@@ -2,28 +2,48 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import re
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from blackops.clocks import SystemClock
+from blackops.deferred import DeferredEngine
 from blackops.handlers import Handler, HandlerSpec, check_operation_type
-from blackops.ids import new_id
-from blackops.inline import InlineRunner
+from blackops.ids import derived_id, new_id
+from blackops.inline import InlineRunner, received_data
+from blackops.outcomes import OutcomeRecord, outcome_record
 from blackops.results import OperationResult, status_view
-from domain.clock import Clock
+from domain.clock import Clock, format_instant
 from domain.context import Actor, ExecutionContext, check_traceparent
 from domain.documents import canonical_document
-from domain.errors import InvalidRequest, NotFound
-from domain.supervision import Supervision
+from domain.errors import Conflict, FencingError, InvalidRequest, NotFound
+from domain.json_text import load_canonical
+from domain.lifecycle import EventType, Mode, State
+from domain.operation import Operation
+from domain.supervision import OperationRejected, Supervision
 from journal.locator import StoreLocation, resolve_store
 from journal.operations import OperationJournal
 from journal.store import EventStore
 
+if TYPE_CHECKING:
+    from blackops.worker import Worker
+
 F = TypeVar("F", bound=Handler)
 TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
+#: Idempotency keys: visible ASCII, as an HTTP header carries them (decisions P21).
+IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+
+
+def check_idempotency_key(key: object) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not IDEMPOTENCY_KEY.fullmatch(key):
+        raise InvalidRequest("idempotency key must be 1-255 visible ASCII characters")
+    return key
 
 
 def check_tenant(tenant: object) -> str:
@@ -134,6 +154,131 @@ class Application:
         )
         return InlineRunner(self._journal(), self.clock).run(spec, canonical, ctx)
 
+    def submit(
+        self,
+        type: str,
+        params: dict[str, Any],
+        *,
+        actor: Actor | str | dict[str, Any],
+        tenant: str,
+        idempotency_key: str | None = None,
+        traceparent: str | None = None,
+        causation_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> str:
+        """Accept ``type`` as a Deferred operation, durably, and return its id.
+
+        Returns only after ``operation.received`` and ``operation.accepted`` are
+        committed. The same ``idempotency_key`` (per tenant and type, decisions O5)
+        returns the same operation and records nothing; with other params it is a
+        ``conflict``. Params that fail the handler's model are ``invalid_params``
+        and record nothing (decisions P20).
+        """
+        spec = self.handler(check_operation_type(type))
+        canonical = canonical_document(params)
+        key = check_idempotency_key(idempotency_key)
+        tenant = check_tenant(tenant)
+        operation_id = derived_id("idempotency", tenant, spec.operation_type, key) if key else None
+        ctx = self._context(
+            spec.operation_type,
+            actor,
+            tenant,
+            traceparent,
+            causation_id,
+            correlation_id,
+            operation_id=operation_id,
+        )
+        try:
+            spec.parse_params(load_canonical(canonical))
+        except OperationRejected as invalid:
+            raise InvalidRequest(invalid.message, code="invalid_params") from None
+        extra = {"idempotency_key": key} if key else {}
+        return self._accept(spec, canonical, ctx, extra, replayable=key is not None)
+
+    def _accept(
+        self,
+        spec: HandlerSpec,
+        canonical: bytes,
+        ctx: ExecutionContext,
+        extra: dict[str, Any],
+        *,
+        replayable: bool,
+    ) -> str:
+        """Record Received -> Accepted in one commit. ``replayable``: the id is derived,
+        and finding it taken by the same request is success, not an error."""
+        operation = Operation(ctx.operation_id)
+        at, context = format_instant(self.clock.now()), ctx.to_dict()
+        data = {**received_data(spec, ctx, canonical, Mode.DEFERRED), **extra}
+        operation.record(EventType.RECEIVED, at, context, data)
+        operation.record(EventType.ACCEPTED, at, context, {})
+        try:
+            self._journal().save(operation)
+        except FencingError:
+            if not replayable:
+                raise
+            existing = self._journal().load(operation.id)
+            if canonical_document(existing.params) != canonical:
+                raise Conflict(
+                    f"operation {operation.id} was already submitted with this key "
+                    "and different params"
+                ) from None
+        return operation.id
+
+    def redrive(self, operation_id: str, *, actor: Actor | str | dict[str, Any]) -> str:
+        """Submit a new operation from a Dead Letter one (linked by ``redrive_of``).
+
+        The dead operation gets no new event. Redriving it again returns the same new
+        operation (decisions P22); to try once more, redrive that one when it dies.
+        """
+        dead = self._journal().load(check_operation_id(operation_id))
+        if dead.state is not State.DEAD_LETTER:
+            raise Conflict(
+                f"operation {operation_id} is {dead.public_status}; only dead_letter "
+                "operations can be redriven"
+            )
+        spec = self.handler(dead.type)
+        ctx = self._context(
+            spec.operation_type,
+            actor,
+            dead.tenant,
+            None,
+            dead.id,
+            dead.correlation_id,
+            operation_id=derived_id("redrive", dead.id),
+        )
+        canonical = canonical_document(dead.params)
+        return self._accept(spec, canonical, ctx, {"redrive_of": dead.id}, replayable=True)
+
+    # -- Deferred execution ----------------------------------------------------------------
+
+    def engine(self, worker_id: str, *, lease_seconds: float = 30.0) -> DeferredEngine:
+        """The claim/run/commit machinery for this application's operation types."""
+        return DeferredEngine(self.store, self._handlers, self.clock, worker_id, lease_seconds)
+
+    async def work_until_idle(self) -> None:
+        """Run every Deferred attempt due at the clock's current time, in this process,
+        until nothing more is due (python-contract §6). A retry due later waits for
+        ``clock.advance``."""
+        await asyncio.to_thread(self._work_until_idle)
+
+    def _work_until_idle(self) -> None:
+        engine = self.engine(f"local-{os.getpid()}-{id(self):x}")
+        while attempts := engine.claim(100):
+            for index, attempt in enumerate(attempts):
+                ending = engine.execute(attempt)
+                engine.commit([ending])
+                if ending.raised is not None:
+                    # Hand the rest back before the interrupt propagates.
+                    rest = attempts[index + 1 :]
+                    engine.commit([type(ending)(a, interrupt=ending.interrupt) for a in rest])
+                    raise ending.raised
+
+    def worker(self, **options: Any) -> Worker:
+        """A worker for this application (``start()`` / ``stop()``); see blackops.worker."""
+        from blackops.worker import Worker
+
+        return Worker(self, **options)
+
     def _context(
         self,
         type: str,
@@ -142,8 +287,10 @@ class Application:
         traceparent: str | None,
         causation_id: str | None,
         correlation_id: str | None,
+        *,
+        operation_id: str | None = None,
     ) -> ExecutionContext:
-        operation_id = new_id(self.clock)
+        operation_id = operation_id or new_id(self.clock)
         for name, value in (("causation_id", causation_id), ("correlation_id", correlation_id)):
             if value is not None and (not isinstance(value, str) or not _ID.fullmatch(value)):
                 raise InvalidRequest(f"{name} must be an id of 1-200 characters")
@@ -165,6 +312,19 @@ class Application:
     def status(self, operation_id: str) -> dict[str, Any]:
         """The HTTP shape of ``GET /v1/operations/{id}``; ``not_found`` if unknown."""
         return status_view(self._journal().load(check_operation_id(operation_id)))
+
+    def outcome(self, operation_id: str) -> dict[str, Any] | None:
+        """The stored outcome document of a Deferred Completed operation (OL-9).
+
+        Every other operation (Inline, rejected, failed, retry scheduled, dead letter,
+        still running) raises ``not_found`` saying why there is no Outcome Record.
+        """
+        return self.outcome_record(operation_id).document
+
+    def outcome_record(self, operation_id: str) -> OutcomeRecord:
+        """The Outcome Record with its type name and schema version (``.to_model()``)."""
+        operation = self._journal().load(check_operation_id(operation_id))
+        return outcome_record(self.store, operation)
 
     def events(self, operation_id: str) -> list[dict[str, Any]]:
         """The operation's lifecycle events in order, shaped like Observed JSONL lines."""

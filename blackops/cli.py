@@ -1,4 +1,5 @@
-"""The ``blackops`` command (python-contract §5): serve, op run / status / events.
+"""The ``blackops`` command (python-contract §5): serve, worker, op run / submit / status /
+outcome / events / redrive.
 
 Exit status: 0 success (an operation ``completed``), 1 an error with a taxonomy
 code, 2 usage, 3 the operation was rejected, 4 the operation failed. ``--json``
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,7 +23,7 @@ from blackops.application import Application
 from blackops.jsonbody import parse_document, render_json
 from blackops.loading import load_application
 from domain.context import Actor
-from domain.errors import BlackOpsError
+from domain.errors import BlackOpsError, InvalidRequest
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REJECTED, EXIT_FAILED = 0, 1, 2, 3, 4
 _RESULT_EXIT = {"completed": EXIT_OK, "rejected": EXIT_REJECTED, "failed": EXIT_FAILED}
@@ -75,10 +78,51 @@ def cmd_serve(args: argparse.Namespace) -> int:
         flush=True,
     )
     application.store  # open (and create) the journal before taking requests  # noqa: B018
-    uvicorn.run(
-        create_http_app(application, token), host=args.host, port=args.port, log_level="info"
-    )
+    worker = None
+    if args.worker and application.operation_types:
+        worker = application.worker(concurrency=args.concurrency).start()
+        print(f"  worker    {worker.id} (in-process, concurrency {args.concurrency})", flush=True)
+    try:
+        uvicorn.run(
+            create_http_app(application, token), host=args.host, port=args.port, log_level="info"
+        )
+    finally:
+        if worker is not None:
+            worker.stop(args.grace_seconds)
     return EXIT_OK
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Run a worker until SIGTERM/SIGINT, then drain for the grace period and exit."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    application = _application(args)
+    if not application.operation_types:
+        raise InvalidRequest("the worker's --app registers no operation types")
+    worker = application.worker(
+        concurrency=args.concurrency,
+        lease_seconds=args.lease_seconds,
+        grace_seconds=args.grace_seconds,
+        poll_seconds=args.poll_seconds,
+    )
+
+    def on_signal(signum: int, _: object) -> None:
+        worker.request_stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    worker.start()
+    print(
+        f"BlackOps worker {worker.id}: {', '.join(application.operation_types)} "
+        f"on {application.store_display} (concurrency {args.concurrency})",
+        flush=True,
+    )
+    while not worker.join(0.5):
+        pass
+    print(f"BlackOps worker {worker.id} stopped", flush=True)
+    sys.stdout.flush()
+    # Handler threads still running after the grace period were handed back (their
+    # attempts are interrupted and fenced); do not wait for them.
+    os._exit(EXIT_OK)
 
 
 def cmd_op_run(args: argparse.Namespace) -> int:
@@ -99,6 +143,35 @@ def cmd_op_run(args: argparse.Namespace) -> int:
 
     _emit(body, args.json, human)
     return _RESULT_EXIT.get(result.status, EXIT_ERROR)
+
+
+def cmd_op_submit(args: argparse.Namespace) -> int:
+    application = _application(args)
+    params = parse_document(args.params)
+    operation_id = application.submit(
+        args.type,
+        params,
+        actor=_cli_actor(args),
+        tenant=args.tenant,
+        idempotency_key=args.idempotency_key,
+        traceparent=args.traceparent,
+    )
+    body = {"operationId": operation_id, "status": application.status(operation_id)["status"]}
+    _emit(body, args.json, lambda: operation_id)
+    return EXIT_OK
+
+
+def cmd_op_outcome(args: argparse.Namespace) -> int:
+    record = _application(args).outcome_record(args.operation_id)
+    _emit(record.to_dict(), args.json, lambda: orjson.dumps(record.document).decode())
+    return EXIT_OK
+
+
+def cmd_op_redrive(args: argparse.Namespace) -> int:
+    operation_id = _application(args).redrive(args.operation_id, actor=_cli_actor(args))
+    body = {"operationId": operation_id, "redriveOf": args.operation_id}
+    _emit(body, args.json, lambda: operation_id)
+    return EXIT_OK
 
 
 def cmd_op_status(args: argparse.Namespace) -> int:
@@ -136,7 +209,22 @@ def build_parser() -> argparse.ArgumentParser:
     common(serve)
     serve.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
     serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8080")))
+    serve.add_argument(
+        "--no-worker", dest="worker", action="store_false", help="no in-process worker"
+    )
+    serve.add_argument("--concurrency", type=int, default=4, help="in-process worker threads")
+    serve.add_argument("--grace-seconds", type=float, default=10.0)
     serve.set_defaults(handler=cmd_serve)
+
+    worker = commands.add_parser("worker", help="claim and run Deferred operations")
+    common(worker)
+    worker.add_argument("--concurrency", type=int, default=4, help="handler threads")
+    worker.add_argument("--lease-seconds", type=float, default=30.0)
+    worker.add_argument(
+        "--grace-seconds", type=float, default=30.0, help="time to finish on SIGTERM"
+    )
+    worker.add_argument("--poll-seconds", type=float, help="fallback polling interval")
+    worker.set_defaults(handler=cmd_worker)
 
     op = commands.add_parser("op", help="operations").add_subparsers(dest="op", required=True)
     run = op.add_parser("run", help="run an operation Inline and print its completion")
@@ -147,6 +235,27 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--actor", help="principal id recorded as the actor (default: $USER)")
     run.add_argument("--traceparent", help="W3C traceparent to record")
     run.set_defaults(handler=cmd_op_run)
+
+    submit = op.add_parser("submit", help="accept an operation as Deferred; print its id")
+    common(submit)
+    submit.add_argument("type")
+    submit.add_argument("--params", default="{}", help="params document as JSON")
+    submit.add_argument("--tenant", default="default", help="Space (tenant); default 'default'")
+    submit.add_argument("--actor", help="principal id recorded as the actor (default: $USER)")
+    submit.add_argument("--traceparent", help="W3C traceparent to record")
+    submit.add_argument("--idempotency-key", help="the same key returns the same operation")
+    submit.set_defaults(handler=cmd_op_submit)
+
+    outcome = op.add_parser("outcome", help="a Deferred Completed operation's Outcome Record")
+    common(outcome)
+    outcome.add_argument("operation_id")
+    outcome.set_defaults(handler=cmd_op_outcome)
+
+    redrive = op.add_parser("redrive", help="submit a new operation from a dead letter one")
+    common(redrive)
+    redrive.add_argument("operation_id")
+    redrive.add_argument("--actor", help="principal id recorded as the actor (default: $USER)")
+    redrive.set_defaults(handler=cmd_op_redrive)
 
     status = op.add_parser("status", help="an operation's public status")
     common(status)

@@ -79,6 +79,11 @@ async def _read_body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
+def _prefers_async(prefer: str) -> bool:
+    """RFC 7240: ``Prefer: respond-async`` among comma-separated preferences."""
+    return any(part.split(";")[0].strip().lower() == "respond-async" for part in prefer.split(","))
+
+
 def create_http_app(application: Application, token: str) -> FastAPI:
     """The FastAPI app serving ``application``; every route needs ``Bearer <token>``."""
     api = FastAPI(
@@ -119,15 +124,36 @@ def create_http_app(application: Application, token: str) -> FastAPI:
     @api.post(
         "/v1/spaces/{space}/operations/{type}",
         openapi_extra={"requestBody": _DOCUMENT_BODY},
-        summary="Run an operation Inline (200 with its outcome)",
+        summary="Run an operation: Inline (200) or, with Prefer: respond-async, Deferred (202)",
     )
     async def run_operation(
         space: str, type: str, request: Request, actor: Actor = Depends(principal)
     ) -> Response:
-        if "respond-async" in request.headers.get("prefer", ""):
-            raise InvalidRequest("Deferred operations (Prefer: respond-async) are not served yet")
+        deferred = _prefers_async(request.headers.get("prefer", ""))
+        key = request.headers.get("idempotency-key")
+        if key is not None and not deferred:
+            raise InvalidRequest("Idempotency-Key applies to Deferred operations only")
         raw = await _read_body(request)
         traceparent = request.headers.get("traceparent")
+
+        if deferred:
+
+            def parse_and_submit() -> str:
+                params = parse_document(raw, empty_is={})
+                return application.submit(
+                    type,
+                    params,
+                    actor=actor,
+                    tenant=space,
+                    idempotency_key=key,
+                    traceparent=traceparent,
+                )
+
+            operation_id = await run_in_threadpool(parse_and_submit)
+            location = f"/v1/operations/{operation_id}"
+            body = {"operationId": operation_id, "status": "accepted", "location": location}
+            headers = {"Location": location, "Preference-Applied": "respond-async"}
+            return JSON(body, status_code=202, headers=headers)
 
         def parse_and_run() -> OperationResult:
             # Off the event loop: parsing a 4 MiB body and the run itself both block.
@@ -135,6 +161,24 @@ def create_http_app(application: Application, token: str) -> FastAPI:
             return application.run(type, params, actor=actor, tenant=space, traceparent=traceparent)
 
         return result_response(await run_in_threadpool(parse_and_run))
+
+    @api.get(
+        "/v1/operations/{operation_id}/outcome",
+        summary="The Outcome Record of a Deferred Completed operation (404 otherwise)",
+    )
+    async def operation_outcome(operation_id: str, _: Actor = Depends(principal)) -> Response:
+        record = await run_in_threadpool(application.outcome_record, operation_id)
+        return JSON(record.to_dict())
+
+    @api.post(
+        "/v1/operations/{operation_id}/redrive",
+        summary="Submit a new operation from a dead letter one (202)",
+    )
+    async def redrive_operation(operation_id: str, actor: Actor = Depends(principal)) -> Response:
+        new_id = await run_in_threadpool(lambda: application.redrive(operation_id, actor=actor))
+        location = f"/v1/operations/{new_id}"
+        body = {"operationId": new_id, "redriveOf": operation_id, "location": location}
+        return JSON(body, status_code=202, headers={"Location": location})
 
     @api.get("/v1/operations/{operation_id}", summary="An operation's public status")
     async def operation_status(operation_id: str, _: Actor = Depends(principal)) -> Response:

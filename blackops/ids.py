@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 
@@ -14,4 +15,18 @@ def new_id(clock: Clock) -> str:
     rand = int.from_bytes(os.urandom(10), "big")
     value = (millis << 80) | (0x7 << 76) | ((rand >> 68) & 0xFFF) << 64
     value |= (0b10 << 62) | (rand & ((1 << 62) - 1))
+    return str(uuid.UUID(int=value))
+
+
+def derived_id(*parts: str) -> str:
+    """A UUIDv8 (RFC 9562) from the SHA-256 of ``parts``: the same parts, the same id.
+
+    Idempotency keys map to operation ids this way, so the journal's own unique
+    constraint on (stream, version 1) decides which of many concurrent submissions
+    with one key wins, across any number of processes.
+    """
+    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).digest()
+    value = int.from_bytes(digest[:16], "big")
+    value &= ~(0xF << 76) & ~(0b11 << 62)
+    value |= (0x8 << 76) | (0b10 << 62)
     return str(uuid.UUID(int=value))

@@ -72,6 +72,23 @@ class ExecutionContext:
     fencing_token: int | None = None
     traceparent: str | None = None
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ExecutionContext:
+        """Back from the journaled form (``to_dict``)."""
+        actor = data["actor"]
+        return cls(
+            operation_id=data["operation_id"],
+            operation_type=data["operation_type"],
+            tenant=data["tenant"],
+            actor=Actor(actor["id"], actor["kind"]),
+            correlation_id=data["correlation_id"],
+            causation_id=data.get("causation_id"),
+            attempt=data.get("attempt", 0),
+            worker=data.get("worker"),
+            fencing_token=data.get("fencing_token"),
+            traceparent=data.get("traceparent"),
+        )
+
     def for_attempt(
         self, attempt: int, *, worker: str | None = None, fencing_token: int | None = None
     ) -> ExecutionContext:

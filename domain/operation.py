@@ -50,6 +50,14 @@ class Operation:
     attempt: int = 0
     attempt_open: bool = False
     fencing_token: int = 0
+    failures: int = 0  # attempt.failed count: what the retry budget counts (OL-7)
+    claim_losses: int = 0
+    lease_expires_at: str | None = None
+    worker: str | None = None
+    redrive_of: str | None = None
+    #: The execution context of ``operation.received`` (who asked, correlation, trace);
+    #: set by the journal when loading, since contexts are not part of the fold.
+    origin: dict[str, Any] = field(default_factory=dict)
     created_at: str = ""
     updated_at: str = ""
     retry_due_at: str | None = None
@@ -147,6 +155,12 @@ class Operation:
             token = data.get("fencing_token")
             if token is not None and token <= self.fencing_token:
                 raise self._refuse(kind, "fencing tokens must increase with every claim")
+            if self.mode is Mode.DEFERRED and (
+                type(token) is not int
+                or not isinstance(data.get("lease_expires_at"), str)
+                or not isinstance(data.get("worker"), str)
+            ):
+                raise self._refuse(kind, "a Deferred claim needs a fencing token, lease and worker")
         elif kind in (EventType.ATTEMPT_FINALIZING, EventType.REJECTED) and (
             self.state is State.RUNNING
         ):
@@ -180,6 +194,7 @@ class Operation:
             self.tenant = data["tenant"]
             self.correlation_id = data["correlation_id"]
             self.params = data["params"]
+            self.redrive_of = data.get("redrive_of")
             self.created_at = at
         elif kind is EventType.ATTEMPT_STARTED:
             self.attempt = data["attempt"]
@@ -187,10 +202,16 @@ class Operation:
             self.retry_due_at = None
             if data.get("fencing_token") is not None:
                 self.fencing_token = data["fencing_token"]
+            self.lease_expires_at = data.get("lease_expires_at")
+            self.worker = data.get("worker")
         elif kind in ATTEMPT_ENDINGS:
             self.attempt_open = False
+            self.lease_expires_at = None
             if kind is EventType.ATTEMPT_FAILED:
+                self.failures += 1
                 self.last_error = data.get("error")
+            elif kind is EventType.ATTEMPT_CLAIM_LOST:
+                self.claim_losses += 1
         elif kind is EventType.ATTEMPT_RETRY_SCHEDULED:
             self.retry_due_at = data["due_at"]
         elif kind in (EventType.FAILED, EventType.DEAD_LETTERED):

@@ -1,4 +1,5 @@
-"""In-memory recorder (``memory://``): eventsourcing's POPO one, plus stream positions."""
+"""In-memory recorder (``memory://``): eventsourcing's POPO one, plus stream positions,
+a gap check and the due-work index as a dict."""
 
 from __future__ import annotations
 
@@ -8,11 +9,18 @@ from typing import Any
 from eventsourcing.persistence import IntegrityError, Notification, StoredEvent
 from eventsourcing.popo import POPOApplicationRecorder
 
+from journal import work_index
 from journal.backend_common import predecessors
+from journal.work_index import RowChange, WorkRow
 
 
 class BlackOpsMemoryRecorder(POPOApplicationRecorder):
     """Private to one process; for tests and demos, never durable."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._work: dict[str, WorkRow] = {}
+        self._work_position = 0
 
     def _assert_uniqueness(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
         super()._assert_uniqueness(stored_events, **kwargs)
@@ -20,24 +28,110 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
             if version not in self._stored_events_index.get(stream, {}):
                 raise IntegrityError(f"stream {stream!r} has no version {version}")
 
-    def select_stream(self, stream: str, after_version: int = 0) -> list[Notification]:
-        with self._database_lock:
-            # .get, not [...]: the index is a defaultdict and reads must not grow it.
-            index = self._stored_events_index.get(stream, {})
-            found = []
-            for version in sorted(v for v in index if v > after_version):
-                offset = index[version]
-                stored = self._stored_events[offset]
-                found.append(
-                    Notification(
-                        id=offset + 1,
-                        originator_id=stored.originator_id,
-                        originator_version=stored.originator_version,
-                        topic=stored.topic,
-                        state=stored.state,
-                    )
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        with self._database_lock:  # reentrant: the base insert takes it again
+            positions = super().insert_events(stored_events, **kwargs)
+            if positions:
+                triples = ((str(s.originator_id), s.topic, s.state) for s in stored_events)
+                self._apply(work_index.changes(triples), max(positions))
+            return positions
+
+    def _apply(self, changes: Sequence[RowChange], position: int) -> None:
+        for change in changes:
+            if change.delete:
+                self._work.pop(change.operation_id, None)
+                continue
+            assert change.due_at is not None
+            if change.create is not None:
+                self._work[change.operation_id] = WorkRow(
+                    change.operation_id, *change.create, change.due_at, 0, change.worker
                 )
+            row = self._work.get(change.operation_id)
+            if row is None:
+                continue
+            row.due_at = change.due_at
+            if change.fencing_token is not None:
+                row.fencing_token = change.fencing_token
+            if change.set_worker:
+                row.worker = change.worker
+        self._work_position = position
+
+    def select_stream(self, stream: str, after_version: int = 0) -> list[Notification]:
+        return self.select_streams([stream], after_version)
+
+    def select_streams(self, streams: Sequence[str], after_version: int = 0) -> list[Notification]:
+        with self._database_lock:
+            found = []
+            for stream in sorted(set(streams)):
+                # .get, not [...]: the index is a defaultdict and reads must not grow it.
+                index = self._stored_events_index.get(stream, {})
+                for version in sorted(v for v in index if v > after_version):
+                    offset = index[version]
+                    stored = self._stored_events[offset]
+                    found.append(
+                        Notification(
+                            id=offset + 1,
+                            originator_id=stored.originator_id,
+                            originator_version=stored.originator_version,
+                            topic=stored.topic,
+                            state=stored.state,
+                        )
+                    )
             return found
 
     def create_table(self) -> None:
         """Memory holds no tables: there is nothing to create."""
+
+    # -- due-work index --------------------------------------------------------------------
+
+    def reserve_due(
+        self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
+    ) -> list[str]:
+        with self._database_lock:
+            due = sorted(
+                (r for r in self._work.values() if r.due_at <= now and r.operation_type in types),
+                key=lambda r: r.due_at,
+            )[:limit]
+            for row in due:
+                row.due_at, row.worker = hold_until, worker
+            return [r.operation_id for r in due]
+
+    def renew_leases(
+        self, leases: Sequence[tuple[str, int]], worker: str, now: int, until: int
+    ) -> list[str]:
+        with self._database_lock:
+            renewed = []
+            for operation_id, token in leases:
+                row = self._work.get(operation_id)
+                if row and row.fencing_token == token and row.worker == worker and row.due_at > now:
+                    row.due_at = until
+                    renewed.append(operation_id)
+            return renewed
+
+    def next_due(self, types: Sequence[str]) -> int | None:
+        with self._database_lock:
+            return min(
+                (r.due_at for r in self._work.values() if r.operation_type in types), default=None
+            )
+
+    def work_rows(self) -> list[WorkRow]:
+        with self._database_lock:
+            return [WorkRow(**vars_of(r)) for _, r in sorted(self._work.items())]
+
+    def work_position(self) -> int:
+        return self._work_position
+
+    def rebuild_work(self, page: int = 5000) -> int:
+        with self._database_lock:
+            self._work.clear()
+            self._work_position = 0
+            triples = [(str(s.originator_id), s.topic, s.state) for s in self._stored_events]
+            if triples:
+                self._apply(work_index.changes(triples), len(triples))
+            return self._work_position
+
+
+def vars_of(row: WorkRow) -> dict[str, Any]:
+    return {name: getattr(row, name) for name in WorkRow.__slots__}

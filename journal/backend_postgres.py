@@ -1,34 +1,89 @@
-"""PostgreSQL recorder: eventsourcing's, plus stream reads with positions and a gap check."""
+"""PostgreSQL recorder: eventsourcing's, plus stream reads, a gap check and the due-work index."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from eventsourcing.persistence import IntegrityError, Notification, StoredEvent
+from eventsourcing.persistence import (
+    IntegrityError,
+    InterfaceError,
+    Notification,
+    OperationalError,
+    StoredEvent,
+)
 from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.utils import retry
 from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
 
+from journal import work_index
 from journal.backend_common import notification, predecessors
+from journal.work_sql import WorkTables
 
 
 class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
     """Positions are the table's ``notification_id`` (a bigserial, committed in order
-    because eventsourcing locks the table for every insert)."""
+    because every insert locks the table)."""
 
-    def _insert_events(
-        self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        schema = self.datastore.schema
+        self.work = WorkTables(f"{schema}.", sqlite=False)
+        # One wake-up channel per schema: workers of other journals are not disturbed.
+        self.work_channel = "blackops_work_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
+
+    def create_table(self) -> None:
+        super().create_table()
+        with self.datastore.transaction(commit=True) as curs:
+            for statement in self.work.create:
+                curs.execute(statement, prepare=False)
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """One transaction: gap check, table lock, insert, due-work index, position.
+
+        Unlike the base class, an error at any step propagates out of the transaction
+        block, so it rolls back: nothing half-done is ever committed. A retry after a
+        lost acknowledgement meets the primary key, and the store reconciles it.
+        """
+        changes = work_index.changes(
+            (str(s.originator_id), s.topic, s.state) for s in stored_events
+        )
+        wake = any(s.topic in work_index.WAKING_TOPICS for s in stored_events)
+        rows = [
+            self.construct_pg_stored_event(s.originator_id, s.originator_version, s.topic, s.state)
+            for s in stored_events
+        ]
+        with (
+            self.datastore.get_connection() as conn,
+            conn.transaction(),
+            conn.cursor() as curs,
+        ):
+            self._check_predecessors(curs, stored_events)
+            self._lock_table(curs)
+            self._notify_channel(curs)
+            if wake:
+                curs.execute(SQL("NOTIFY {}").format(Identifier(self.work_channel)))
+            curs.execute(self.insert_events_statement, (rows,), prepare=True)
+            positions = [row["notification_id"] for row in curs.fetchall()]
+            if len(positions) != len(rows):
+                raise IntegrityError("the journal did not return a position for every event")
+            self.work.apply(curs, changes, max(positions))
+        return positions
+
+    def _check_predecessors(
+        self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent]
     ) -> None:
-        """eventsourcing's pre-insert hook, inside the insert transaction.
+        """Refuse an append that would leave a gap in a stream's versions.
 
-        The gap check runs here because an error raised later, in the insert step, is
-        held back by the recorder until after its transaction block has exited. A
-        predecessor version never disappears once stored, so checking before the
+        A predecessor version never disappears once stored, so checking before the
         table lock is as good as after it; staleness is the primary key's job.
         """
-        super()._insert_events(curs, stored_events, **kwargs)
         needed = list(predecessors(stored_events))
         if not needed:
             return
@@ -43,14 +98,68 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
             raise IntegrityError("an append would leave a gap in a stream's versions")
 
     def select_stream(self, stream: str, after_version: int = 0) -> list[Notification]:
+        return self.select_streams([stream], after_version)
+
+    def select_streams(self, streams: Sequence[str], after_version: int = 0) -> list[Notification]:
+        """Events of several streams, by stream then version (one round trip)."""
         statement = self._sql(
             "SELECT notification_id, originator_id, originator_version, topic, state "
-            "FROM {schema}.{table} WHERE originator_id = %s AND originator_version > %s "
-            "ORDER BY originator_version"
+            "FROM {schema}.{table} WHERE originator_id = ANY(%s) AND originator_version > %s "
+            "ORDER BY originator_id, originator_version"
         )
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(statement, (stream, after_version), prepare=True)
+            curs.execute(statement, (list(streams), after_version), prepare=True)
             return [notification(row, "notification_id") for row in curs.fetchall()]
+
+    # -- due-work index --------------------------------------------------------------------
+
+    def reserve_due(
+        self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
+    ) -> list[str]:
+        with self.datastore.transaction(commit=True) as curs:
+            return self.work.reserve(curs, now, hold_until, worker, types, limit)
+
+    def renew_leases(
+        self, leases: Sequence[tuple[str, int]], worker: str, now: int, until: int
+    ) -> list[str]:
+        with self.datastore.transaction(commit=True) as curs:
+            return self.work.renew(curs, leases, worker, now, until)
+
+    def next_due(self, types: Sequence[str]) -> int | None:
+        with self.datastore.transaction(commit=False) as curs:
+            return self.work.next_due(curs, types)
+
+    def work_rows(self) -> list[work_index.WorkRow]:
+        with self.datastore.transaction(commit=False) as curs:
+            return self.work.rows(curs)
+
+    def work_position(self) -> int:
+        with self.datastore.transaction(commit=False) as curs:
+            return self.work.position(curs)
+
+    def rebuild_work(self, page: int = 5000) -> int:
+        """Drop the index and fold the whole journal again, with appends held off."""
+        with (
+            self.datastore.get_connection() as conn,
+            conn.transaction(),
+            conn.cursor() as curs,
+        ):
+            self._lock_table(curs)  # no append may interleave with the rebuild
+            self.work.clear(curs)
+            position = 0
+            statement = self._sql(
+                "SELECT notification_id, originator_id, topic, state FROM {schema}.{table} "
+                "WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
+            )
+            while True:
+                curs.execute(statement, (position, page))
+                found = curs.fetchall()
+                if not found:
+                    break
+                position = found[-1]["notification_id"]
+                triples = [(r["originator_id"], r["topic"], bytes(r["state"])) for r in found]
+                self.work.apply(curs, work_index.changes(triples), position)
+            return position
 
     def _sql(self, text: str) -> Composed:
         """A statement on this recorder's events table (``{schema}.{table}``)."""

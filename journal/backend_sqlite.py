@@ -1,4 +1,4 @@
-"""SQLite recorder: eventsourcing's, plus stream reads with positions and a gap check."""
+"""SQLite recorder: eventsourcing's, plus stream reads, a gap check and the due-work index."""
 
 from __future__ import annotations
 
@@ -8,11 +8,21 @@ from typing import Any
 from eventsourcing.persistence import IntegrityError, Notification, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
 
+from journal import work_index
 from journal.backend_common import notification, predecessors
+from journal.work_sql import WorkTables
 
 
 class BlackOpsSQLiteRecorder(SQLiteApplicationRecorder):
     """Positions are SQLite ``rowid`` values, as eventsourcing's notification ids."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.work = WorkTables("", sqlite=True)
+
+    def construct_create_table_statements(self) -> list[str]:
+        # Called by the base __init__, before self.work exists.
+        return [*super().construct_create_table_statements(), *WorkTables("", sqlite=True).create]
 
     def _insert_events(
         self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -28,14 +38,68 @@ class BlackOpsSQLiteRecorder(SQLiteApplicationRecorder):
             )
             if c.fetchone() is None:
                 raise IntegrityError(f"stream {stream!r} has no version {version}")
+        if positions:
+            changes = work_index.changes(
+                (str(s.originator_id), s.topic, s.state) for s in stored_events
+            )
+            self.work.apply(c, changes, max(positions))
         return positions
 
     def select_stream(self, stream: str, after_version: int = 0) -> list[Notification]:
+        return self.select_streams([stream], after_version)
+
+    def select_streams(self, streams: Sequence[str], after_version: int = 0) -> list[Notification]:
+        marks = ",".join("?" * len(streams))
         statement = (
             f"SELECT rowid, originator_id, originator_version, topic, state "
-            f"FROM {self.events_table_name} "
-            "WHERE originator_id = ? AND originator_version > ? ORDER BY originator_version"
+            f"FROM {self.events_table_name} WHERE originator_id IN ({marks}) "
+            "AND originator_version > ? ORDER BY originator_id, originator_version"
         )
         with self.datastore.transaction(commit=False) as cursor:
-            cursor.execute(statement, (stream, after_version))
+            cursor.execute(statement, (*streams, after_version))
             return [notification(row, "rowid") for row in cursor.fetchall()]
+
+    # -- due-work index --------------------------------------------------------------------
+
+    def reserve_due(
+        self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
+    ) -> list[str]:
+        with self.datastore.transaction(commit=True) as c:
+            return self.work.reserve(c, now, hold_until, worker, types, limit)
+
+    def renew_leases(
+        self, leases: Sequence[tuple[str, int]], worker: str, now: int, until: int
+    ) -> list[str]:
+        with self.datastore.transaction(commit=True) as c:
+            return self.work.renew(c, leases, worker, now, until)
+
+    def next_due(self, types: Sequence[str]) -> int | None:
+        with self.datastore.transaction(commit=False) as c:
+            return self.work.next_due(c, types)
+
+    def work_rows(self) -> list[work_index.WorkRow]:
+        with self.datastore.transaction(commit=False) as c:
+            return self.work.rows(c)
+
+    def work_position(self) -> int:
+        with self.datastore.transaction(commit=False) as c:
+            return self.work.position(c)
+
+    def rebuild_work(self, page: int = 5000) -> int:
+        """Drop the index and fold the whole journal again, in one write transaction."""
+        with self.datastore.transaction(commit=True) as c:
+            self.work.clear(c)
+            position = 0
+            while True:
+                c.execute(
+                    f"SELECT rowid, originator_id, topic, state FROM {self.events_table_name} "
+                    "WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                    (position, page),
+                )
+                found = c.fetchall()
+                if not found:
+                    break
+                position = found[-1][0]
+                triples = [(str(r[1]), str(r[2]), bytes(r[3])) for r in found]
+                self.work.apply(c, work_index.changes(triples), position)
+            return position

@@ -21,9 +21,16 @@ class OperationJournal:
         return events
 
     def load(self, operation_id: str) -> Operation:
-        return Operation.replay(
-            operation_id, ((e.type, e.at, e.data) for e in self.events(operation_id))
-        )
+        return fold(operation_id, self.events(operation_id))
+
+    def load_many(self, operation_ids: list[str]) -> dict[str, Operation]:
+        """Several operations in one read; ids without an operation stream are left out."""
+        found = self.store.read_streams(operation_ids)
+        return {
+            stream: fold(stream, events)
+            for stream, events in found.items()
+            if events and events[0].type.startswith("operation.")
+        }
 
     def save(self, *operations: Operation) -> list[list[int]]:
         """Append every operation's pending events in one transaction (group commit).
@@ -31,8 +38,16 @@ class OperationJournal:
         Each is appended at the version it was loaded at; a concurrent writer makes
         the whole save fail with FencingError and nothing is written.
         """
-        appends = []
-        for operation in operations:
-            pending = operation.take_pending()
-            appends.append(Append(operation.id, operation.version - len(pending), pending))
-        return self.store.append(*appends)
+        return self.store.append(*(pending_append(operation) for operation in operations))
+
+
+def pending_append(operation: Operation) -> Append:
+    """The operation's pending events as an append at the version it was loaded at."""
+    pending = operation.take_pending()
+    return Append(operation.id, operation.version - len(pending), pending)
+
+
+def fold(operation_id: str, events: list[RecordedEvent]) -> Operation:
+    operation = Operation.replay(operation_id, ((e.type, e.at, e.data) for e in events))
+    operation.origin = events[0].context
+    return operation

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
@@ -23,6 +23,7 @@ from domain.events import NewEvent, RecordedEvent
 from journal.backend_memory import BlackOpsMemoryRecorder
 from journal.codec import decode_state, encode_state
 from journal.locator import StoreLocation, resolve_store
+from journal.work_index import WAKING_TOPICS, WorkRow
 
 _RECORDERS = {
     "sqlite": "journal.backend_sqlite:BlackOpsSQLiteRecorder",
@@ -36,6 +37,10 @@ class _Recorder(Protocol):
 
     def select_stream(self, stream: str, after_version: int = 0) -> list[Notification]: ...
 
+    def select_streams(
+        self, streams: Sequence[str], after_version: int = 0
+    ) -> list[Notification]: ...
+
     def select_notifications(
         self, start: int | None, limit: int, *, inclusive_of_start: bool = True
     ) -> Sequence[Notification]: ...
@@ -43,6 +48,22 @@ class _Recorder(Protocol):
     def max_notification_id(self) -> int | None: ...
 
     def create_table(self) -> None: ...
+
+    def reserve_due(
+        self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
+    ) -> list[str]: ...
+
+    def renew_leases(
+        self, leases: Sequence[tuple[str, int]], worker: str, now: int, until: int
+    ) -> list[str]: ...
+
+    def next_due(self, types: Sequence[str]) -> int | None: ...
+
+    def work_rows(self) -> list[WorkRow]: ...
+
+    def work_position(self) -> int: ...
+
+    def rebuild_work(self, page: int = 5000) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +100,8 @@ class EventStore:
         if not isinstance(location, StoreLocation):
             location = resolve_store(location)
         self.location = location
+        #: Called after every commit that may have made work due (workers in this process).
+        self._wake_listeners: list[Callable[[], None]] = []
         self._factory: InfrastructureFactory[Any] | None = None
         if location.kind == "memory":
             # eventsourcing's POPO factory ignores APPLICATION_RECORDER_TOPIC.
@@ -143,7 +166,24 @@ class EventStore:
             with _backend_errors():
                 positions = list(self._recorder.insert_events(stored) or ())
         except IntegrityError:
-            return self._reconcile(appends, stored)
+            result = self._reconcile(appends, stored)
+        else:
+            result = self._split(appends, positions)
+        if any(event.topic in WAKING_TOPICS for event in stored):
+            for listener in list(self._wake_listeners):
+                listener()
+        return result
+
+    def add_wake_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` after each commit of this store that may have made work due."""
+        self._wake_listeners.append(listener)
+
+    def remove_wake_listener(self, listener: Callable[[], None]) -> None:
+        with contextlib.suppress(ValueError):
+            self._wake_listeners.remove(listener)
+
+    @staticmethod
+    def _split(appends: Sequence[Append], positions: list[int]) -> list[list[int]]:
         result, start = [], 0
         for append in appends:
             result.append(positions[start : start + len(append.events)])
@@ -186,6 +226,18 @@ class EventStore:
             found = self._recorder.select_stream(stream, after_version)
         return [_decode(n) for n in found]
 
+    def read_streams(self, streams: Sequence[str]) -> dict[str, list[RecordedEvent]]:
+        """Every event of each stream, in version order, read in one round trip."""
+        for stream in streams:
+            _check_stream(stream)
+        found: dict[str, list[RecordedEvent]] = {stream: [] for stream in streams}
+        if streams:
+            with _backend_errors():
+                rows = self._recorder.select_streams(list(dict.fromkeys(streams)))
+            for row in rows:
+                found[str(row.originator_id)].append(_decode(row))
+        return found
+
     def read_after(self, position: int, limit: int = 1000) -> list[RecordedEvent]:
         """Up to ``limit`` events with positions greater than ``position``, in order."""
         if type(position) is not int or position < 0:
@@ -205,6 +257,57 @@ class EventStore:
     def last_position(self) -> int:
         with _backend_errors():
             return self._recorder.max_notification_id() or 0
+
+    # -- the due-work index (journal/work_index.py) ----------------------------------------
+
+    def reserve_due(
+        self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
+    ) -> list[str]:
+        """Ids of up to ``limit`` operations of ``types`` due at ``now`` (microseconds),
+        kept off other workers' lists until ``hold_until``."""
+        if not types or limit < 1:
+            return []
+        with _backend_errors():
+            return self._recorder.reserve_due(now, hold_until, worker, list(types), limit)
+
+    def renew_leases(
+        self, leases: Sequence[tuple[str, int]], worker: str, now: int, until: int
+    ) -> list[str]:
+        """Extend ``(operation_id, fencing_token)`` leases still held by ``worker``."""
+        if not leases:
+            return []
+        with _backend_errors():
+            return self._recorder.renew_leases(leases, worker, now, until)
+
+    def next_due(self, types: Sequence[str]) -> int | None:
+        """The earliest due time (microseconds) among ``types``, or None."""
+        if not types:
+            return None
+        with _backend_errors():
+            return self._recorder.next_due(list(types))
+
+    def work_rows(self) -> list[WorkRow]:
+        with _backend_errors():
+            return self._recorder.work_rows()
+
+    def work_position(self) -> int:
+        """The journal position the due-work index has folded up to."""
+        with _backend_errors():
+            return self._recorder.work_position()
+
+    def rebuild_work_index(self) -> int:
+        """Drop the due-work index and rebuild it from position 0; returns its position."""
+        with _backend_errors():
+            return self._recorder.rebuild_work()
+
+    @property
+    def wake_channel(self) -> str | None:
+        """The PostgreSQL LISTEN channel that announces new due work, if any."""
+        return getattr(self._recorder, "work_channel", None)
+
+    @property
+    def settings(self) -> dict[str, str]:
+        return dict(self.location.settings)
 
 
 def _check_stream(stream: Any) -> None:

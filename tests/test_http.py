@@ -171,13 +171,6 @@ def test_bad_names_and_unknown_things(client: TestClient, app: Application) -> N
     assert app.store.last_position() == before
 
 
-def test_deferred_is_refused_clearly_until_it_exists(client: TestClient, app: Application) -> None:
-    before = app.store.last_position()
-    response = post(client, "/v1/spaces/acme/operations/greeting.say", prefer="respond-async")
-    assert response.status_code == 400 and "Deferred" in response.json()["error"]["message"]
-    assert app.store.last_position() == before
-
-
 def test_openapi_document_is_served(client: TestClient) -> None:
     document = client.get("/openapi.json").json()
     assert "/v1/spaces/{space}/operations/{type}" in document["paths"]

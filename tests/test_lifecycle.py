@@ -73,6 +73,8 @@ def _data(op: Operation, kind: EventType, mode: Mode) -> dict[str, Any]:
             "params": {},
         }
     if kind is E.ATTEMPT_STARTED:
+        if mode is Mode.DEFERRED:
+            return {"attempt": op.attempt + 1, **_claim(op.fencing_token + 1)}
         return {"attempt": op.attempt + 1}
     if kind is E.REJECTED:
         return {"attempt": op.attempt, "category": "validation", "code": "x", "message": ""}
@@ -81,6 +83,10 @@ def _data(op: Operation, kind: EventType, mode: Mode) -> dict[str, Any]:
     if kind in (E.HELD, E.RELEASED, E.PURGED):
         return {"reason": "audit"}
     return {"attempt": op.attempt}
+
+
+def _claim(token: int) -> dict[str, Any]:
+    return {"fencing_token": token, "worker": "w-1", "lease_expires_at": AT}
 
 
 def _build(state: str, mode: Mode) -> Operation:
@@ -167,13 +173,15 @@ def test_attempt_numbers_and_fencing_tokens_only_move_forward() -> None:
     op = _build("accepted", Mode.DEFERRED)
     with pytest.raises(LifecycleViolation):
         op.record(E.ATTEMPT_STARTED, AT, {}, {"attempt": 2})
-    op.record(E.ATTEMPT_STARTED, AT, {}, {"attempt": 1, "fencing_token": 5})
+    with pytest.raises(LifecycleViolation, match="Deferred claim"):
+        op.record(E.ATTEMPT_STARTED, AT, {}, {"attempt": 1})  # no token, lease or worker
+    op.record(E.ATTEMPT_STARTED, AT, {}, {"attempt": 1, **_claim(5)})
     op.record(E.ATTEMPT_CLAIM_LOST, AT, {}, {"attempt": 1})
     op.record(E.ATTEMPT_SUPERVISING, AT, {}, {"attempt": 1})
     op.record(E.ATTEMPT_RETRY_SCHEDULED, AT, {}, {"attempt": 1, "due_at": AT, "delay_seconds": 0})
     with pytest.raises(LifecycleViolation):
-        op.record(E.ATTEMPT_STARTED, AT, {}, {"attempt": 2, "fencing_token": 5})
-    op.record(E.ATTEMPT_STARTED, AT, {}, {"attempt": 2, "fencing_token": 6})
+        op.record(E.ATTEMPT_STARTED, AT, {}, {"attempt": 2, **_claim(5)})
+    op.record(E.ATTEMPT_STARTED, AT, {}, {"attempt": 2, **_claim(6)})
     with pytest.raises(LifecycleViolation):
         op.record(E.ATTEMPT_FINALIZING, AT, {}, {"attempt": 1})  # not the running attempt
 

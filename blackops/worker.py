@@ -1,0 +1,274 @@
+"""Worker: claims due Deferred operations and runs their attempts (OL-4, OL-7, OL-8).
+
+One coordinator thread does every journal write of this worker: it commits finished
+attempts in groups, renews leases (heartbeats, outside the journal: decisions O4),
+and claims new work in groups when there are free slots. Handlers run on a thread
+pool of ``concurrency`` threads. The coordinator sleeps until a handler finishes,
+new work is announced (PostgreSQL LISTEN/NOTIFY, or an in-process signal), the next
+known due time, the next heartbeat, or the polling fallback.
+
+A worker that cannot renew a lease abandons that attempt before the lease ends: its
+result is never committed, and a new claimant records ``attempt.claim_lost``. A
+handler thread cannot be killed; an abandoned one runs to its end and is ignored,
+and a commit it could still race is refused by the journal's fencing.
+
+``stop(grace)`` (SIGTERM in ``blackops worker``) stops claiming, lets running
+attempts finish for ``grace`` seconds, then records ``attempt.interrupted`` for the
+rest and reschedules them at once for other workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from blackops.deferred import Attempt, DeferredEngine, Ending
+from domain.errors import BackendUnavailable, BlackOpsError
+from journal.work_index import moment_micros
+
+if TYPE_CHECKING:
+    from blackops.application import Application
+
+log = logging.getLogger("blackops.worker")
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class Worker:
+    def __init__(
+        self,
+        app: Application,
+        *,
+        concurrency: int = 4,
+        lease_seconds: float = 30.0,
+        heartbeat_seconds: float | None = None,
+        poll_seconds: float | None = None,
+        batch: int | None = None,
+        grace_seconds: float = 30.0,
+        worker_id: str | None = None,
+    ) -> None:
+        if type(concurrency) is not int or not 1 <= concurrency <= 1024:
+            raise ValueError("concurrency must be an integer from 1 to 1024")
+        self.app = app
+        self.id = worker_id or default_worker_id()
+        self.concurrency = concurrency
+        self.engine: DeferredEngine = app.engine(self.id, lease_seconds=lease_seconds)
+        self.lease_seconds = lease_seconds
+        self.heartbeat_seconds = heartbeat_seconds or lease_seconds / 3
+        postgres = app.store.location.kind == "postgresql"
+        self.poll_seconds = poll_seconds or (2.0 if postgres else 0.5)
+        self.batch = batch or max(concurrency, 16)
+        self.grace_seconds = grace_seconds
+        self._running: dict[Attempt, Future[Ending]] = {}
+        self._finished: queue.SimpleQueue[Ending] = queue.SimpleQueue()
+        self._unsaved: list[Ending] = []
+        self._wake = threading.Event()
+        self._stop_requested = threading.Event()
+        self._stopped = threading.Event()
+        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix=f"blackops-{self.id}")
+        self._thread: threading.Thread | None = None
+        self._listener: threading.Thread | None = None
+        self._last_renewal = time.monotonic()
+        self._next_heartbeat = 0.0
+        self.completed = 0  # attempt ends committed by this worker (for reports)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> Worker:
+        if self._thread is not None:
+            raise RuntimeError("this worker was already started")
+        self.app.store.add_wake_listener(self._wake.set)
+        self._thread = threading.Thread(target=self._loop, name=f"blackops-{self.id}", daemon=True)
+        self._thread.start()
+        if self.app.store.wake_channel is not None:
+            self._listener = threading.Thread(target=self._listen, daemon=True)
+            self._listener.start()
+        return self
+
+    def request_stop(self) -> None:
+        """Stop claiming and begin the grace period (safe from a signal handler)."""
+        self._stop_requested.set()
+        self._wake.set()
+
+    def stop(self, grace_seconds: float | None = None) -> None:
+        """Stop and wait: running attempts get ``grace_seconds`` to finish."""
+        if grace_seconds is not None:
+            self.grace_seconds = grace_seconds
+        self.request_stop()
+        self.join()
+
+    def join(self, timeout: float | None = None) -> bool:
+        return self._stopped.wait(timeout)
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    # -- the coordinator -------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        try:
+            self._work()
+            self._drain()
+        except Exception:  # a bug: never die silently with claims held
+            log.exception("worker %s stopped by an unexpected error", self.id)
+        finally:
+            self.app.store.remove_wake_listener(self._wake.set)
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._stopped.set()
+
+    def _work(self) -> None:
+        while not self._stop_requested.is_set():
+            self._wake.clear()
+            self._save_finished()
+            self._heartbeat()
+            claimed = self._claim()
+            if claimed or not self._finished.empty():
+                continue
+            self._wake.wait(self._idle_timeout())
+
+    def _claim(self) -> int:
+        free = self.concurrency - len(self._running)
+        if free <= 0 or self._lease_in_doubt():
+            return 0
+        try:
+            attempts = self.engine.claim(min(free, self.batch))
+        except BlackOpsError as error:
+            self._pause(f"claiming failed: {error}")
+            return 0
+        for attempt in attempts:
+            future = self._pool.submit(self.engine.execute, attempt)
+            self._running[attempt] = future
+            future.add_done_callback(self._on_done)
+        return len(attempts)
+
+    def _on_done(self, future: Future[Ending]) -> None:
+        if not future.cancelled():
+            self._finished.put(future.result())
+        self._wake.set()
+
+    def _save_finished(self) -> None:
+        while not self._finished.empty():
+            ending = self._finished.get()
+            self._running.pop(ending.attempt, None)
+            self._unsaved.append(ending)
+        if not self._unsaved:
+            return
+        try:
+            committed = self.engine.commit(self._unsaved)
+        except BackendUnavailable as error:
+            # Kept: retried on the next turn while the leases are still ours.
+            self._pause(f"committing failed: {error}")
+            if self._lease_in_doubt():
+                for ending in self._unsaved:
+                    ending.attempt.abandoned = True
+                self._unsaved.clear()
+            return
+        self.completed += len(committed)
+        self._unsaved.clear()
+
+    def _heartbeat(self) -> None:
+        now = time.monotonic()
+        if not self._running:
+            self._next_heartbeat = now + self.heartbeat_seconds
+            return
+        if now < self._next_heartbeat:
+            return
+        self._next_heartbeat = now + self.heartbeat_seconds
+        live = [a for a in self._running if not a.abandoned]
+        try:
+            lost = self.engine.renew(live)
+        except BlackOpsError as error:
+            log.warning("worker %s could not renew leases: %s", self.id, error)
+            if self._lease_in_doubt():
+                for attempt in live:
+                    attempt.abandoned = True
+            return
+        self._last_renewal = now
+        for attempt in lost:
+            log.warning("worker %s lost the lease of %s", self.id, attempt.operation.id)
+
+    def _lease_in_doubt(self) -> bool:
+        """Renewal has failed for most of a lease: stop before the lease can end."""
+        if not self._running:
+            self._last_renewal = time.monotonic()
+            return False
+        return time.monotonic() - self._last_renewal > 0.8 * self.lease_seconds
+
+    def _idle_timeout(self) -> float:
+        timeout = self.poll_seconds
+        if self._running:
+            timeout = min(timeout, max(0.0, self._next_heartbeat - time.monotonic()))
+        with contextlib.suppress(BlackOpsError):
+            due = self.app.store.next_due(self.engine.types)
+            if due is not None:
+                now = moment_micros(self.app.clock.now())
+                timeout = min(timeout, max(0.0, (due - now) / 1_000_000))
+        return max(timeout, 0.005)
+
+    def _pause(self, why: str) -> None:
+        log.warning("worker %s: %s", self.id, why)
+        self._stop_requested.wait(min(1.0, self.poll_seconds))
+
+    def _drain(self) -> None:
+        """Grace period, then hand what is still running back to the queue."""
+        deadline = time.monotonic() + self.grace_seconds
+        while self._running and time.monotonic() < deadline:
+            self._wake.clear()
+            self._save_finished()
+            self._heartbeat()
+            if self._running:
+                self._wake.wait(min(0.1, max(0.0, deadline - time.monotonic())))
+        self._save_finished()
+        leftovers = [a for a in self._running if not a.abandoned]
+        if leftovers:
+            try:
+                self.engine.commit([Ending(a, interrupt="worker_shutdown") for a in leftovers])
+            except BlackOpsError as error:
+                log.warning("worker %s could not record interrupts: %s", self.id, error)
+        for attempt in self._running:
+            attempt.abandoned = True  # whatever they return now is never committed
+        self._running.clear()
+
+    # -- PostgreSQL wake-ups ---------------------------------------------------------------
+
+    def _listen(self) -> None:
+        """LISTEN for new due work; reconnects after failures (polling covers the gap)."""
+        import psycopg
+        from psycopg import sql
+
+        settings: dict[str, Any] = self.app.store.settings
+        channel = self.app.store.wake_channel
+        assert channel is not None
+        backoff = 0.2
+        while not self._stop_requested.is_set():
+            try:
+                with psycopg.connect(
+                    dbname=settings["POSTGRES_DBNAME"],
+                    host=settings["POSTGRES_HOST"],
+                    port=settings["POSTGRES_PORT"],
+                    user=settings["POSTGRES_USER"],
+                    password=settings["POSTGRES_PASSWORD"],
+                    connect_timeout=int(settings["POSTGRES_CONNECT_TIMEOUT"]),
+                    autocommit=True,
+                ) as conn:
+                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+                    backoff = 0.2
+                    self._wake.set()  # anything announced while we were away
+                    while not self._stop_requested.is_set():
+                        for _ in conn.notifies(timeout=0.5, stop_after=1):
+                            self._wake.set()
+            except psycopg.Error as error:
+                log.info("worker %s: LISTEN connection lost (%s); retrying", self.id, error)
+                self._stop_requested.wait(backoff)
+                backoff = min(backoff * 2, 5.0)

@@ -1,0 +1,158 @@
+"""The due-work index as SQL tables, shared by the SQLite and PostgreSQL recorders.
+
+Statements are written once with ``%s`` placeholders; SQLite gets ``?``. Table names
+are our own literals (qualified by the schema on PostgreSQL), never user text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from journal.work_index import NAME, RowChange, WorkRow
+
+
+class Cursor(Protocol):
+    def execute(self, query: Any, params: Any = ..., /) -> Any: ...
+
+    def executemany(self, query: Any, params_seq: Any, /) -> Any: ...
+
+    def fetchall(self) -> Any: ...
+
+
+class WorkTables:
+    """Statements for one store: ``prefix`` is ``""`` (SQLite) or ``"schema."``."""
+
+    def __init__(self, prefix: str, *, sqlite: bool) -> None:
+        self.sqlite = sqlite
+        self.due = f"{prefix}blackops_due_work"
+        self.positions = f"{prefix}blackops_projection_positions"
+        self.create = [
+            f"CREATE TABLE IF NOT EXISTS {self.due} ("
+            "operation_id TEXT PRIMARY KEY, operation_type TEXT NOT NULL, "
+            "tenant TEXT NOT NULL, due_at BIGINT NOT NULL, fencing_token BIGINT NOT NULL, "
+            "worker TEXT)",
+            f"CREATE INDEX IF NOT EXISTS blackops_due_work_due_at ON {self.due} (due_at)",
+            f"CREATE TABLE IF NOT EXISTS {self.positions} ("
+            "name TEXT PRIMARY KEY, position BIGINT NOT NULL)",
+        ]
+        self._insert = self._q(
+            f"INSERT INTO {self.due} (operation_id, operation_type, tenant, due_at, "
+            "fencing_token, worker) VALUES (%s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (operation_id) DO UPDATE SET due_at = excluded.due_at, "
+            "fencing_token = excluded.fencing_token, worker = excluded.worker"
+        )
+        self._update = self._q(
+            f"UPDATE {self.due} SET due_at = %s, "
+            "fencing_token = COALESCE(%s, fencing_token), "
+            "worker = CASE WHEN %s THEN %s ELSE worker END WHERE operation_id = %s"
+        )
+        self._delete = self._q(f"DELETE FROM {self.due} WHERE operation_id = %s")
+        self._position = self._q(
+            f"INSERT INTO {self.positions} (name, position) VALUES (%s, %s) "
+            "ON CONFLICT (name) DO UPDATE SET position = excluded.position"
+        )
+
+    def _q(self, text: str) -> str:
+        return text.replace("%s", "?") if self.sqlite else text
+
+    def _in(self, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """``col IN (...)`` for SQLite, ``col = ANY(%s)`` for PostgreSQL."""
+        if self.sqlite:
+            return "IN (" + ",".join("?" * len(values)) + ")", list(values)
+        return "= ANY(%s)", [list(values)]
+
+    # -- keeping it current (inside the append transaction) --------------------------------
+
+    def apply(self, cursor: Cursor, changes: Sequence[RowChange], position: int) -> None:
+        """Apply one append's net changes and move the tracked position to ``position``."""
+        deletes = [(c.operation_id,) for c in changes if c.delete]
+        inserts = [
+            (c.operation_id, *c.create, c.due_at, c.fencing_token, c.worker)
+            for c in changes
+            if c.create is not None
+        ]
+        updates = [
+            (c.due_at, c.fencing_token, c.set_worker, c.worker, c.operation_id)
+            for c in changes
+            if c.create is None and not c.delete
+        ]
+        for statement, rows in ((self._delete, deletes), (self._insert, inserts)):
+            if rows:
+                cursor.executemany(statement, rows)
+        if updates:
+            cursor.executemany(self._update, updates)
+        cursor.execute(self._position, (NAME, position))
+
+    def clear(self, cursor: Cursor) -> None:
+        cursor.execute(f"DELETE FROM {self.due}")
+        cursor.execute(self._q(f"DELETE FROM {self.positions} WHERE name = %s"), (NAME,))
+
+    # -- workers' queries (outside the journal's transactions) ------------------------------
+
+    def reserve(
+        self, cursor: Cursor, now: int, hold_until: int, worker: str, types: Sequence[str], n: int
+    ) -> list[str]:
+        """Take up to ``n`` due rows of ``types`` for ``worker`` until ``hold_until``.
+
+        Not a claim: only a hint that keeps other workers off these rows while this one
+        appends its claims. The journal's version check stays the arbiter.
+        """
+        where, args = self._in(types)
+        lock = "" if self.sqlite else " FOR UPDATE SKIP LOCKED"
+        cursor.execute(
+            self._q(
+                f"UPDATE {self.due} SET due_at = %s, worker = %s WHERE operation_id IN ("
+                f"SELECT operation_id FROM {self.due} WHERE due_at <= %s "
+                f"AND operation_type {where} ORDER BY due_at LIMIT %s{lock}) "
+                "RETURNING operation_id"
+            ),
+            (hold_until, worker, now, *args, n),
+        )
+        return [_first(row) for row in cursor.fetchall()]
+
+    def renew(
+        self, cursor: Cursor, leases: Sequence[tuple[str, int]], worker: str, now: int, until: int
+    ) -> list[str]:
+        """Extend the leases this worker still holds; the ids not returned are lost."""
+        renewed: list[str] = []
+        statement = self._q(
+            f"UPDATE {self.due} SET due_at = %s WHERE operation_id = %s AND "
+            "fencing_token = %s AND worker = %s AND due_at > %s RETURNING operation_id"
+        )
+        for operation_id, token in leases:
+            cursor.execute(statement, (until, operation_id, token, worker, now))
+            renewed.extend(_first(row) for row in cursor.fetchall())
+        return renewed
+
+    def next_due(self, cursor: Cursor, types: Sequence[str]) -> int | None:
+        where, args = self._in(types)
+        cursor.execute(
+            self._q(f"SELECT min(due_at) FROM {self.due} WHERE operation_type {where}"), args
+        )
+        rows = cursor.fetchall()
+        value = _first(rows[0]) if rows else None
+        return int(value) if value is not None else None
+
+    def rows(self, cursor: Cursor) -> list[WorkRow]:
+        cursor.execute(
+            f"SELECT operation_id, operation_type, tenant, due_at, fencing_token, worker "
+            f"FROM {self.due} ORDER BY operation_id"
+        )
+        return [WorkRow(*_values(row)) for row in cursor.fetchall()]
+
+    def position(self, cursor: Cursor) -> int:
+        cursor.execute(self._q(f"SELECT position FROM {self.positions} WHERE name = %s"), (NAME,))
+        rows = cursor.fetchall()
+        return int(_first(rows[0])) if rows else 0
+
+
+def _values(row: Any) -> tuple[Any, ...]:
+    """Rows come as tuples, sqlite3.Row or psycopg dict rows."""
+    if isinstance(row, dict):
+        return tuple(row.values())
+    return tuple(row)
+
+
+def _first(row: Any) -> Any:
+    return _values(row)[0]
