@@ -192,23 +192,18 @@ class Application:
             spec.parse_params(load_canonical(canonical))
         except OperationRejected as invalid:
             raise InvalidRequest(invalid.message, code="invalid_params") from None
-        extra = {"idempotency_key": key} if key else {}
-        return self._accept(spec, canonical, ctx, extra, replayable=key is not None)
+        data = received_data(spec, ctx, canonical, Mode.DEFERRED)
+        if key:
+            data["idempotency_key"] = key
+        return self._accept(ctx, data, canonical, replayable=key is not None)
 
     def _accept(
-        self,
-        spec: HandlerSpec,
-        canonical: bytes,
-        ctx: ExecutionContext,
-        extra: dict[str, Any],
-        *,
-        replayable: bool,
+        self, ctx: ExecutionContext, data: dict[str, Any], canonical: bytes, *, replayable: bool
     ) -> str:
         """Record Received -> Accepted in one commit. ``replayable``: the id is derived,
         and finding it taken by the same request is success, not an error."""
         operation = Operation(ctx.operation_id)
         at, context = format_instant(self.clock.now()), ctx.to_dict()
-        data = {**received_data(spec, ctx, canonical, Mode.DEFERRED), **extra}
         operation.record(EventType.RECEIVED, at, context, data)
         operation.record(EventType.ACCEPTED, at, context, {})
         try:
@@ -227,18 +222,21 @@ class Application:
     def redrive(self, operation_id: str, *, actor: Actor | str | dict[str, Any]) -> str:
         """Submit a new operation from a Dead Letter one (linked by ``redrive_of``).
 
-        The dead operation gets no new event. Redriving it again returns the same new
-        operation (decisions P22); to try once more, redrive that one when it dies.
+        The new one asks the same (type, tenant, params, supervision) and inherits the
+        correlation; its causation is the dead one, which gets no new event. Redriving
+        again returns the same new operation (decisions P22); to try once more, redrive
+        that one when it dies. No handler is needed here: an operator's CLI can do it.
         """
-        dead = self._journal().load(check_operation_id(operation_id))
+        journal = self._journal()
+        events = journal.events(check_operation_id(operation_id))
+        dead = journal.load(operation_id)
         if dead.state is not State.DEAD_LETTER:
             raise Conflict(
                 f"operation {operation_id} is {dead.public_status}; only dead_letter "
                 "operations can be redriven"
             )
-        spec = self.handler(dead.type)
         ctx = self._context(
-            spec.operation_type,
+            dead.type,
             actor,
             dead.tenant,
             None,
@@ -246,8 +244,13 @@ class Application:
             dead.correlation_id,
             operation_id=derived_id("redrive", dead.id),
         )
-        canonical = canonical_document(dead.params)
-        return self._accept(spec, canonical, ctx, {"redrive_of": dead.id}, replayable=True)
+        asked = events[0].data
+        data = {
+            **{k: asked[k] for k in ("operation_type", "mode", "tenant", "params", "supervision")},
+            "correlation_id": dead.correlation_id,
+            "redrive_of": dead.id,
+        }
+        return self._accept(ctx, data, canonical_document(dead.params), replayable=True)
 
     # -- Deferred execution ----------------------------------------------------------------
 
