@@ -1,4 +1,5 @@
-"""Deferred operations on SQLite and PostgreSQL: OL-1, OL-3..OL-9, OL-12.
+"""Deferred operations on SQLite and PostgreSQL: OL-1, OL-3, OL-4, OL-5, OL-6, OL-7, OL-8,
+OL-9, OL-12.
 
 Attempts run through ``work_until_idle`` or the DeferredEngine directly, on the fake
 clock, so leases, retries and backoffs take no real time. Worker processes, signals
