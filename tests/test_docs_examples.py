@@ -26,3 +26,21 @@ def test_readme_example_runs_as_shown() -> None:
         "attempt.finalizing",
         "operation.completed",
     ]
+
+
+def test_operations_guide_deferred_testing_example_runs() -> None:
+    """docs/operations.md: the 5-minute backoff example (OL-7) runs as written."""
+    from datetime import UTC, datetime
+
+    from blackops import Application
+    from blackops.testing import FakeClock
+
+    text = (ROOT / "docs" / "operations.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
+    [example] = [b for b in blocks if "pay.charge" in b]
+    clock = FakeClock(datetime(2026, 1, 1, tzinfo=UTC))
+    namespace: dict[str, object] = {"app": Application("memory://", clock=clock), "clock": clock}
+    exec(compile(example, "docs/operations.md", "exec"), namespace)
+    app = namespace["app"]
+    events = app.events(namespace["operation_id"])  # type: ignore[attr-defined]
+    assert events[-1]["type"] == "operation.completed"
