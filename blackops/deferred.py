@@ -33,7 +33,7 @@ from domain.errors import FencingError
 from domain.lifecycle import EventType, State
 from domain.operation import LifecycleViolation, Operation
 from domain.supervision import OperationRejected
-from journal.operations import OperationJournal, pending_append
+from journal.operations import OperationJournal, fold, pending_append
 from journal.outcomes import outcome_append
 from journal.store import Append, EventStore
 from journal.work_index import moment_micros
@@ -96,23 +96,59 @@ class DeferredEngine:
 
     def claim(self, limit: int) -> list[Attempt]:
         """Claim up to ``limit`` due operations; returns the attempts this worker now holds."""
+        return self.cycle([], limit)[1]
+
+    def commit(self, endings: Sequence[Ending]) -> list[Ending]:
+        """Record and commit attempt ends in one group; returns those that were committed.
+
+        An abandoned attempt (lease lost) is never written. One whose operation moved
+        on (a new claimant) is refused by the journal and left out.
+        """
+        return self.cycle(endings, 0)[0]
+
+    def cycle(
+        self, endings: Sequence[Ending], claim_limit: int
+    ) -> tuple[list[Ending], list[Attempt]]:
+        """Commit ``endings`` and up to ``claim_limit`` new claims in **one** transaction.
+
+        Returns the endings that were committed and the attempts now held. Items that
+        lost a race (their stream moved on) are left out; the rest still commits.
+        """
         now = self.clock.now()
+        group: list[tuple[list[Append], Ending | Attempt | None]] = []
+        for ending in endings:
+            if ending.attempt.abandoned:
+                continue
+            try:
+                group.append((self._record_end(ending, now), ending))
+            except LifecycleViolation as refused:  # e.g. a stale in-memory copy: drop it
+                log.warning("attempt end not recorded: %s", refused)
+        if claim_limit > 0:
+            group.extend(self._prepare_claims(claim_limit, now))
+        committed = self._commit_group(group)
+        return (
+            [item for item in committed if isinstance(item, Ending)],
+            [item for item in committed if isinstance(item, Attempt)],
+        )
+
+    def _prepare_claims(
+        self, limit: int, now: datetime
+    ) -> list[tuple[list[Append], Attempt | None]]:
         until = now + self.lease
-        ids = self.store.reserve_due(
+        streams = self.store.reserve_due_streams(
             moment_micros(now), moment_micros(until), self.worker_id, self.types, limit
         )
-        if not ids:
-            return []
-        operations = self.journal.load_many(ids)
         group: list[tuple[list[Append], Attempt | None]] = []
-        for operation_id in ids:
-            operation = operations.get(operation_id)
-            if operation is None or operation.is_terminal:
+        for operation_id, events in streams.items():
+            if not events or not events[0].type.startswith("operation."):
+                continue
+            operation = fold(operation_id, events)
+            if operation.is_terminal:
                 continue
             claimed = self._claim_one(operation, now, until)
             if claimed is None or isinstance(claimed, Attempt):
                 group.append(([pending_append(operation)], claimed))
-        return [a for a in self._commit_group(group) if a is not None]
+        return group
 
     def _claim_one(
         self, operation: Operation, now: datetime, until: datetime
@@ -164,26 +200,6 @@ class DeferredEngine:
             return Ending(attempt, interrupt=type(interrupt).__name__, raised=interrupt)
 
     # -- ending ----------------------------------------------------------------------------
-
-    def commit(self, endings: Sequence[Ending]) -> list[Ending]:
-        """Record and commit attempt ends in one group; returns those that were committed.
-
-        An abandoned attempt (lease lost) is never written. One whose operation moved
-        on (a new claimant) is refused by the journal and left out.
-        """
-        now = self.clock.now()
-        group: list[tuple[list[Append], Ending]] = []
-        for ending in endings:
-            attempt = ending.attempt
-            if attempt.abandoned:
-                continue
-            try:
-                appends = self._record_end(ending, now)
-            except LifecycleViolation as refused:  # e.g. a stale in-memory copy: drop it
-                log.warning("attempt end not recorded: %s", refused)
-                continue
-            group.append((appends, ending))
-        return self._commit_group(group)
 
     def _record_end(self, ending: Ending, now: datetime) -> list[Append]:
         attempt = ending.attempt

@@ -1,9 +1,11 @@
 """Worker: claims due Deferred operations and runs their attempts (OL-4, OL-7, OL-8).
 
-One coordinator thread does every journal write of this worker: it commits finished
-attempts in groups, renews leases (heartbeats, outside the journal: decisions O4),
-and claims new work in groups when there are free slots. Handlers run on a thread
-pool of ``concurrency`` threads. The coordinator sleeps until a handler finishes,
+One coordinator thread does every journal write of this worker: each turn commits the
+attempts that finished **and** the claims that refill the freed capacity in one
+transaction, and renews leases (heartbeats, outside the journal: decisions O4).
+Handlers run on a thread pool of ``concurrency`` threads; up to ``prefetch`` more claimed
+attempts wait in its queue (their leases are renewed too), so claims and commits come in
+groups even when handlers are instant. The coordinator sleeps until a handler finishes,
 new work is announced (PostgreSQL LISTEN/NOTIFY, or an in-process signal), the next
 known due time, the next heartbeat, or the polling fallback.
 
@@ -31,7 +33,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from blackops.deferred import Attempt, DeferredEngine, Ending
-from domain.errors import BackendUnavailable, BlackOpsError
+from domain.errors import BlackOpsError
 from journal.work_index import moment_micros
 
 if TYPE_CHECKING:
@@ -53,7 +55,7 @@ class Worker:
         lease_seconds: float = 30.0,
         heartbeat_seconds: float | None = None,
         poll_seconds: float | None = None,
-        batch: int | None = None,
+        prefetch: int | None = None,
         grace_seconds: float = 30.0,
         worker_id: str | None = None,
     ) -> None:
@@ -66,8 +68,11 @@ class Worker:
         self.lease_seconds = lease_seconds
         self.heartbeat_seconds = heartbeat_seconds or lease_seconds / 3
         postgres = app.store.location.kind == "postgresql"
-        self.poll_seconds = poll_seconds or (2.0 if postgres else 0.5)
-        self.batch = batch or max(concurrency, 16)
+        # SQLite workers in other processes get no wake-up signal: poll with a cheap read.
+        self.poll_seconds = poll_seconds or (2.0 if postgres else 0.02)
+        self.prefetch = concurrency if prefetch is None else prefetch
+        if type(self.prefetch) is not int or not 0 <= self.prefetch <= 10_000:
+            raise ValueError("prefetch must be an integer from 0 to 10000")
         self.grace_seconds = grace_seconds
         self._running: dict[Attempt, Future[Ending]] = {}
         self._finished: queue.SimpleQueue[Ending] = queue.SimpleQueue()
@@ -130,22 +135,41 @@ class Worker:
     def _work(self) -> None:
         while not self._stop_requested.is_set():
             self._wake.clear()
-            self._save_finished()
+            claimed = self._turn(claim=True)
             self._heartbeat()
-            claimed = self._claim()
             if claimed or not self._finished.empty():
                 continue
             self._wake.wait(self._idle_timeout())
 
-    def _claim(self) -> int:
-        free = self.concurrency - len(self._running)
-        if free <= 0 or self._lease_in_doubt():
+    def _claim_room(self) -> int:
+        """Claim again once the queue in front of the threads has drained."""
+        if len(self._running) > self.concurrency or self._lease_in_doubt():
+            return 0
+        return self.concurrency + self.prefetch - len(self._running)
+
+    def _turn(self, *, claim: bool) -> int:
+        """Commit what finished together with new claims; returns how many were claimed."""
+        while not self._finished.empty():
+            ending = self._finished.get()
+            self._running.pop(ending.attempt, None)
+            self._unsaved.append(ending)
+        room = self._claim_room() if claim else 0
+        if room and not self._unsaved and not self._anything_due():
+            return 0  # a read, not a write: idle polling never commits
+        if not self._unsaved and not room:
             return 0
         try:
-            attempts = self.engine.claim(min(free, self.batch))
+            committed, attempts = self.engine.cycle(self._unsaved, room)
         except BlackOpsError as error:
-            self._pause(f"claiming failed: {error}")
+            # Kept: retried on the next turn while the leases are still ours.
+            self._pause(f"journal write failed: {error}")
+            if self._lease_in_doubt():
+                for ending in self._unsaved:
+                    ending.attempt.abandoned = True
+                self._unsaved.clear()
             return 0
+        self.completed += len(committed)
+        self._unsaved.clear()
         for attempt in attempts:
             future = self._pool.submit(self.engine.execute, attempt)
             self._running[attempt] = future
@@ -156,26 +180,6 @@ class Worker:
         if not future.cancelled():
             self._finished.put(future.result())
         self._wake.set()
-
-    def _save_finished(self) -> None:
-        while not self._finished.empty():
-            ending = self._finished.get()
-            self._running.pop(ending.attempt, None)
-            self._unsaved.append(ending)
-        if not self._unsaved:
-            return
-        try:
-            committed = self.engine.commit(self._unsaved)
-        except BackendUnavailable as error:
-            # Kept: retried on the next turn while the leases are still ours.
-            self._pause(f"committing failed: {error}")
-            if self._lease_in_doubt():
-                for ending in self._unsaved:
-                    ending.attempt.abandoned = True
-                self._unsaved.clear()
-            return
-        self.completed += len(committed)
-        self._unsaved.clear()
 
     def _heartbeat(self) -> None:
         now = time.monotonic()
@@ -205,6 +209,13 @@ class Worker:
             return False
         return time.monotonic() - self._last_renewal > 0.8 * self.lease_seconds
 
+    def _anything_due(self) -> bool:
+        try:
+            due = self.app.store.next_due(self.engine.types)
+        except BlackOpsError:
+            return True  # let the claim itself report the failure
+        return due is not None and due <= moment_micros(self.app.clock.now())
+
     def _idle_timeout(self) -> float:
         timeout = self.poll_seconds
         if self._running:
@@ -223,13 +234,16 @@ class Worker:
     def _drain(self) -> None:
         """Grace period, then hand what is still running back to the queue."""
         deadline = time.monotonic() + self.grace_seconds
+        for attempt in [a for a, future in self._running.items() if future.cancel()]:
+            # Claimed but never started: hand back at once, no grace needed.
+            self._finished.put(Ending(attempt, interrupt="worker_shutdown"))
         while self._running and time.monotonic() < deadline:
             self._wake.clear()
-            self._save_finished()
+            self._turn(claim=False)
             self._heartbeat()
             if self._running:
                 self._wake.wait(min(0.1, max(0.0, deadline - time.monotonic())))
-        self._save_finished()
+        self._turn(claim=False)
         leftovers = [a for a in self._running if not a.abandoned]
         if leftovers:
             try:

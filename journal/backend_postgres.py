@@ -15,8 +15,6 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import retry
-from psycopg import Cursor
-from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
 
 from journal import work_index
@@ -31,9 +29,18 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         schema = self.datastore.schema
-        self.work = WorkTables(f"{schema}.", sqlite=False)
+        table = f"{schema}.{self.events_table_name}"
+        self.work = WorkTables(f"{schema}.", sqlite=False, events_table=table)
         # One wake-up channel per schema: workers of other journals are not disturbed.
         self.work_channel = "blackops_work_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
+        self._notify_work = SQL("NOTIFY {}").format(Identifier(self.work_channel))
+        # A predecessor version never disappears once stored, so this check may run
+        # before the table lock; staleness is the primary key's job.
+        self._gap_check = self._sql(
+            "SELECT count(*) AS found FROM {schema}.{table} t "
+            "JOIN unnest(%s::text[], %s::bigint[]) AS p(id, v) "
+            "ON t.originator_id = p.id AND t.originator_version = p.v"
+        )
 
     def create_table(self) -> None:
         super().create_table()
@@ -47,55 +54,45 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
     ) -> Sequence[int] | None:
         """One transaction: gap check, table lock, insert, due-work index, position.
 
-        Unlike the base class, an error at any step propagates out of the transaction
-        block, so it rolls back: nothing half-done is ever committed. A retry after a
-        lost acknowledgement meets the primary key, and the store reconciles it.
+        Pipelined: after the gap check (outside the lock) every statement is sent at
+        once and the client waits once, so the events-table lock, which serialises all
+        writers, is held for server time only. Unlike the base class, an error at any
+        step propagates out of the transaction block, so it rolls back: nothing
+        half-done is ever committed. A retry after a lost acknowledgement meets the
+        primary key, and the store reconciles it.
         """
-        changes = work_index.changes(
-            (str(s.originator_id), s.topic, s.state) for s in stored_events
-        )
+        triples = ((str(s.originator_id), s.topic, s.state) for s in stored_events)
+        changes = work_index.changes(triples)
         wake = any(s.topic in work_index.WAKING_TOPICS for s in stored_events)
         rows = [
             self.construct_pg_stored_event(s.originator_id, s.originator_version, s.topic, s.state)
             for s in stored_events
         ]
+        needed = list(predecessors(stored_events))
         with (
             self.datastore.get_connection() as conn,
+            conn.pipeline() as pipeline,
             conn.transaction(),
             conn.cursor() as curs,
+            conn.cursor() as inserted,
         ):
-            self._check_predecessors(curs, stored_events)
-            self._lock_table(curs)
-            self._notify_channel(curs)
+            if needed:
+                curs.execute(self._gap_check, ([s for s, _ in needed], [v for _, v in needed]))
+                pipeline.sync()
+                row = curs.fetchone()
+                if row is None or row["found"] != len(needed):
+                    raise IntegrityError("an append would leave a gap in a stream's versions")
+            for statement in self.lock_table_statements:
+                curs.execute(statement, prepare=True)
             if wake:
-                curs.execute(SQL("NOTIFY {}").format(Identifier(self.work_channel)))
-            curs.execute(self.insert_events_statement, (rows,), prepare=True)
-            positions = [row["notification_id"] for row in curs.fetchall()]
-            if len(positions) != len(rows):
-                raise IntegrityError("the journal did not return a position for every event")
-            self.work.apply(curs, changes, max(positions))
+                curs.execute(self._notify_work)
+            inserted.execute(self.insert_events_statement, (rows,), prepare=True)
+            self.work.apply(curs, changes, None)  # position: the sequence's value just used
+            pipeline.sync()
+            positions = [row["notification_id"] for row in inserted.fetchall()]
+        if len(positions) != len(rows):
+            raise IntegrityError("the journal did not return a position for every event")
         return positions
-
-    def _check_predecessors(
-        self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent]
-    ) -> None:
-        """Refuse an append that would leave a gap in a stream's versions.
-
-        A predecessor version never disappears once stored, so checking before the
-        table lock is as good as after it; staleness is the primary key's job.
-        """
-        needed = list(predecessors(stored_events))
-        if not needed:
-            return
-        statement = self._sql(
-            "SELECT count(*) AS found FROM {schema}.{table} t "
-            "JOIN unnest(%s::text[], %s::bigint[]) AS p(id, v) "
-            "ON t.originator_id = p.id AND t.originator_version = p.v"
-        )
-        curs.execute(statement, ([s for s, _ in needed], [v for _, v in needed]))
-        row = curs.fetchone()
-        if row is None or row["found"] != len(needed):
-            raise IntegrityError("an append would leave a gap in a stream's versions")
 
     def select_stream(self, stream: str, after_version: int = 0) -> list[Notification]:
         return self.select_streams([stream], after_version)
@@ -118,6 +115,18 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
     ) -> list[str]:
         with self.datastore.transaction(commit=True) as curs:
             return self.work.reserve(curs, now, hold_until, worker, types, limit)
+
+    def reserve_and_select(
+        self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
+    ) -> list[Notification]:
+        """Reserve due rows and read their streams in one statement (one round trip)."""
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(
+                self.work.reserve_and_read_statement,
+                (hold_until, worker, now, list(types), limit),
+                prepare=True,
+            )
+            return [notification(row, "notification_id") for row in curs.fetchall()]
 
     def renew_leases(
         self, leases: Sequence[tuple[str, int]], worker: str, now: int, until: int

@@ -270,6 +270,23 @@ class EventStore:
         with _backend_errors():
             return self._recorder.reserve_due(now, hold_until, worker, list(types), limit)
 
+    def reserve_due_streams(
+        self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
+    ) -> dict[str, list[RecordedEvent]]:
+        """:meth:`reserve_due` and :meth:`read_streams` of what it reserved, in one round
+        trip where the backend can (PostgreSQL)."""
+        if not types or limit < 1:
+            return {}
+        reserve_and_read = getattr(self._recorder, "reserve_and_select", None)
+        if reserve_and_read is None:
+            return self.read_streams(self.reserve_due(now, hold_until, worker, types, limit))
+        with _backend_errors():
+            rows = reserve_and_read(now, hold_until, worker, list(types), limit)
+        found: dict[str, list[RecordedEvent]] = {}
+        for row in rows:
+            found.setdefault(str(row.originator_id), []).append(_decode(row))
+        return found
+
     def renew_leases(
         self, leases: Sequence[tuple[str, int]], worker: str, now: int, until: int
     ) -> list[str]:

@@ -23,7 +23,7 @@ class Cursor(Protocol):
 class WorkTables:
     """Statements for one store: ``prefix`` is ``""`` (SQLite) or ``"schema."``."""
 
-    def __init__(self, prefix: str, *, sqlite: bool) -> None:
+    def __init__(self, prefix: str, *, sqlite: bool, events_table: str = "stored_events") -> None:
         self.sqlite = sqlite
         self.due = f"{prefix}blackops_due_work"
         self.positions = f"{prefix}blackops_projection_positions"
@@ -52,6 +52,23 @@ class WorkTables:
             f"INSERT INTO {self.positions} (name, position) VALUES (%s, %s) "
             "ON CONFLICT (name) DO UPDATE SET position = excluded.position"
         )
+        # PostgreSQL: the last position this transaction took from the events' sequence
+        # (the table lock makes it the highest), so the client need not wait for it.
+        self._position_from_sequence = (
+            f"INSERT INTO {self.positions} (name, position) VALUES "
+            "(%s, currval(pg_get_serial_sequence(%s, 'notification_id'))) "
+            "ON CONFLICT (name) DO UPDATE SET position = excluded.position"
+        )
+        self._events_table = events_table
+        self.reserve_and_read_statement = (
+            f"WITH r AS (UPDATE {self.due} SET due_at = %s, worker = %s "
+            f"WHERE operation_id IN (SELECT operation_id FROM {self.due} "
+            "WHERE due_at <= %s AND operation_type = ANY(%s) ORDER BY due_at LIMIT %s "
+            "FOR UPDATE SKIP LOCKED) RETURNING operation_id) "
+            "SELECT e.notification_id, e.originator_id, e.originator_version, e.topic, e.state "
+            f"FROM {events_table} e JOIN r ON e.originator_id = r.operation_id "
+            "ORDER BY e.originator_id, e.originator_version"
+        )
 
     def _q(self, text: str) -> str:
         return text.replace("%s", "?") if self.sqlite else text
@@ -64,8 +81,9 @@ class WorkTables:
 
     # -- keeping it current (inside the append transaction) --------------------------------
 
-    def apply(self, cursor: Cursor, changes: Sequence[RowChange], position: int) -> None:
-        """Apply one append's net changes and move the tracked position to ``position``."""
+    def apply(self, cursor: Cursor, changes: Sequence[RowChange], position: int | None) -> None:
+        """Apply one append's net changes and move the tracked position to ``position``
+        (``None``: the value this transaction last took from the events' sequence)."""
         deletes = [(c.operation_id,) for c in changes if c.delete]
         inserts = [
             (c.operation_id, *c.create, c.due_at, c.fencing_token, c.worker)
@@ -82,7 +100,10 @@ class WorkTables:
                 cursor.executemany(statement, rows)
         if updates:
             cursor.executemany(self._update, updates)
-        cursor.execute(self._position, (NAME, position))
+        if position is None:
+            cursor.execute(self._position_from_sequence, (NAME, self._events_table))
+        else:
+            cursor.execute(self._position, (NAME, position))
 
     def clear(self, cursor: Cursor) -> None:
         cursor.execute(f"DELETE FROM {self.due}")
