@@ -45,6 +45,7 @@ format: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/documents.py
 	$(BIN)/python bench/inline.py
+	$(BIN)/python bench/operations.py
 
 clean:
 	rm -rf $(VENV) .venv-min .mypy_cache .ruff_cache .pytest_cache .hypothesis
