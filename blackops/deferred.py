@@ -68,6 +68,9 @@ class Ending:
     error: Exception | None = None
     interrupt: str | None = None
     raised: BaseException | None = field(default=None, repr=False)
+    #: The journal appends recording this end, made once: a turn that failed to commit
+    #: retries these same appends (the aggregate has already moved past them).
+    appends: list[Append] | None = field(default=None, repr=False)
 
 
 class DeferredEngine:
@@ -119,10 +122,13 @@ class DeferredEngine:
         for ending in endings:
             if ending.attempt.abandoned:
                 continue
-            try:
-                group.append((self._record_end(ending, now), ending))
-            except LifecycleViolation as refused:  # e.g. a stale in-memory copy: drop it
-                log.warning("attempt end not recorded: %s", refused)
+            if ending.appends is None:
+                try:
+                    ending.appends = self._record_end(ending, now)
+                except LifecycleViolation as refused:  # a stale in-memory copy: drop it
+                    log.warning("attempt end not recorded: %s", refused)
+                    continue
+            group.append((ending.appends, ending))
         if claim_limit > 0:
             group.extend(self._prepare_claims(claim_limit, now))
         committed = self._commit_group(group)

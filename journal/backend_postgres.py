@@ -34,6 +34,7 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
         # One wake-up channel per schema: workers of other journals are not disturbed.
         self.work_channel = "blackops_work_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
         self._notify_work = SQL("NOTIFY {}").format(Identifier(self.work_channel))
+        self._idle_limit = SQL("SET LOCAL idle_in_transaction_session_timeout = '10s'")
         # A predecessor version never disappears once stored, so this check may run
         # before the table lock; staleness is the primary key's job.
         self._gap_check = self._sql(
@@ -48,7 +49,7 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
             for statement in self.work.create:
                 curs.execute(statement, prepare=False)
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    @retry((InterfaceError, OperationalError), max_attempts=3, wait=0.2)
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
@@ -82,6 +83,9 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
                 row = curs.fetchone()
                 if row is None or row["found"] != len(needed):
                     raise IntegrityError("an append would leave a gap in a stream's versions")
+            # A writer stopped mid-transaction (SIGSTOP, a debugger) must not hold the
+            # lock every writer needs for ever: the server ends such a session.
+            curs.execute(self._idle_limit)
             for statement in self.lock_table_statements:
                 curs.execute(statement, prepare=True)
             if wake:
@@ -95,8 +99,10 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
         return positions
 
     def select_stream(self, stream: str, after_version: int = 0) -> list[Notification]:
-        return self.select_streams([stream], after_version)
+        found: list[Notification] = self.select_streams([stream], after_version)
+        return found
 
+    @retry((InterfaceError, OperationalError), max_attempts=3, wait=0.2)
     def select_streams(self, streams: Sequence[str], after_version: int = 0) -> list[Notification]:
         """Events of several streams, by stream then version (one round trip)."""
         statement = self._sql(
