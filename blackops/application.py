@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from blackops.clocks import SystemClock
 from blackops.deferred import DeferredEngine
-from blackops.handlers import Handler, HandlerSpec, check_operation_type
+from blackops.handlers import CURRENT_CONTEXT, Handler, HandlerSpec, check_operation_type
 from blackops.ids import derived_id, new_id
 from blackops.inline import InlineRunner, received_data
 from blackops.outcomes import OutcomeRecord, outcome_record
@@ -294,6 +294,16 @@ class Application:
         operation_id: str | None = None,
     ) -> ExecutionContext:
         operation_id = operation_id or new_id(self.clock)
+        parent: ExecutionContext | None = CURRENT_CONTEXT.get()
+        if parent is not None:
+            # Called from inside a handler: a child of that operation (OL-12, Part B).
+            if tenant != parent.tenant:
+                raise InvalidRequest(
+                    f"an operation submitted from a handler stays in its tenant "
+                    f"{parent.tenant!r}, not {tenant!r}"
+                )
+            correlation_id = correlation_id or parent.correlation_id
+            causation_id = causation_id or parent.operation_id
         for name, value in (("causation_id", causation_id), ("correlation_id", correlation_id)):
             if value is not None and (not isinstance(value, str) or not _ID.fullmatch(value)):
                 raise InvalidRequest(f"{name} must be an id of 1-200 characters")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import hashlib
 import inspect
 import re
@@ -21,6 +22,12 @@ from domain.supervision import OperationRejected, Supervision
 OPERATION_TYPE = re.compile(r"^[a-z][a-z0-9_-]{0,63}(\.[a-z][a-z0-9_-]{0,63}){0,7}$")
 
 Handler = Callable[..., Any]
+
+#: The execution context of the handler running in this thread or task, so operations
+#: submitted from inside a handler inherit correlation and tenant and record causation.
+CURRENT_CONTEXT: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "blackops_current_context", default=None
+)
 
 
 def check_operation_type(name: object) -> str:
@@ -86,10 +93,14 @@ class HandlerSpec:
 
     def call(self, ctx: Any, params: Any) -> Any:
         """Run the handler once, sync or async, from synchronous code."""
-        result = self.fn(ctx, params)
-        if inspect.isawaitable(result):
-            return _await(result)
-        return result
+        token = CURRENT_CONTEXT.set(ctx)
+        try:
+            result = self.fn(ctx, params)
+            if inspect.isawaitable(result):
+                return _await(result)
+            return result
+        finally:
+            CURRENT_CONTEXT.reset(token)
 
     def outcome_of(self, value: Any) -> Outcome:
         """Turn a handler's return value into a canonical outcome, or raise OutcomeInvalid."""
@@ -163,5 +174,7 @@ def _await(awaitable: Any) -> Any:
     except RuntimeError:
         return asyncio.run(coroutine)
     # A loop is running in this thread: run the coroutine on a private one.
+    # contextvars do not follow a thread by themselves: run it in a copy of ours.
+    context = contextvars.copy_context()
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
+        return pool.submit(context.run, asyncio.run, coroutine).result()

@@ -669,3 +669,44 @@ def test_interrupting_a_batch_hands_the_other_claims_back(app: Application) -> N
     assert ending_types == ["attempt.interrupted"] * 3
     work(app)
     assert all(app.status(i)["status"] == "completed" for i in ids)
+
+
+def test_ol12_operations_submitted_from_a_handler_inherit_correlation_and_tenant(
+    app: Application,
+) -> None:
+    """OL-12 (Part B): a child inherits correlation and tenant and records causation,
+    from sync and async handlers, Deferred and Inline alike."""
+    children: dict[str, str] = {}
+
+    @app.operation("order.place")
+    def place(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, str]:
+        children["deferred"] = app.submit("mail.send", {}, actor="system", tenant=ctx.tenant)
+        children["inline"] = app.run(
+            "mail.send", {}, actor="system", tenant=ctx.tenant
+        ).operation_id
+        with pytest.raises(BlackOpsError) as crossing:
+            app.submit("mail.send", {}, actor="system", tenant="other-tenant")
+        children["crossing"] = crossing.value.code
+        return {}
+
+    @app.operation("order.async")
+    async def place_async(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        children["from_async"] = app.submit("mail.send", {}, actor="system", tenant=ctx.tenant)
+
+    app.operation("mail.send")(lambda ctx, params: None)
+    parent = app.submit("order.place", {}, actor="ana", tenant="acme", correlation_id="order-7")
+    async_parent = submit(app, "order.async")
+    work(app)
+    assert children["crossing"] == "invalid_request"
+    for name, expected_parent, correlation in (
+        ("deferred", parent, "order-7"),
+        ("inline", parent, "order-7"),
+        ("from_async", async_parent, async_parent),
+    ):
+        context = app.events(children[name])[0]["context"]
+        assert context["causation_id"] == expected_parent, name
+        assert context["correlation_id"] == correlation, name
+        assert context["tenant"] == "acme", name
+    # Outside a handler nothing is inherited.
+    alone = submit(app, "mail.send")
+    assert app.events(alone)[0]["context"]["causation_id"] is None
