@@ -56,7 +56,8 @@ def post(client: TestClient, path: str, body: bytes = b"{}", **headers: str) -> 
 def test_prefer_respond_async_answers_202_with_location(
     client: TestClient, app: Application
 ) -> None:
-    """python-contract §4: Deferred answers 202 with the id; GET follows it."""
+    """python-contract §4: Deferred answers 202 with the id; GET follows it; the
+    Outcome Record (OL-9) is 404 until the operation completed, then served."""
     response = post(
         client, "/v1/spaces/acme/operations/greeting.say", b'{"name": "ana"}',
         prefer="respond-async",
