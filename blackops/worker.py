@@ -21,10 +21,10 @@ rest and reschedules them at once for other workers.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import queue
+import random
 import socket
 import threading
 import time
@@ -58,6 +58,7 @@ class Worker:
         prefetch: int | None = None,
         grace_seconds: float = 30.0,
         worker_id: str | None = None,
+        wake_delay: float = 0.005,
     ) -> None:
         if type(concurrency) is not int or not 1 <= concurrency <= 1024:
             raise ValueError("concurrency must be an integer from 1 to 1024")
@@ -78,6 +79,9 @@ class Worker:
         self._finished: queue.SimpleQueue[Ending] = queue.SimpleQueue()
         self._unsaved: list[Ending] = []
         self._wake = threading.Event()
+        self._notified = threading.Event()  # woken by LISTEN/NOTIFY (another process)
+        self._next_due: int | None = None
+        self.wake_delay = wake_delay
         self._stop_requested = threading.Event()
         self._stopped = threading.Event()
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix=f"blackops-{self.id}")
@@ -135,11 +139,18 @@ class Worker:
     def _work(self) -> None:
         while not self._stop_requested.is_set():
             self._wake.clear()
+            self._next_due = None
             claimed = self._turn(claim=True)
             self._heartbeat()
             if claimed or not self._finished.empty():
                 continue
             self._wake.wait(self._idle_timeout())
+            if self._notified.is_set() and self._finished.empty():
+                # Announced by another process: every worker hears it. A short pause
+                # lets a burst of submissions be claimed as one group, and lets the
+                # first worker take it while the others then find nothing due.
+                self._stop_requested.wait(self.wake_delay * (1 + random.random()))
+            self._notified.clear()
 
     def _claim_room(self) -> int:
         """Claim again once the queue in front of the threads has drained."""
@@ -211,20 +222,20 @@ class Worker:
 
     def _anything_due(self) -> bool:
         try:
-            due = self.app.store.next_due(self.engine.types)
+            self._next_due = self.app.store.next_due(self.engine.types)
         except BlackOpsError:
             return True  # let the claim itself report the failure
+        due = self._next_due
         return due is not None and due <= moment_micros(self.app.clock.now())
 
     def _idle_timeout(self) -> float:
         timeout = self.poll_seconds
         if self._running:
             timeout = min(timeout, max(0.0, self._next_heartbeat - time.monotonic()))
-        with contextlib.suppress(BlackOpsError):
-            due = self.app.store.next_due(self.engine.types)
-            if due is not None:
-                now = moment_micros(self.app.clock.now())
-                timeout = min(timeout, max(0.0, (due - now) / 1_000_000))
+        due = self._next_due  # read this turn, when it found nothing due
+        if due is not None:
+            now = moment_micros(self.app.clock.now())
+            timeout = min(timeout, max(0.0, (due - now) / 1_000_000))
         return max(timeout, 0.005)
 
     def _pause(self, why: str) -> None:
@@ -281,6 +292,7 @@ class Worker:
                     self._wake.set()  # anything announced while we were away
                     while not self._stop_requested.is_set():
                         for _ in conn.notifies(timeout=0.5, stop_after=1):
+                            self._notified.set()
                             self._wake.set()
             except psycopg.Error as error:
                 log.info("worker %s: LISTEN connection lost (%s); retrying", self.id, error)
