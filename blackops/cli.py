@@ -227,22 +227,22 @@ def build_parser() -> argparse.ArgumentParser:
     worker.set_defaults(handler=cmd_worker)
 
     op = commands.add_parser("op", help="operations").add_subparsers(dest="op", required=True)
+
+    def asking(p: argparse.ArgumentParser) -> None:
+        """What ``op run`` and ``op submit`` both take: the operation and who asks."""
+        common(p)
+        p.add_argument("type")
+        p.add_argument("--params", default="{}", help="params document as JSON")
+        p.add_argument("--tenant", default="default", help="Space (tenant); default 'default'")
+        p.add_argument("--actor", help="principal id recorded as the actor (default: $USER)")
+        p.add_argument("--traceparent", help="W3C traceparent to record")
+
     run = op.add_parser("run", help="run an operation Inline and print its completion")
-    common(run)
-    run.add_argument("type")
-    run.add_argument("--params", default="{}", help="params document as JSON")
-    run.add_argument("--tenant", default="default", help="Space (tenant); default 'default'")
-    run.add_argument("--actor", help="principal id recorded as the actor (default: $USER)")
-    run.add_argument("--traceparent", help="W3C traceparent to record")
+    asking(run)
     run.set_defaults(handler=cmd_op_run)
 
     submit = op.add_parser("submit", help="accept an operation as Deferred; print its id")
-    common(submit)
-    submit.add_argument("type")
-    submit.add_argument("--params", default="{}", help="params document as JSON")
-    submit.add_argument("--tenant", default="default", help="Space (tenant); default 'default'")
-    submit.add_argument("--actor", help="principal id recorded as the actor (default: $USER)")
-    submit.add_argument("--traceparent", help="W3C traceparent to record")
+    asking(submit)
     submit.add_argument("--idempotency-key", help="the same key returns the same operation")
     submit.set_defaults(handler=cmd_op_submit)
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from blackops.deferred import Attempt, DeferredEngine, Ending
 from domain.errors import BlackOpsError
+from journal.locator import postgres_connect
 from journal.work_index import moment_micros
 
 if TYPE_CHECKING:
@@ -114,6 +115,9 @@ class Worker:
         if grace_seconds is not None:
             self.grace_seconds = grace_seconds
         self.request_stop()
+        if self._thread is None:  # never started: nothing to drain
+            self._pool.shutdown(wait=False)
+            self._stopped.set()
         self.join()
 
     def join(self, timeout: float | None = None) -> bool:
@@ -278,15 +282,7 @@ class Worker:
         backoff = 0.2
         while not self._stop_requested.is_set():
             try:
-                with psycopg.connect(
-                    dbname=settings["POSTGRES_DBNAME"],
-                    host=settings["POSTGRES_HOST"],
-                    port=settings["POSTGRES_PORT"],
-                    user=settings["POSTGRES_USER"],
-                    password=settings["POSTGRES_PASSWORD"],
-                    connect_timeout=int(settings["POSTGRES_CONNECT_TIMEOUT"]),
-                    autocommit=True,
-                ) as conn:
+                with postgres_connect(settings) as conn:
                     conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
                     backoff = 0.2
                     self._wake.set()  # anything announced while we were away

@@ -6,9 +6,13 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from domain.errors import InvalidRequest
+
+if TYPE_CHECKING:
+    import psycopg
 
 DEFAULT_STORE = "sqlite:///.blackops/journal.sqlite3"
 _SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -85,3 +89,18 @@ def _postgres(url: str) -> StoreLocation:
     }
     shown = url if parts.password is None else url.replace(f":{parts.password}@", ":***@", 1)
     return StoreLocation("postgresql", settings, shown)
+
+
+def postgres_connect(settings: dict[str, str]) -> psycopg.Connection[Any]:
+    """A plain autocommit connection to a PostgreSQL store (LISTEN, setup locks)."""
+    import psycopg
+
+    return psycopg.connect(
+        dbname=settings["POSTGRES_DBNAME"],
+        host=settings["POSTGRES_HOST"],
+        port=settings["POSTGRES_PORT"],
+        user=settings["POSTGRES_USER"],
+        password=settings["POSTGRES_PASSWORD"],
+        connect_timeout=int(settings["POSTGRES_CONNECT_TIMEOUT"]),
+        autocommit=True,
+    )

@@ -22,7 +22,7 @@ from domain.errors import BackendUnavailable, FencingError, InvalidRequest
 from domain.events import NewEvent, RecordedEvent
 from journal.backend_memory import BlackOpsMemoryRecorder
 from journal.codec import decode_state, encode_state
-from journal.locator import StoreLocation, resolve_store
+from journal.locator import StoreLocation, postgres_connect, resolve_store
 from journal.work_index import WAKING_TOPICS, WorkRow
 
 _RECORDERS = {
@@ -358,15 +358,7 @@ def _postgres_setup_lock(settings: dict[str, str]) -> Iterator[None]:
 
     schema = settings["POSTGRES_SCHEMA"]
     try:
-        with psycopg.connect(
-            dbname=settings["POSTGRES_DBNAME"],
-            host=settings["POSTGRES_HOST"],
-            port=settings["POSTGRES_PORT"],
-            user=settings["POSTGRES_USER"],
-            password=settings["POSTGRES_PASSWORD"],
-            connect_timeout=int(settings["POSTGRES_CONNECT_TIMEOUT"]),
-            autocommit=True,
-        ) as conn:
+        with postgres_connect(settings) as conn:
             conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"blackops-setup:{schema}",))
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
             yield
