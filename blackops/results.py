@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from domain.lifecycle import State
+from domain.lifecycle import Mode, State
 from domain.operation import Operation
 
 
@@ -67,6 +67,12 @@ def status_view(operation: Operation) -> dict[str, Any]:
         "updatedAt": operation.updated_at,
         "version": operation.version,
     }
+    if operation.mode is Mode.DEFERRED and operation.attempt > 0:
+        # Who holds (or last held) the attempt, and under which fencing token.
+        view["worker"] = operation.worker
+        view["fencingToken"] = operation.fencing_token
+    if operation.redrive_of is not None:
+        view["redriveOf"] = operation.redrive_of
     if operation.retry_due_at is not None and operation.public_status == "retry_scheduled":
         view["retryDueAt"] = operation.retry_due_at
     if operation.rejection is not None:

@@ -710,3 +710,22 @@ def test_ol12_operations_submitted_from_a_handler_inherit_correlation_and_tenant
     # Outside a handler nothing is inherited.
     alone = submit(app, "mail.send")
     assert app.events(alone)[0]["context"]["causation_id"] is None
+
+
+def test_status_shows_who_holds_the_attempt_and_the_redrive_link(app: Application) -> None:
+    """The status view names the worker and fencing token of the current attempt (OL-8)."""
+
+    @app.operation("t.dead", supervision=Supervision(exhausted="dead_letter"))
+    def dead(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        raise Retryable("no")
+
+    operation_id = submit(app, "t.dead")
+    assert "worker" not in app.status(operation_id)
+    [attempt] = app.engine("w-7").claim(1)
+    status = app.status(operation_id)
+    assert status["status"] == "running"
+    assert (status["worker"], status["fencingToken"]) == ("w-7", 1)
+    app.engine("w-7").commit([app.engine("w-7").execute(attempt)])
+    new = app.redrive(operation_id, actor="ops")
+    assert app.status(new)["redriveOf"] == operation_id
+    assert "redriveOf" not in app.status(operation_id)
