@@ -29,7 +29,7 @@ from blackops.attempts import (
 from blackops.handlers import HandlerSpec, Outcome
 from domain.clock import Clock, format_instant
 from domain.context import ExecutionContext
-from domain.errors import FencingError
+from domain.errors import FencingError, InvalidRequest
 from domain.lifecycle import EventType, State
 from domain.operation import LifecycleViolation, Operation
 from domain.supervision import OperationRejected
@@ -73,6 +73,16 @@ class Ending:
     appends: list[Append] | None = field(default=None, repr=False)
 
 
+def check_lease_seconds(lease_seconds: object) -> float:
+    if (
+        not isinstance(lease_seconds, int | float)
+        or isinstance(lease_seconds, bool)
+        or not 1 <= lease_seconds <= 86_400
+    ):
+        raise InvalidRequest("lease_seconds must be a number of seconds from 1 to 86400")
+    return float(lease_seconds)
+
+
 class DeferredEngine:
     def __init__(
         self,
@@ -82,8 +92,7 @@ class DeferredEngine:
         worker_id: str,
         lease_seconds: float = 30.0,
     ) -> None:
-        if not 0 < lease_seconds <= 86_400:
-            raise ValueError("lease_seconds must be within (0, 86400]")
+        check_lease_seconds(lease_seconds)
         self.store = store
         self.journal = OperationJournal(store)
         self.handlers = dict(handlers)

@@ -33,7 +33,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from blackops.deferred import Attempt, DeferredEngine, Ending
-from domain.errors import BlackOpsError
+from domain.errors import BlackOpsError, InvalidRequest
 from journal.locator import postgres_connect
 from journal.work_index import moment_micros
 
@@ -62,7 +62,16 @@ class Worker:
         wake_delay: float = 0.005,
     ) -> None:
         if type(concurrency) is not int or not 1 <= concurrency <= 1024:
-            raise ValueError("concurrency must be an integer from 1 to 1024")
+            raise InvalidRequest("concurrency must be an integer from 1 to 1024")
+        if type(grace_seconds) not in (int, float) or not 0 <= grace_seconds <= 86_400:
+            raise InvalidRequest("grace_seconds must be a number of seconds from 0 to 86400")
+        for name, value in (
+            ("poll_seconds", poll_seconds),
+            ("heartbeat_seconds", heartbeat_seconds),
+            ("wake_delay", wake_delay),
+        ):
+            if value is not None and (type(value) not in (int, float) or not 0 < value <= 86_400):
+                raise InvalidRequest(f"{name} must be a positive number of seconds")
         self.app = app
         self.id = worker_id or default_worker_id()
         self.concurrency = concurrency
@@ -74,7 +83,7 @@ class Worker:
         self.poll_seconds = poll_seconds or (2.0 if postgres else 0.02)
         self.prefetch = concurrency if prefetch is None else prefetch
         if type(self.prefetch) is not int or not 0 <= self.prefetch <= 10_000:
-            raise ValueError("prefetch must be an integer from 0 to 10000")
+            raise InvalidRequest("prefetch must be an integer from 0 to 10000")
         self.grace_seconds = grace_seconds
         self._running: dict[Attempt, Future[Ending]] = {}
         self._finished: queue.SimpleQueue[Ending] = queue.SimpleQueue()

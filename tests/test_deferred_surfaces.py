@@ -264,3 +264,48 @@ def test_in_process_worker_threads_on_the_real_clock(store_url: str) -> None:
         app.close()
     assert sorted(seen.values()).count(2) == 20  # n % 3 == 0 ran twice
     assert worker.running == 0
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [["--concurrency", "0"], ["--lease-seconds", "0"], ["--grace-seconds", "-1"],
+     ["--poll-seconds", "0"], ["--lease-seconds", "nan"]],
+)  # fmt: skip
+def test_bad_worker_flags_are_refused_with_a_code(tmp_path: Path, flags: list[str]) -> None:
+    done = run(
+        "worker", "--app", "examples.shop:app", "--json", *flags,
+        store=f"sqlite:///{tmp_path}/w.db",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["error"]["code"] == "invalid_request"
+
+
+def test_hostile_deferred_requests_change_nothing(client: TestClient, app: Application) -> None:
+    path = "/v1/spaces/acme/operations/greeting.say"
+    cases = [
+        (b"{}", {"idempotency-key": "k" * 256}, 400),
+        (b"[1, 2]", {}, 400),
+        (b'{"a": 1, "a": 2}', {}, 400),
+        (b'{"n": NaN}', {}, 400),
+        (b"{}", {"traceparent": "00-zz"}, 400),
+    ]
+    for body, headers, status in cases:
+        response = post(client, path, body, prefer="respond-async", **headers)
+        assert response.status_code == status, (body, headers, response.text)
+        assert "code" in response.json()["error"]
+    latin = client.post(
+        path,
+        content=b"{}",
+        headers={**AUTH, "prefer": "respond-async", "idempotency-key": "caf\xe9".encode("latin-1")},
+    )
+    assert latin.status_code == 400
+    assert (
+        client.post(
+            "/v1/spaces/bad space/operations/greeting.say",
+            headers={**AUTH, "prefer": "respond-async"},
+        ).status_code
+        == 400
+    )
+    for path_ in ("/v1/operations/nope/outcome", "/v1/operations/outcome:x/outcome"):
+        assert client.get(path_, headers=AUTH).status_code == 404
+    assert app.store.last_position() == 0
