@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from blackops.clocks import SystemClock
-from blackops.deferred import DeferredEngine, check_lease_seconds
+from blackops.deferred import DeferredEngine, check_lease_seconds, check_worker_id
 from blackops.handlers import CURRENT_CONTEXT, Handler, HandlerSpec, check_operation_type
 from blackops.ids import derived_id, new_id
 from blackops.inline import InlineRunner, received_data
@@ -256,7 +256,8 @@ class Application:
 
     def engine(self, worker_id: str, *, lease_seconds: float = 30.0) -> DeferredEngine:
         """The claim/run/commit machinery for this application's operation types."""
-        check_lease_seconds(lease_seconds)  # before the store opens
+        check_worker_id(worker_id)  # both before the store opens
+        check_lease_seconds(lease_seconds)
         return DeferredEngine(self.store, self._handlers, self.clock, worker_id, lease_seconds)
 
     async def work_until_idle(self) -> None:

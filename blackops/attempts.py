@@ -156,7 +156,9 @@ def record_claim_lost(
             "attempt": operation.attempt,
             "fencing_token": operation.fencing_token,
             "worker": operation.worker,
-            "lease_expired_at": operation.lease_expires_at,
+            # The claim's own lease; heartbeats extend it outside the journal (O4), so
+            # the loss itself is dated by this event's ``at``.
+            "claimed_until": operation.lease_expires_at,
         },
     )
     if operation.claim_losses < MAX_CLAIM_LOSSES:

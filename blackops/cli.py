@@ -63,33 +63,57 @@ def cmd_serve(args: argparse.Namespace) -> int:
     url = f"http://{args.host}:{args.port}"
     types = application.operation_types
     example = types[0] if types else "TYPE"
-    print(
-        f"BlackOps serving {args.app or '(no --app: no operation types)'}\n"
-        f"  store     {application.store_display}\n"
-        f"  url       {url}   (OpenAPI {url}/openapi.json, docs {url}/docs)\n"
-        f"  token     {token}\n"
-        f"  types     {', '.join(types) or '-'}\n"
-        f"Try it:\n"
-        f"  export TOKEN={token}\n"
-        f"  curl -s -X POST {url}/v1/spaces/default/operations/{example} \\\n"
-        f"       -H \"Authorization: Bearer $TOKEN\" -H 'content-type: application/json' \\\n"
-        f"       -d '{{}}'\n"
-        f'  curl -s {url}/v1/operations/OPERATION_ID -H "Authorization: Bearer $TOKEN"',
-        flush=True,
-    )
     application.store  # open (and create) the journal before taking requests  # noqa: B018
     worker = None
-    if args.worker and application.operation_types:
+    if args.worker and types:
         worker = application.worker(concurrency=args.concurrency).start()
-        print(f"  worker    {worker.id} (in-process, concurrency {args.concurrency})", flush=True)
+    started = {
+        "url": url,
+        "openapi": f"{url}/openapi.json",
+        "token": token,
+        "store": application.store_display,
+        "types": types,
+        "worker": worker.id if worker else None,
+    }
+
+    def banner() -> str:
+        in_process = f"{worker.id} (in-process, concurrency {args.concurrency})" if worker else "-"
+        return (
+            f"BlackOps serving {args.app or '(no --app: no operation types)'}\n"
+            f"  store     {application.store_display}\n"
+            f"  url       {url}   (OpenAPI {url}/openapi.json, docs {url}/docs)\n"
+            f"  token     {token}\n"
+            f"  types     {', '.join(types) or '-'}\n"
+            f"  worker    {in_process}\n"
+            f"Try it:\n"
+            f"  export TOKEN={token}\n"
+            f"  curl -s -X POST {url}/v1/spaces/default/operations/{example} \\\n"
+            f"       -H \"Authorization: Bearer $TOKEN\" -H 'content-type: application/json' \\\n"
+            f"       -d '{{}}'\n"
+            f'  curl -s {url}/v1/operations/OPERATION_ID -H "Authorization: Bearer $TOKEN"'
+        )
+
+    _emit(started, args.json, banner)
+    sys.stdout.flush()
     try:
         uvicorn.run(
-            create_http_app(application, token), host=args.host, port=args.port, log_level="info"
+            create_http_app(application, token),
+            host=args.host,
+            port=args.port,
+            log_level="info",
+            access_log=not args.json,  # --json: stdout holds one document only
         )
     finally:
         if worker is not None:
             worker.stop(args.grace_seconds)
     return EXIT_OK
+
+
+def _describe(started: dict[str, Any]) -> str:
+    return (
+        f"{', '.join(started['types'])} on {started['store']} "
+        f"(concurrency {started['concurrency']})"
+    )
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -111,15 +135,19 @@ def cmd_worker(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     worker.start()
-    print(
-        f"BlackOps worker {worker.id}: {', '.join(application.operation_types)} "
-        f"on {application.store_display} (concurrency {args.concurrency})",
-        flush=True,
-    )
+    started = {
+        "worker": worker.id,
+        "types": application.operation_types,
+        "store": application.store_display,
+        "concurrency": args.concurrency,
+    }
+    # --json: exactly one document on stdout; the human lines go to stderr then.
+    _emit(started, args.json, lambda: f"BlackOps worker {worker.id}: {_describe(started)}")
+    sys.stdout.flush()
     while not worker.join(0.5):
         pass
-    print(f"BlackOps worker {worker.id} stopped", flush=True)
-    sys.stdout.flush()
+    sys.stderr.write(f"BlackOps worker {worker.id} stopped\n")
+    sys.stderr.flush()
     # Handler threads still running after the grace period were handed back (their
     # attempts are interrupted and fenced); do not wait for them.
     os._exit(EXIT_OK)

@@ -14,6 +14,7 @@ rest is committed again. Each operation is only ever acknowledged by its commit.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -29,7 +30,7 @@ from blackops.attempts import (
 from blackops.handlers import HandlerSpec, Outcome
 from domain.clock import Clock, format_instant
 from domain.context import ExecutionContext
-from domain.errors import FencingError, InvalidRequest
+from domain.errors import BackendUnavailable, BlackOpsError, FencingError, InvalidRequest
 from domain.lifecycle import EventType, State
 from domain.operation import LifecycleViolation, Operation
 from domain.supervision import OperationRejected
@@ -39,6 +40,9 @@ from journal.store import Append, EventStore
 from journal.work_index import moment_micros
 
 T = TypeVar("T")
+#: How long a reservation keeps other workers off a row while this one claims it.
+RESERVATION_HOLD = timedelta(seconds=5)
+WORKER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,199}$")
 log = logging.getLogger("blackops.deferred")
 
 
@@ -71,6 +75,19 @@ class Ending:
     #: The journal appends recording this end, made once: a turn that failed to commit
     #: retries these same appends (the aggregate has already moved past them).
     appends: list[Append] | None = field(default=None, repr=False)
+
+
+def _abandon(item: object) -> None:
+    if isinstance(item, Ending):
+        item.attempt.abandoned = True
+    elif isinstance(item, Attempt):
+        item.abandoned = True
+
+
+def check_worker_id(worker_id: object) -> str:
+    if not isinstance(worker_id, str) or not WORKER_ID.fullmatch(worker_id):
+        raise InvalidRequest("worker id must be 1-200 of [A-Za-z0-9._:@/+-], starting alphanumeric")
+    return worker_id
 
 
 def check_lease_seconds(lease_seconds: object) -> float:
@@ -150,8 +167,11 @@ class DeferredEngine:
         self, limit: int, now: datetime
     ) -> list[tuple[list[Append], Attempt | None]]:
         until = now + self.lease
+        # The reservation only has to outlive this turn: the claim sets the real lease.
+        # If the turn fails, the rows are due again after the hold, not after a lease.
+        hold = now + min(self.lease, RESERVATION_HOLD)
         streams = self.store.reserve_due_streams(
-            moment_micros(now), moment_micros(until), self.worker_id, self.types, limit
+            moment_micros(now), moment_micros(hold), self.worker_id, self.types, limit
         )
         group: list[tuple[list[Append], Attempt | None]] = []
         for operation_id, events in streams.items():
@@ -257,7 +277,13 @@ class DeferredEngine:
         return lost
 
     def _commit_group(self, group: list[tuple[list[Append], T]]) -> list[T]:
-        """Append every item's streams in one transaction; drop items that lost a race."""
+        """Append every item's streams in one transaction; drop items that lost a race.
+
+        ``backend_unavailable`` propagates (the caller retries the same appends). Any
+        other refusal would fail the whole group for ever, so the group is committed
+        item by item instead and an item the journal refuses is dropped: its attempt
+        is abandoned, and its lease ends like a crashed worker's (bounded by P23).
+        """
         pending = [item for item in group if any(a.events for a in item[0])]
         while pending:
             try:
@@ -268,5 +294,13 @@ class DeferredEngine:
                     raise
                 pending = keep
                 continue
+            except BackendUnavailable:
+                raise
+            except BlackOpsError as refused:
+                if len(pending) == 1:
+                    log.error("journal refused %s: %s", pending[0][1], refused)
+                    _abandon(pending[0][1])
+                    return []
+                return [p for item in pending for p in self._commit_group([item])]
             return [payload for _, payload in pending]
         return []

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from domain.documents import DocumentError, canonical_document
+from domain.documents import MAX_SAFE_INTEGER, DocumentError, canonical_document
 from domain.errors import InvalidRequest
 from domain.supervision import OperationRejected, Supervision
 
@@ -129,7 +129,11 @@ class HandlerSpec:
             raise OutcomeInvalid(f"outcome is not a document: {error.message}") from None
         type_name = f"{model.__module__}.{model.__qualname__}" if model else None
         version = getattr(model, "schema_version", 1) if model else 1
-        return Outcome(document, type_name, int(version), canonical)
+        if type(version) is not int or not 1 <= version <= MAX_SAFE_INTEGER:
+            raise OutcomeInvalid(
+                f"{type_name}.schema_version must be an integer from 1 to 2**53 - 1"
+            )
+        return Outcome(document, type_name, version, canonical)
 
 
 def _models_of(fn: Handler) -> tuple[type[BaseModel] | None, type[BaseModel] | None]:

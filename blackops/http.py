@@ -130,7 +130,10 @@ def create_http_app(application: Application, token: str) -> FastAPI:
         space: str, type: str, request: Request, actor: Actor = Depends(principal)
     ) -> Response:
         deferred = _prefers_async(request.headers.get("prefer", ""))
-        key = request.headers.get("idempotency-key")
+        keys = request.headers.getlist("idempotency-key")
+        if len(keys) > 1:
+            raise InvalidRequest("send one Idempotency-Key header, not several")
+        key = keys[0] if keys else None
         if key is not None and not deferred:
             raise InvalidRequest("Idempotency-Key applies to Deferred operations only")
         raw = await _read_body(request)
@@ -138,9 +141,9 @@ def create_http_app(application: Application, token: str) -> FastAPI:
 
         if deferred:
 
-            def parse_and_submit() -> str:
+            def parse_and_submit() -> tuple[str, str]:
                 params = parse_document(raw, empty_is={})
-                return application.submit(
+                operation_id = application.submit(
                     type,
                     params,
                     actor=actor,
@@ -148,10 +151,12 @@ def create_http_app(application: Application, token: str) -> FastAPI:
                     idempotency_key=key,
                     traceparent=traceparent,
                 )
+                # A replayed key may name an operation that has moved on since.
+                return operation_id, application.status(operation_id)["status"]
 
-            operation_id = await run_in_threadpool(parse_and_submit)
+            operation_id, status = await run_in_threadpool(parse_and_submit)
             location = f"/v1/operations/{operation_id}"
-            body = {"operationId": operation_id, "status": "accepted", "location": location}
+            body = {"operationId": operation_id, "status": status, "location": location}
             headers = {"Location": location, "Preference-Applied": "respond-async"}
             return JSON(body, status_code=202, headers=headers)
 

@@ -32,7 +32,13 @@ import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from blackops.deferred import Attempt, DeferredEngine, Ending
+from blackops.deferred import (
+    Attempt,
+    DeferredEngine,
+    Ending,
+    check_lease_seconds,
+    check_worker_id,
+)
 from domain.errors import BlackOpsError, InvalidRequest
 from journal.locator import postgres_connect
 from journal.work_index import moment_micros
@@ -72,18 +78,21 @@ class Worker:
         ):
             if value is not None and (type(value) not in (int, float) or not 0 < value <= 86_400):
                 raise InvalidRequest(f"{name} must be a positive number of seconds")
-        self.app = app
-        self.id = worker_id or default_worker_id()
-        self.concurrency = concurrency
-        self.engine: DeferredEngine = app.engine(self.id, lease_seconds=lease_seconds)
-        self.lease_seconds = lease_seconds
-        self.heartbeat_seconds = heartbeat_seconds or lease_seconds / 3
-        postgres = app.store.location.kind == "postgresql"
-        # SQLite workers in other processes get no wake-up signal: poll with a cheap read.
-        self.poll_seconds = poll_seconds or (2.0 if postgres else 0.02)
+        self.id = check_worker_id(default_worker_id() if worker_id is None else worker_id)
+        self.lease_seconds = check_lease_seconds(lease_seconds)
+        self.heartbeat_seconds = heartbeat_seconds or self.lease_seconds / 3
+        if self.heartbeat_seconds > self.lease_seconds / 2:
+            raise InvalidRequest("heartbeat_seconds must be at most half of lease_seconds")
         self.prefetch = concurrency if prefetch is None else prefetch
         if type(self.prefetch) is not int or not 0 <= self.prefetch <= 10_000:
             raise InvalidRequest("prefetch must be an integer from 0 to 10000")
+        # Everything is checked: only now may the store open.
+        self.app = app
+        self.concurrency = concurrency
+        self.engine: DeferredEngine = app.engine(self.id, lease_seconds=self.lease_seconds)
+        postgres = app.store.location.kind == "postgresql"
+        # SQLite workers in other processes get no wake-up signal: poll with a cheap read.
+        self.poll_seconds = poll_seconds or (2.0 if postgres else 0.02)
         self.grace_seconds = grace_seconds
         self._running: dict[Attempt, Future[Ending]] = {}
         self._finished: queue.SimpleQueue[Ending] = queue.SimpleQueue()
@@ -210,17 +219,20 @@ class Worker:
         if not self._running:
             self._next_heartbeat = now + self.heartbeat_seconds
             return
+        live = [a for a in self._running if not a.abandoned]
+        if live and self._lease_in_doubt():
+            log.warning("worker %s: leases not renewed in time; abandoning %d", self.id, len(live))
+            for attempt in live:
+                attempt.abandoned = True
+            return
         if now < self._next_heartbeat:
             return
         self._next_heartbeat = now + self.heartbeat_seconds
-        live = [a for a in self._running if not a.abandoned]
         try:
             lost = self.engine.renew(live)
         except BlackOpsError as error:
             log.warning("worker %s could not renew leases: %s", self.id, error)
-            if self._lease_in_doubt():
-                for attempt in live:
-                    attempt.abandoned = True
+            self._next_heartbeat = now + min(1.0, self.heartbeat_seconds)  # try again soon
             return
         self._last_renewal = now
         for attempt in lost:
@@ -231,7 +243,10 @@ class Worker:
         if not self._running:
             self._last_renewal = time.monotonic()
             return False
-        return time.monotonic() - self._last_renewal > 0.8 * self.lease_seconds
+        return time.monotonic() >= self._doubt_deadline()
+
+    def _doubt_deadline(self) -> float:
+        return self._last_renewal + 0.8 * self.lease_seconds
 
     def _anything_due(self) -> bool:
         try:
@@ -244,7 +259,9 @@ class Worker:
     def _idle_timeout(self) -> float:
         timeout = self.poll_seconds
         if self._running:
-            timeout = min(timeout, max(0.0, self._next_heartbeat - time.monotonic()))
+            now = time.monotonic()
+            next_check = min(self._next_heartbeat, self._doubt_deadline())
+            timeout = min(timeout, max(0.0, next_check - now))
         due = self._next_due  # read this turn, when it found nothing due
         if due is not None:
             now = moment_micros(self.app.clock.now())

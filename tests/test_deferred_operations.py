@@ -20,7 +20,7 @@ from blackops.attempts import MAX_CLAIM_LOSSES
 from blackops.deferred import Attempt, Ending
 from blackops.testing import FakeClock
 from domain.clock import format_instant
-from domain.errors import BlackOpsError, NotFound
+from domain.errors import BackendUnavailable, BlackOpsError, NotFound
 from journal.operations import pending_append
 from journal.work_index import moment_micros
 
@@ -72,13 +72,15 @@ def test_ol4_acceptance_is_durable_before_submit_returns(store_url: str, clock: 
     """OL-4: a second Application (as another process would) reads it accepted."""
     first = Application(store_url, clock=clock)
     first.operation("t.noop")(lambda ctx, params: None)
-    operation_id = submit(first, "t.noop")
-    first.close()
     second = Application(store_url, clock=clock)
     try:
+        second.store  # connected before the submit  # noqa: B018
+        operation_id = submit(first, "t.noop")
+        # Read through the other connection while the first stays open: committed.
         assert second.status(operation_id)["status"] == "accepted"
     finally:
         second.close()
+        first.close()
 
 
 def test_ol12_execution_context_on_every_deferred_event(app: Application) -> None:
@@ -729,3 +731,101 @@ def test_status_shows_who_holds_the_attempt_and_the_redrive_link(app: Applicatio
     new = app.redrive(operation_id, actor="ops")
     assert app.status(new)["redriveOf"] == operation_id
     assert "redriveOf" not in app.status(operation_id)
+
+
+class Overflowing(BaseModel):
+    schema_version: ClassVar[int] = 2**60
+    ok: bool
+
+
+def test_a_poisonous_outcome_fails_its_attempt_and_wedges_nothing(app: Application) -> None:
+    """An outcome whose schema version cannot be journaled fails that attempt
+    (``outcome_invalid``); every other operation still runs (review finding)."""
+
+    @app.operation("t.poison")
+    def poison(ctx: ExecutionContext, params: dict[str, Any]) -> Overflowing:
+        return Overflowing(ok=True)
+
+    app.operation("t.fine")(lambda ctx, params: {"fine": True})
+    bad = submit(app, "t.poison")
+    good = [submit(app, "t.fine") for _ in range(5)]
+    work(app)
+    assert app.status(bad)["status"] == "failed"
+    assert app.status(bad)["failure"]["type"] == "outcome_invalid"
+    assert all(app.status(g)["status"] == "completed" for g in good)
+
+
+def test_an_item_the_journal_refuses_is_dropped_not_the_whole_group(
+    app: Application, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A non-fencing refusal splits the group: the rest commits, the refused attempt is
+    abandoned (its lease then ends like a crashed worker's)."""
+    app.operation("t.noop")(lambda ctx, params: {"n": 1})
+    ids = [submit(app, "t.noop") for _ in range(3)]
+    engine = app.engine("w")
+    attempts = engine.claim(10)
+    endings = [engine.execute(a) for a in attempts]
+    store, real_append = app.store, app.store.append
+
+    def refuse_one(*appends: Any) -> Any:
+        if any(a.stream == ids[1] for a in appends):
+            raise BlackOpsError("invalid_request", "injected refusal")
+        return real_append(*appends)
+
+    monkeypatch.setattr(store, "append", refuse_one)
+    committed = engine.commit(endings)
+    assert sorted(e.attempt.operation.id for e in committed) == sorted([ids[0], ids[2]])
+    refused = next(e for e in endings if e.attempt.operation.id == ids[1])
+    assert refused.attempt.abandoned
+    assert [app.status(i)["status"] for i in ids] == ["completed", "running", "completed"]
+
+
+def test_a_failed_turn_leaves_reservations_due_again_soon_not_after_a_lease(
+    app: Application, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reservation whose claim never commits holds the rows for seconds, not a lease."""
+    app.operation("t.noop")(lambda ctx, params: None)
+    operation_id = submit(app, "t.noop")
+    engine = app.engine("w", lease_seconds=300)
+    store, real_append = app.store, app.store.append
+
+    def unavailable(*appends: Any) -> Any:
+        monkeypatch.setattr(store, "append", real_append)  # down for one call only
+        raise BackendUnavailable("injected")
+
+    monkeypatch.setattr(store, "append", unavailable)
+    with pytest.raises(BackendUnavailable):
+        engine.claim(1)
+    assert app.status(operation_id)["status"] == "accepted"
+    clock.advance(4.9)
+    assert engine.claim(1) == []  # still reserved
+    clock.advance(0.1)
+    [attempt] = engine.claim(1)
+    assert attempt.operation.id == operation_id
+
+
+@pytest.mark.parametrize("worker_id", ["", "has space", "x" * 201, 123, "\ud800", "a\nb"])
+def test_worker_ids_are_checked_before_the_store_is_touched(worker_id: Any) -> None:
+    app = Application("memory://")
+    app.operation("t.noop")(lambda ctx, params: None)
+    for make in (lambda: app.engine(worker_id), lambda: app.worker(worker_id=worker_id)):
+        with pytest.raises(BlackOpsError) as refused:
+            make()
+        assert refused.value.code == "invalid_request"
+    assert app._store is None  # never opened
+
+
+def test_worker_timings_are_checked() -> None:
+    app = Application("memory://")
+    app.operation("t.noop")(lambda ctx, params: None)
+    for options in (
+        {"lease_seconds": 5, "heartbeat_seconds": 3},
+        {"lease_seconds": 0.5},
+        {"concurrency": 0},
+        {"prefetch": -1},
+        {"grace_seconds": -1},
+    ):
+        with pytest.raises(BlackOpsError) as refused:
+            app.worker(**options)
+        assert refused.value.code == "invalid_request", options
+    assert app._store is None

@@ -309,3 +309,85 @@ def test_hostile_deferred_requests_change_nothing(client: TestClient, app: Appli
     for path_ in ("/v1/operations/nope/outcome", "/v1/operations/outcome:x/outcome"):
         assert client.get(path_, headers=AUTH).status_code == 404
     assert app.store.last_position() == 0
+
+
+def test_a_replayed_key_answers_the_current_status(client: TestClient, app: Application) -> None:
+    import asyncio
+
+    path = "/v1/spaces/acme/operations/greeting.say"
+    first = post(client, path, b"{}", prefer="respond-async", **{"idempotency-key": "r-1"})
+    asyncio.run(app.work_until_idle())
+    again = post(client, path, b"{}", prefer="respond-async", **{"idempotency-key": "r-1"})
+    assert again.status_code == 202 and again.json()["status"] == "completed"
+    assert again.json()["operationId"] == first.json()["operationId"]
+    twice = client.post(
+        path,
+        content=b"{}",
+        headers=[
+            ("authorization", f"Bearer {TOKEN}"),
+            ("prefer", "respond-async"),
+            ("idempotency-key", "a"),
+            ("idempotency-key", "b"),
+        ],
+    )
+    assert twice.status_code == 400 and twice.json()["error"]["code"] == "invalid_request"
+
+
+def test_worker_json_prints_exactly_one_document(tmp_path: Path) -> None:
+    """python-contract §5: --json prints exactly one JSON document on stdout."""
+    store = f"sqlite:///{tmp_path}/w.db"
+    worker = subprocess.Popen(
+        [*BLACKOPS, "worker", "--app", "examples.shop:app", "--store", store, "--json"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert worker.stdout is not None
+        started = json.loads(worker.stdout.readline())
+        assert "invoice.issue" in started["types"]
+        assert started["worker"].split(":")[1] == str(worker.pid)
+    finally:
+        worker.terminate()
+        out, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0
+    assert out.strip() == ""  # nothing after the one document
+    assert "stopped" in err
+
+
+def test_a_worker_that_cannot_renew_abandons_before_the_lease_ends(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OL-8: with every renewal failing, the attempt is abandoned before 0.8 x lease
+    (and its end is never committed); fencing would refuse it anyway."""
+    from domain.errors import BackendUnavailable
+
+    app = Application(store_url)
+    release = {"go": False}
+
+    @app.operation("t.slow")
+    def slow(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, bool]:
+        while not release["go"]:
+            time.sleep(0.01)
+        return {"done": True}
+
+    worker = app.worker(concurrency=1, lease_seconds=3, poll_seconds=0.05)
+
+    def failing_renew(attempts: Any) -> Any:
+        raise BackendUnavailable("injected: renewals fail")
+
+    monkeypatch.setattr(worker.engine, "renew", failing_renew)
+    operation_id = app.submit("t.slow", {}, actor="a", tenant="t")
+    worker.start()
+    try:
+        wait_for(lambda: worker.running == 1, what="the claim")
+        claimed_at = time.monotonic()
+        [attempt] = list(worker._running)
+        wait_for(lambda: attempt.abandoned, timeout=10, what="abandonment")
+        abandoned_after = time.monotonic() - claimed_at
+        assert abandoned_after < 0.8 * 3 + 0.3, abandoned_after
+        release["go"] = True
+        wait_for(lambda: worker.running == 0, what="the handler to return")
+        assert app.status(operation_id)["status"] == "running"  # never committed
+    finally:
+        release["go"] = True
+        worker.stop(1)
+        app.close()

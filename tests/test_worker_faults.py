@@ -444,7 +444,7 @@ def test_sigkill_mid_attempt_another_worker_takes_over_after_the_lease(
             "attempt": 1,
             "fencing_token": 1,
             "worker": a.id,
-            "lease_expired_at": first.data["lease_expires_at"],
+            "claimed_until": first.data["lease_expires_at"],
         }
         assert lost.context["worker"] == b.id  # recorded by the new claimant
         assert events[4].data["reason"] == "claim_lost"
