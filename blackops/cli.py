@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -202,6 +203,98 @@ def cmd_op_redrive(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_journal_export(args: argparse.Namespace) -> int:
+    """Observed JSONL on stdout or ``--output``; progress on a terminal; Ctrl-C ends --follow."""
+    from blackops.progress import progress
+    from journal.store import EventStore
+    from replay.export import export_journal
+
+    if args.after < 0:
+        raise InvalidRequest("--after must be a position >= 0")
+    if args.json and not args.output:
+        raise InvalidRequest("--json needs --output: stdout carries the JSONL")
+    store = EventStore(args.store)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        target = open(args.output, "wb") if args.output else sys.stdout.buffer  # noqa: SIM115
+        try:
+            with progress("exporting") as report:
+                summary = export_journal(
+                    store, target, after=args.after, follow=args.follow, stop=stop,
+                    progress=report,
+                )  # fmt: skip
+        finally:
+            if args.output:
+                target.close()
+    finally:
+        store.close()
+    body = {
+        "count": summary.count,
+        "firstPosition": summary.first_position,
+        "lastPosition": summary.last_position,
+        "output": args.output,
+    }
+    if args.json:
+        _emit(body, True, str)
+    elif args.output:
+        sys.stderr.write(f"{summary.count} events written to {args.output}\n")
+    return EXIT_OK
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from blackops.loading import load_object
+    from blackops.progress import progress
+    from replay.observed import ObservedLineError
+    from replay.replayer import (
+        Observer,
+        ObserverLike,
+        OnDuplicate,
+        ReplayStopped,
+        read_state,
+        replay,
+    )
+
+    target = load_object(args.observer, "--observer")
+    if isinstance(target, type):
+        target = target()  # a class: one fresh observer
+    if not isinstance(target, Observer) and not callable(target):
+        raise InvalidRequest(f"{args.observer} is neither callable nor has observe(event)")
+    observer: ObserverLike = target
+    state = Path(args.state) if args.state else None
+    after = max(args.after, read_state(state) if state else 0)
+    try:
+        source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
+    except OSError as unreadable:
+        raise InvalidRequest(f"cannot read {args.file}: {unreadable.strerror}") from None
+    on_duplicate: OnDuplicate = "skip" if args.on_duplicate == "skip" else "stop"
+    try:
+        with progress("replaying") as report:
+            result = replay(
+                source, observer, after=after, on_duplicate=on_duplicate,
+                state_file=state, progress=lambda position: report(position, None),
+            )  # fmt: skip
+    except ReplayStopped as stopped:
+        message = str(stopped)
+        body = {**stopped.report.to_dict(), "stopped": message}
+        _emit(body, args.json, lambda: f"replay stopped: {message}")
+        return EXIT_ERROR
+    except ObservedLineError as bad:
+        raise InvalidRequest(str(bad)) from None
+    finally:
+        if source is not sys.stdin.buffer:
+            source.close()
+    _emit(
+        result.to_dict(),
+        args.json,
+        lambda: f"{result.delivered} events delivered, last position {result.last_position}",
+    )
+    return EXIT_OK
+
+
 def cmd_op_status(args: argparse.Namespace) -> int:
     status = _application(args).status(args.operation_id)
     _emit(status, args.json, lambda: "\n".join(f"{k:<14}{v}" for k, v in status.items()))
@@ -294,6 +387,24 @@ def build_parser() -> argparse.ArgumentParser:
     common(events)
     events.add_argument("operation_id")
     events.set_defaults(handler=cmd_op_events)
+
+    journal = commands.add_parser("journal", help="the canonical journal")
+    journal_commands = journal.add_subparsers(dest="journal", required=True)
+    export = journal_commands.add_parser("export", help="write Observed JSONL (OL-11)")
+    common(export, app=False)
+    export.add_argument("--after", type=int, default=0, help="start after this position")
+    export.add_argument("--follow", action="store_true", help="keep writing new events")
+    export.add_argument("--output", help="file to write (default: stdout)")
+    export.set_defaults(handler=cmd_journal_export)
+
+    replay = commands.add_parser("replay", help="feed Observed JSONL to an observer")
+    common(replay, app=False)
+    replay.add_argument("file", help="an Observed JSONL file, or - for stdin")
+    replay.add_argument("--observer", required=True, help="module:attr (callable or .observe)")
+    replay.add_argument("--from", dest="after", type=int, default=0, help="resume after N")
+    replay.add_argument("--on-duplicate", choices=("stop", "skip"), default="stop")
+    replay.add_argument("--state", help="file keeping the last delivered position")
+    replay.set_defaults(handler=cmd_replay)
     return parser
 
 

@@ -19,6 +19,8 @@ from blackops.results import OperationResult
 from domain.context import Actor
 from domain.documents import DocumentError
 from domain.errors import HTTP_STATUS, BlackOpsError, InvalidRequest, Unauthorized
+from journal.store import PAGE_LIMIT_MAX
+from replay.export import observed_lines
 
 #: A rejected operation answers with its category's status and taxonomy code.
 REJECTION_CODES = {
@@ -188,6 +190,24 @@ def create_http_app(application: Application, token: str) -> FastAPI:
     @api.get("/v1/operations/{operation_id}", summary="An operation's public status")
     async def operation_status(operation_id: str, _: Actor = Depends(principal)) -> Response:
         return JSON(await run_in_threadpool(application.status, operation_id))
+
+    @api.get(
+        "/v1/journal",
+        summary="Observed JSONL (application/jsonl): events after a position, in order",
+        response_class=Response,
+    )
+    async def journal(after: int = 0, limit: int = 1000, _: Actor = Depends(principal)) -> Response:
+        if after < 0 or not 1 <= limit <= PAGE_LIMIT_MAX:
+            raise InvalidRequest(f"after must be >= 0 and limit from 1 to {PAGE_LIMIT_MAX}")
+
+        def page() -> tuple[bytes, int | None]:
+            lines = list(observed_lines(application.store, after, limit))
+            return b"".join(line for _, line in lines), (lines[-1][0] if lines else None)
+
+        body, last = await run_in_threadpool(page)
+        # Where to continue: the next request's ``after``.
+        headers = {"BlackOps-Next-After": str(last if last is not None else after)}
+        return Response(body, media_type="application/jsonl", headers=headers)
 
     @api.get("/v1/operations/{operation_id}/events", summary="An operation's lifecycle events")
     async def operation_events(operation_id: str, _: Actor = Depends(principal)) -> Response:

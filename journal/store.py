@@ -248,6 +248,17 @@ class EventStore:
             found = self._recorder.select_notifications(position, limit, inclusive_of_start=False)
         return [_decode(n) for n in found]
 
+    def read_raw_after(self, position: int, limit: int = 1000) -> list[Notification]:
+        """Like :meth:`read_after`, undecoded: ``state`` holds the stored canonical bytes."""
+        if type(position) is not int or position < 0:
+            raise InvalidRequest("position must be a non-negative integer")
+        if type(limit) is not int or not 1 <= limit <= PAGE_LIMIT_MAX:
+            raise InvalidRequest(f"limit must be an integer from 1 to {PAGE_LIMIT_MAX}")
+        with _backend_errors():
+            return list(
+                self._recorder.select_notifications(position, limit, inclusive_of_start=False)
+            )
+
     def iter_after(self, position: int = 0, page: int = 1000) -> Iterator[RecordedEvent]:
         """Every event after ``position``, read in pages (a snapshot of 'now' is not taken)."""
         while events := self.read_after(position, page):

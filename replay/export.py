@@ -1,0 +1,75 @@
+"""Export the journal as Observed JSONL (OL-11): a derived, at-least-once view.
+
+Lines come in position order, read page by page; ``follow`` keeps reading as the
+journal grows until told to stop. The canonical journal stays the truth: an export
+is a copy that observers deduplicate by position.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from journal.store import EventStore
+from replay.observed import observed_line
+
+PAGE = 2000
+
+
+@dataclass(slots=True)
+class ExportSummary:
+    count: int = 0
+    first_position: int | None = None
+    last_position: int | None = None
+
+
+def observed_lines(
+    store: EventStore, after: int = 0, limit: int | None = None, page: int = PAGE
+) -> Iterator[tuple[int, bytes]]:
+    """``(position, line)`` for events after ``after``, at most ``limit`` of them."""
+    remaining = limit
+    while remaining is None or remaining > 0:
+        size = page if remaining is None else min(page, remaining)
+        rows = store.read_raw_after(after, size)
+        if not rows:
+            return
+        for row in rows:
+            yield row.id, observed_line(row)
+        after = rows[-1].id
+        if remaining is not None:
+            remaining -= len(rows)
+
+
+def export_journal(
+    store: EventStore,
+    out: BinaryIO,
+    *,
+    after: int = 0,
+    follow: bool = False,
+    stop: threading.Event | None = None,
+    poll_seconds: float = 0.2,
+    progress: Callable[[int, int], None] | None = None,
+) -> ExportSummary:
+    """Write every event after ``after``; with ``follow``, keep going until ``stop``.
+
+    ``progress(position, last_position)`` is called after each page.
+    """
+    summary = ExportSummary()
+    stop = stop or threading.Event()
+    while True:
+        end = store.last_position()
+        for position, line in observed_lines(store, after):
+            out.write(line)
+            summary.count += 1
+            if summary.first_position is None:
+                summary.first_position = position
+            summary.last_position = after = position
+            if progress is not None and summary.count % PAGE == 0:
+                progress(position, max(end, position))
+        out.flush()
+        if progress is not None:
+            progress(after, max(end, after))
+        if not follow or stop.wait(poll_seconds):
+            return summary

@@ -1,0 +1,100 @@
+"""Observed JSONL lines (python-contract §7): writing them from the journal, reading them back.
+
+A line is the RFC 8785 canonical JSON of ``{at, context, data, position, stream, type,
+version}`` and a newline. The journal stores ``{at, context, data}`` canonically already,
+and the other four keys sort after those three, so a line is the stored bytes with the
+closing brace replaced by the four members: no re-serialisation, byte-identical to
+canonicalising the whole object (tests/test_observed_jsonl.py checks both ways).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from eventsourcing.persistence import Notification
+
+from domain.json_text import JSONTextError, parse_json
+
+REQUIRED = ("at", "context", "data", "position", "stream", "type", "version")
+
+
+def observed_line(row: Notification) -> bytes:
+    """One line (with its newline) for a stored event."""
+    state = row.state
+    if not state.endswith(b"}") or state == b"{}":
+        raise ValueError(f"event at position {row.id} is not a canonical envelope")
+    return b"".join(
+        (
+            state[:-1],
+            b',"position":',
+            str(row.id).encode(),
+            b',"stream":',
+            orjson.dumps(str(row.originator_id)),
+            b',"type":',
+            orjson.dumps(row.topic),
+            b',"version":',
+            str(row.originator_version).encode(),
+            b"}\n",
+        )
+    )
+
+
+class ObservedLineError(ValueError):
+    """A line that is not an Observed JSONL event; ``line`` is 1-based."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(f"line {line}: {message}")
+        self.line = line
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedEvent:
+    position: int
+    stream: str
+    version: int
+    type: str
+    at: str
+    context: dict[str, Any]
+    data: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "position": self.position,
+            "stream": self.stream,
+            "version": self.version,
+            "type": self.type,
+            "at": self.at,
+            "context": self.context,
+            "data": self.data,
+        }
+
+
+def parse_line(text: bytes, line: int) -> ObservedEvent:
+    """Read one line strictly: one JSON object, no duplicate keys, the seven members typed."""
+    try:
+        value = parse_json(text.decode("utf-8"))
+    except (UnicodeDecodeError, JSONTextError) as error:
+        raise ObservedLineError(line, f"not JSON text: {error}") from None
+    if not isinstance(value, dict):
+        raise ObservedLineError(line, "not a JSON object")
+    missing = [key for key in REQUIRED if key not in value]
+    if missing:
+        raise ObservedLineError(line, f"missing {', '.join(missing)}")
+    checks = (
+        ("position", int),
+        ("version", int),
+        ("stream", str),
+        ("type", str),
+        ("at", str),
+        ("context", dict),
+        ("data", dict),
+    )
+    for key, kind in checks:
+        if type(value[key]) is not kind:
+            raise ObservedLineError(line, f"{key} must be a {kind.__name__}")
+    if value["position"] < 1 or value["version"] < 1:
+        raise ObservedLineError(line, "position and version start at 1")
+    return ObservedEvent(**{key: value[key] for key in REQUIRED})

@@ -1,0 +1,176 @@
+"""Observer Replay (OL-11): feed an Observed JSONL stream to an observer, in order.
+
+Delivery is checked, never assumed: a position seen again is a duplicate (stop, or
+skip it), a position lower than one already delivered is out of order, and a stream
+whose versions jump is missing events (a gap). Positions themselves may jump: the
+journal's sequence skips numbers a failed insert used up, so only per-stream versions
+can prove that something is missing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
+
+from replay.observed import ObservedEvent, parse_line
+
+
+@runtime_checkable
+class Observer(Protocol):
+    def observe(self, event: ObservedEvent) -> object: ...
+
+
+ObserverLike = Observer | Callable[[ObservedEvent], object]
+OnDuplicate = Literal["stop", "skip"]
+
+
+@dataclass(frozen=True, slots=True)
+class Anomaly:
+    kind: Literal["duplicate", "out_of_order", "gap"]
+    line: int
+    position: int
+    stream: str
+    message: str
+
+
+class ReplayStopped(Exception):
+    """Replay met an anomaly it may not pass; ``report`` says how far it got."""
+
+    def __init__(self, anomaly: Anomaly, report: ReplayReport) -> None:
+        super().__init__(f"line {anomaly.line}, position {anomaly.position}: {anomaly.message}")
+        self.anomaly = anomaly
+        self.report = report
+
+
+@dataclass(slots=True)
+class ReplayReport:
+    delivered: int = 0
+    skipped_before: int = 0  # at or below the resume position
+    duplicates_skipped: int = 0
+    last_position: int = 0
+    anomalies: list[Anomaly] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "delivered": self.delivered,
+            "skippedBefore": self.skipped_before,
+            "duplicatesSkipped": self.duplicates_skipped,
+            "lastPosition": self.last_position,
+            "anomalies": [
+                {"kind": a.kind, "line": a.line, "position": a.position, "stream": a.stream,
+                 "message": a.message}
+                for a in self.anomalies
+            ],
+        }  # fmt: skip
+
+
+def _deliver_to(observer: ObserverLike) -> Callable[[ObservedEvent], object]:
+    if isinstance(observer, Observer):
+        return observer.observe
+    if callable(observer):
+        return observer
+    raise TypeError("an observer is a callable or has observe(event)")
+
+
+def replay(
+    lines: Iterable[bytes],
+    observer: ObserverLike,
+    *,
+    after: int = 0,
+    on_duplicate: OnDuplicate = "stop",
+    state_file: Path | None = None,
+    checkpoint_every: int = 1000,
+    progress: Callable[[int], None] | None = None,
+) -> ReplayReport:
+    """Deliver every event with a position above ``after``, in order; raise
+    :class:`ReplayStopped` at a gap, a reordering, or (``on_duplicate="stop"``) a
+    duplicate. ``state_file`` keeps the last delivered position (written atomically
+    every ``checkpoint_every`` events and at the end), so a later run can resume
+    with ``after=read_state(state_file)``; an observer may then see up to that many
+    events again, and deduplicates by position (OL-11)."""
+    if on_duplicate not in ("stop", "skip"):
+        raise ValueError("on_duplicate must be 'stop' or 'skip'")
+    deliver = _deliver_to(observer)
+    report = ReplayReport(last_position=after)
+    seen: set[int] = set()
+    versions: dict[str, int] = {}
+    for number, raw in enumerate(lines, start=1):
+        text = raw.rstrip(b"\n")
+        if not text:
+            continue  # a blank line carries nothing (e.g. a trailing newline)
+        event = parse_line(text, number)
+        if event.position <= after:
+            report.skipped_before += 1
+            continue
+        anomaly = _check(event, number, report.last_position, seen, versions, after)
+        if anomaly is not None:
+            report.anomalies.append(anomaly)
+            if anomaly.kind == "duplicate" and on_duplicate == "skip":
+                report.duplicates_skipped += 1
+                continue
+            _save_state(state_file, report.last_position)
+            raise ReplayStopped(anomaly, report)
+        deliver(event)
+        seen.add(event.position)
+        versions[event.stream] = event.version
+        report.delivered += 1
+        report.last_position = event.position
+        if report.delivered % checkpoint_every == 0:
+            _save_state(state_file, report.last_position)
+            if progress is not None:
+                progress(report.last_position)
+    _save_state(state_file, report.last_position)
+    if progress is not None:
+        progress(report.last_position)
+    return report
+
+
+def _check(
+    event: ObservedEvent,
+    line: int,
+    last: int,
+    seen: set[int],
+    versions: dict[str, int],
+    after: int,
+) -> Anomaly | None:
+    def anomaly(kind: Literal["duplicate", "out_of_order", "gap"], message: str) -> Anomaly:
+        return Anomaly(kind, line, event.position, event.stream, message)
+
+    if event.position in seen:
+        return anomaly("duplicate", f"position {event.position} was already delivered")
+    if event.position < last:
+        return anomaly("out_of_order", f"position {event.position} comes after position {last}")
+    previous = versions.get(event.stream)
+    if previous is None:
+        # From the start of the journal every stream must begin at version 1; after a
+        # resume point its earlier events were delivered before.
+        if after == 0 and event.version != 1:
+            return anomaly("gap", f"stream {event.stream} starts at version {event.version}, not 1")
+    elif event.version != previous + 1:
+        return anomaly(
+            "gap",
+            f"stream {event.stream} goes from version {previous} to {event.version}",
+        )
+    return None
+
+
+def read_state(state_file: Path) -> int:
+    """The last delivered position saved by :func:`replay` (0 when there is none)."""
+    try:
+        text = state_file.read_text().strip()
+    except FileNotFoundError:
+        return 0
+    if not text.isdigit():
+        raise ValueError(f"{state_file} does not hold a position")
+    return int(text)
+
+
+def _save_state(state_file: Path | None, position: int) -> None:
+    if state_file is None:
+        return
+    temporary = state_file.with_name(state_file.name + ".tmp")
+    temporary.write_text(f"{position}\n")
+    os.replace(temporary, state_file)  # atomic: a crash leaves the old or the new one

@@ -1,0 +1,316 @@
+"""Observed JSONL export and Observer Replay (OL-11), on SQLite and PostgreSQL.
+
+The canonical journal is the truth; the observed stream is derived from it. These
+tests check that every exported line is the RFC 8785 canonical form of the event,
+that export and replay through every surface agree, that replay detects duplicates,
+reordering and gaps, resumes from a saved position, and that the operation statuses
+rebuilt from an export alone equal the live ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from test_cli import BLACKOPS, ROOT, run
+
+from blackops import Application, ExecutionContext, OperationRejected, Retryable, Supervision
+from blackops.http import create_http_app
+from blackops.results import status_view
+from domain.documents import canonical_json
+from domain.operation import Operation
+from replay.export import export_journal, observed_lines
+from replay.observed import ObservedEvent, ObservedLineError, parse_line
+from replay.replayer import ReplayStopped, read_state, replay
+
+
+def busy_journal(app: Application) -> list[str]:
+    """Inline and Deferred operations in every ending, with awkward params."""
+
+    @app.operation("t.ok")
+    def ok(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        return {"echo": params}
+
+    @app.operation("t.reject")
+    def reject(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        raise OperationRejected("business_rule", "no", "nein \u00e9\U0001f600")
+
+    @app.operation("t.retry", supervision=Supervision(max_attempts=2, exhausted="dead_letter"))
+    def retry(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        raise Retryable("again")
+
+    awkward = {"\u00e9": [1.5, -0.0, 1e21, 2**53 - 1, None, True], "z": {"a\u2028b": "\x00"}}
+    ids = [app.run("t.ok", awkward, actor="ana", tenant="acme").operation_id]
+    ids += [app.submit(t, awkward, actor="ana", tenant="acme") for t in ("t.ok", "t.reject")]
+    ids.append(app.submit("t.retry", {}, actor="ana", tenant="acme"))
+    asyncio.run(app.work_until_idle())
+    return ids
+
+
+def test_ol11_every_line_is_the_canonical_form_of_its_event(app: Application) -> None:
+    busy_journal(app)
+    events = list(app.store.iter_after(0))
+    lines = [line for _, line in observed_lines(app.store)]
+    assert len(lines) == len(events) > 20
+    for event, line in zip(events, lines, strict=True):
+        assert line == canonical_json(event.to_observed()) + b"\n"
+        assert parse_line(line.rstrip(b"\n"), 1).to_dict() == event.to_observed()
+    positions = [json.loads(line)["position"] for line in lines]
+    assert positions == sorted(positions) and len(set(positions)) == len(positions)
+
+
+def test_export_after_a_position_and_in_pages(app: Application) -> None:
+    busy_journal(app)
+    everything = [p for p, _ in observed_lines(app.store)]
+    middle = everything[len(everything) // 2]
+    assert [p for p, _ in observed_lines(app.store, middle)] == [
+        p for p in everything if p > middle
+    ]
+    assert [p for p, _ in observed_lines(app.store, 0, page=3)] == everything
+    assert [p for p, _ in observed_lines(app.store, 0, limit=5)] == everything[:5]
+    out = io.BytesIO()
+    summary = export_journal(app.store, out, after=middle)
+    assert summary.count == len(everything) - everything.index(middle) - 1
+    assert summary.last_position == everything[-1]
+
+
+def rebuild_statuses(lines: list[bytes]) -> dict[str, dict[str, Any]]:
+    """A projection rebuilt from the observed stream alone: each operation's status."""
+    streams: dict[str, list[ObservedEvent]] = {}
+
+    def observe(event: ObservedEvent) -> None:
+        if event.type.startswith(("operation.", "attempt.")):
+            streams.setdefault(event.stream, []).append(event)
+
+    replay(lines, observe)
+    statuses = {}
+    for stream, events in streams.items():
+        operation = Operation.replay(stream, ((e.type, e.at, e.data) for e in events))
+        statuses[stream] = status_view(operation)
+    return statuses
+
+
+def test_ol11_statuses_rebuilt_from_an_export_equal_the_live_ones(app: Application) -> None:
+    ids = busy_journal(app)
+    out = io.BytesIO()
+    export_journal(app.store, out)
+    rebuilt = rebuild_statuses(out.getvalue().splitlines(keepends=True))
+    assert set(rebuilt) == set(ids)
+    for operation_id in ids:
+        assert rebuilt[operation_id] == app.status(operation_id)
+    assert {s["status"] for s in rebuilt.values()} == {"completed", "rejected", "dead_letter"}
+
+
+def numbered(lines: list[bytes]) -> list[int]:
+    return [json.loads(line)["position"] for line in lines]
+
+
+def test_replay_detects_duplicates_reordering_and_gaps(app: Application) -> None:
+    busy_journal(app)
+    lines = [line for _, line in observed_lines(app.store)]
+    seen: list[int] = []
+
+    # Duplicates (at-least-once delivery): stop by default, or skip.
+    doubled = lines[:6] + lines[4:6] + lines[6:]
+    with pytest.raises(ReplayStopped) as stopped:
+        replay(doubled, lambda e: seen.append(e.position))
+    assert stopped.value.anomaly.kind == "duplicate"
+    assert stopped.value.anomaly.line == 7
+    assert stopped.value.report.last_position == numbered(lines)[5]
+    seen.clear()
+    report = replay(doubled, lambda e: seen.append(e.position), on_duplicate="skip")
+    assert seen == numbered(lines) and report.duplicates_skipped == 2
+
+    # A reordered pair: the second is out of order.
+    swapped = [*lines[:3], lines[4], lines[3], *lines[5:]]
+    with pytest.raises(ReplayStopped) as stopped:
+        replay(swapped, lambda e: None, on_duplicate="skip")
+    assert stopped.value.anomaly.kind == "out_of_order"
+    assert stopped.value.anomaly.position == numbered(lines)[3]
+
+    # A deleted line inside a stream: the stream's next event shows the jump. (Deleting
+    # a stream's last event leaves no trace in the stream itself: that is verify's job.)
+    parsed = [json.loads(line) for line in lines]
+    victim = next(
+        i for i, e in enumerate(parsed)
+        if e["version"] == 2 and any(
+            o["stream"] == e["stream"] and o["version"] == 3 for o in parsed
+        )
+    )  # fmt: skip
+    third = next(
+        e["position"] for e in parsed
+        if e["stream"] == parsed[victim]["stream"] and e["version"] == 3
+    )  # fmt: skip
+    with pytest.raises(ReplayStopped) as stopped:
+        replay(lines[:victim] + lines[victim + 1 :], lambda e: None)
+    assert stopped.value.anomaly.kind == "gap"
+    assert stopped.value.anomaly.position == third
+    assert "from version 1 to 3" in stopped.value.anomaly.message
+
+
+def test_replay_refuses_lines_that_are_not_observed_events() -> None:
+    good = b'{"at":"x","context":{},"data":{},"position":1,"stream":"s","type":"t","version":1}'
+    for bad in (
+        b"not json",
+        b"[1]",
+        good.replace(b'"position":1', b'"position":"1"'),
+        good.replace(b',"type":"t"', b""),
+        good[:-1] + b',"at":"again"}',  # duplicate key
+        b'{"at":"x","context":{},"data":{},"position":0,"stream":"s","type":"t","version":1}',
+    ):
+        with pytest.raises(ObservedLineError) as refused:
+            replay([good + b"\n", bad + b"\n"], lambda e: None)
+        assert refused.value.line == 2
+
+
+def test_replay_resumes_from_a_saved_position(app: Application, tmp_path: Path) -> None:
+    busy_journal(app)
+    lines = [line for _, line in observed_lines(app.store)]
+    state = tmp_path / "observer.position"
+    first: list[int] = []
+    replay(lines[:10], lambda e: first.append(e.position), state_file=state, checkpoint_every=3)
+    assert read_state(state) == first[-1]
+    rest: list[int] = []
+    # The whole file again (at-least-once): what was delivered is skipped, nothing is lost.
+    report = replay(lines, lambda e: rest.append(e.position), after=read_state(state))
+    assert first + rest == numbered(lines)
+    assert report.skipped_before == 10
+
+
+def test_http_journal_answers_pages_of_jsonl(app: Application) -> None:
+    busy_journal(app)
+    client = TestClient(create_http_app(app, "t0k"))
+    auth = {"Authorization": "Bearer t0k"}
+    expected = b"".join(line for _, line in observed_lines(app.store))
+    collected, after = b"", 0
+    while True:
+        response = client.get(f"/v1/journal?after={after}&limit=7", headers=auth)
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("application/jsonl")
+        if not response.content:
+            break
+        collected += response.content
+        after = int(response.headers["blackops-next-after"])
+    assert collected == expected
+    for query in ("after=-1", "limit=0", "limit=10001", "after=x"):
+        bad = client.get(f"/v1/journal?{query}", headers=auth)
+        assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_request"
+    assert client.get("/v1/journal").status_code == 401
+
+
+def test_cli_export_and_replay(store_url: str, tmp_path: Path) -> None:
+    """``blackops journal export`` then ``blackops replay`` with a module observer."""
+    app = Application(store_url)
+    ids = busy_journal(app)
+    expected = b"".join(line for _, line in observed_lines(app.store))
+    app.close()
+    target = tmp_path / "journal.jsonl"
+    done = run("journal", "export", "--output", str(target), "--json", store=store_url)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["count"] == expected.count(b"\n")
+    assert target.read_bytes() == expected
+    piped = run("journal", "export", store=store_url)
+    assert piped.returncode == 0 and piped.stdout.encode() == expected
+    assert piped.stderr == ""  # quiet when piped: no progress drawn
+
+    out = tmp_path / "seen.txt"
+    env = {"REPLAY_OUT": str(out), "PYTHONPATH": str(ROOT / "tests")}
+    replayed = run(
+        "replay", str(target), "--observer", "replay_observers:record_position", "--json",
+        store=store_url, env=env,
+    )  # fmt: skip
+    assert replayed.returncode == 0, replayed.stderr
+    assert json.loads(replayed.stdout)["delivered"] == expected.count(b"\n")
+    assert out.read_text().split() == [str(p) for p in numbered(expected.splitlines())]
+
+    counts = tmp_path / "counts.json"
+    env["REPLAY_OUT"] = str(counts)
+    by_class = run(
+        "replay", str(target), "--observer", "replay_observers:CountingObserver",
+        store=store_url, env=env,
+    )  # fmt: skip
+    assert by_class.returncode == 0, by_class.stderr
+    assert json.loads(counts.read_text())["operation.received"] == len(ids)
+
+    broken = tmp_path / "broken.jsonl"
+    lines = expected.splitlines(keepends=True)
+    broken.write_bytes(b"".join(lines[:5] + lines[4:]))
+    stopped = run(
+        "replay", str(broken), "--observer", "replay_observers:record_position", "--json",
+        store=store_url, env=env,
+    )  # fmt: skip
+    assert stopped.returncode == 1
+    assert json.loads(stopped.stdout)["anomalies"][0]["kind"] == "duplicate"
+    missing = run("replay", str(tmp_path / "nope.jsonl"), "--observer", "x:y", store=store_url)
+    assert missing.returncode == 1 and "invalid_request" in missing.stderr
+
+
+def test_cli_export_follow_writes_new_events_until_interrupted(
+    store_url: str, tmp_path: Path
+) -> None:
+    app = Application(store_url)
+    app.operation("t.ok")(lambda ctx, params: None)
+    app.run("t.ok", {}, actor="a", tenant="t")
+    target = tmp_path / "live.jsonl"
+    follower = subprocess.Popen(
+        [*BLACKOPS, "journal", "export", "--follow", "--output", str(target),
+         "--store", store_url],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while (not target.exists() or target.read_bytes().count(b"\n") < 4) and (
+            time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
+        app.run("t.ok", {}, actor="a", tenant="t")  # appended while it follows
+        while target.read_bytes().count(b"\n") < 8 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert target.read_bytes().count(b"\n") == 8
+    finally:
+        follower.send_signal(signal.SIGINT)
+        follower.communicate(timeout=30)
+        app.close()
+    assert follower.returncode == 0
+    assert target.read_bytes() == b"".join(line for _, line in observed_lines(app.store))
+
+
+def test_cli_export_shows_progress_on_a_terminal(tmp_path: Path) -> None:
+    """On a terminal (stderr is a tty) a long export draws a rich progress bar."""
+    import pty
+
+    store = f"sqlite:///{tmp_path}/j.db"
+    app = Application(store)
+    busy_journal(app)
+    app.close()
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [*BLACKOPS, "journal", "export", "--output", str(tmp_path / "o.jsonl"),
+             "--store", store],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=follower, timeout=120,
+        )  # fmt: skip
+        os.close(follower)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        os.close(leader)
+    assert done.returncode == 0
+    assert b"exporting" in drawn
