@@ -204,43 +204,109 @@ def cmd_op_redrive(args: argparse.Namespace) -> int:
 
 
 def cmd_journal_export(args: argparse.Namespace) -> int:
-    """Observed JSONL on stdout or ``--output``; progress on a terminal; Ctrl-C ends --follow."""
+    """Observed JSONL on stdout or ``--output``, with a manifest, recorded in the journal.
+
+    Progress on a terminal; Ctrl-C ends ``--follow`` (the manifest is written then).
+    """
+    from blackops.clocks import SystemClock
     from blackops.progress import progress
     from journal.store import EventStore
+    from replay.custody import export_with_manifest
     from replay.export import export_journal
 
     if args.after < 0:
         raise InvalidRequest("--after must be a position >= 0")
     if args.json and not args.output:
         raise InvalidRequest("--json needs --output: stdout carries the JSONL")
+    manifest_path = args.manifest or (f"{args.output}.manifest.json" if args.output else None)
+    if manifest_path is None and not args.no_manifest:
+        raise InvalidRequest(
+            "an export to stdout needs --manifest FILE (or --no-manifest for a plain stream)"
+        )
     store = EventStore(args.store)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    body: dict[str, Any] = {"output": args.output, "manifest": manifest_path}
     try:
         target = open(args.output, "wb") if args.output else sys.stdout.buffer  # noqa: SIM115
         try:
             with progress("exporting") as report:
-                summary = export_journal(
-                    store, target, after=args.after, follow=args.follow, stop=stop,
-                    progress=report,
-                )  # fmt: skip
+                if manifest_path is None:
+                    summary = export_journal(
+                        store, target, after=args.after, follow=args.follow, stop=stop,
+                        progress=report,
+                    )  # fmt: skip
+                    body.update(count=summary.count, lastPosition=summary.last_position)
+                else:
+                    manifest = export_with_manifest(
+                        store, target, actor=_cli_actor(args), clock=SystemClock(),
+                        after=args.after, follow=args.follow, stop=stop, progress=report,
+                        output_name=args.output,
+                    )  # fmt: skip
+                    with open(manifest_path, "wb") as written:
+                        written.write(render_json(manifest) + b"\n")
+                    body.update(
+                        count=manifest["count"],
+                        lastPosition=manifest["lastPosition"],
+                        root=manifest["root"],
+                        custody=manifest["custody"],
+                    )
         finally:
             if args.output:
                 target.close()
     finally:
         store.close()
-    body = {
-        "count": summary.count,
-        "firstPosition": summary.first_position,
-        "lastPosition": summary.last_position,
-        "output": args.output,
-    }
     if args.json:
         _emit(body, True, str)
     elif args.output:
-        sys.stderr.write(f"{summary.count} events written to {args.output}\n")
+        sys.stderr.write(f"{body['count']} events written to {args.output}\n")
     return EXIT_OK
+
+
+def cmd_journal_checkpoint(args: argparse.Namespace) -> int:
+    from blackops.clocks import SystemClock
+    from journal.store import EventStore
+    from replay.custody import record_checkpoint
+
+    with EventStore(args.store) as store:
+        head = record_checkpoint(store, actor=_cli_actor(args), clock=SystemClock())
+    _emit(head, args.json, lambda: f"checkpoint: tree size {head['treeSize']}, root {head['root']}")
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Exit 0 only when everything verifies (python-contract §5)."""
+    from journal.store import EventStore
+    from replay.verify import verify_export, verify_store
+
+    if args.jsonl:
+        manifest_path = args.manifest or f"{args.jsonl}.manifest.json"
+        try:
+            with open(manifest_path, "rb") as raw:
+                manifest = orjson.loads(raw.read())
+            with open(args.jsonl, "rb") as lines:
+                report = verify_export(lines, manifest)
+        except OSError as unreadable:
+            raise InvalidRequest(
+                f"cannot read {unreadable.filename}: {unreadable.strerror}"
+            ) from None
+        except orjson.JSONDecodeError:
+            raise InvalidRequest(f"{manifest_path} is not a JSON manifest") from None
+    else:
+        with EventStore(args.store) as store:
+            report = verify_store(store)
+    body = report.to_dict()
+
+    def human() -> str:
+        if report.ok:
+            size = report.tree_size
+            return f"verified: {report.events} events, tree size {size}, root {report.root}"
+        first = report.problems[0]
+        return f"NOT VERIFIED: {first.kind} at position {first.position}: {first.message}"
+
+    _emit(body, args.json, human)
+    return EXIT_OK if report.ok else EXIT_ERROR
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -395,7 +461,25 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--after", type=int, default=0, help="start after this position")
     export.add_argument("--follow", action="store_true", help="keep writing new events")
     export.add_argument("--output", help="file to write (default: stdout)")
+    export.add_argument("--manifest", help="manifest file (default: OUTPUT.manifest.json)")
+    export.add_argument(
+        "--no-manifest", action="store_true", help="a plain stream: no manifest, not recorded"
+    )
+    export.add_argument("--actor", help="principal id recorded as the exporter (default: $USER)")
     export.set_defaults(handler=cmd_journal_export)
+
+    checkpoint = journal_commands.add_parser(
+        "checkpoint", help="verify, then record the journal's tree head"
+    )
+    common(checkpoint, app=False)
+    checkpoint.add_argument("--actor", help="principal id recorded (default: $USER)")
+    checkpoint.set_defaults(handler=cmd_journal_checkpoint)
+
+    verify = commands.add_parser("verify", help="check the journal's integrity (exit 0 = ok)")
+    common(verify, app=False)
+    verify.add_argument("--jsonl", help="verify an exported file offline instead")
+    verify.add_argument("--manifest", help="its manifest (default: JSONL.manifest.json)")
+    verify.set_defaults(handler=cmd_verify)
 
     replay = commands.add_parser("replay", help="feed Observed JSONL to an observer")
     common(replay, app=False)

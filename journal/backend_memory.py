@@ -11,6 +11,7 @@ from eventsourcing.popo import POPOApplicationRecorder
 
 from journal import work_index
 from journal.backend_common import predecessors
+from journal.leaves import event_leaf
 from journal.work_index import RowChange, WorkRow
 
 
@@ -20,6 +21,7 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
     def __init__(self) -> None:
         super().__init__()
         self._work: dict[str, WorkRow] = {}
+        self._leaves: dict[int, bytes] = {}
         self._work_position = 0
 
     def _assert_uniqueness(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
@@ -36,7 +38,16 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
             if positions:
                 triples = ((str(s.originator_id), s.topic, s.state) for s in stored_events)
                 self._apply(work_index.changes(triples), max(positions))
+                for p, s in zip(positions, stored_events, strict=True):
+                    self._leaves[p] = event_leaf(
+                        p, str(s.originator_id), s.originator_version, s.topic, s.state
+                    )
             return positions
+
+    def select_leaves(self, after: int, limit: int) -> list[tuple[int, bytes]]:
+        with self._database_lock:
+            found = sorted(p for p in self._leaves if p > after)[:limit]
+            return [(p, self._leaves[p]) for p in found]
 
     def _apply(self, changes: Sequence[RowChange], position: int) -> None:
         for change in changes:

@@ -35,6 +35,28 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
         self.work_channel = "blackops_work_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
         self._notify_work = SQL("NOTIFY {}").format(Identifier(self.work_channel))
         self._idle_limit = SQL("SET LOCAL idle_in_transaction_session_timeout = '10s'")
+        self._create_leaves = SQL(
+            "CREATE TABLE IF NOT EXISTS {}.blackops_leaves "
+            "(position bigint PRIMARY KEY, leaf bytea NOT NULL)"
+        ).format(Identifier(schema))
+        self._insert_leaves = self._sql(
+            "INSERT INTO {schema}.blackops_leaves (position, leaf) "
+            "SELECT notification_id, sha256('\\x00'::bytea "
+            "|| substring(state from 1 for octet_length(state) - 1) "
+            "|| convert_to(',\"position\":' || notification_id::text "
+            '|| \',"stream":"\' || originator_id::text '
+            '|| \'","type":"\' || topic '
+            "|| '\",\"version\":' || originator_version::text || '}}', 'UTF8')) "
+            # A scalar subquery runs once (currval is volatile: compared row by row it
+            # would scan the whole table), so the index on notification_id is used.
+            "FROM {schema}.{table} WHERE notification_id > (SELECT "
+            "currval(pg_get_serial_sequence('" + f"{schema}.{self.events_table_name}" + "', "
+            "'notification_id')) - %s)"
+        )
+        self._select_leaves = self._sql(
+            "SELECT position, leaf FROM {schema}.blackops_leaves WHERE position > %s "
+            "ORDER BY position LIMIT %s"
+        )
         # A predecessor version never disappears once stored, so this check may run
         # before the table lock; staleness is the primary key's job.
         self._gap_check = self._sql(
@@ -48,6 +70,7 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
         with self.datastore.transaction(commit=True) as curs:
             for statement in self.work.create:
                 curs.execute(statement, prepare=False)
+            curs.execute(self._create_leaves, prepare=False)
 
     @retry((InterfaceError, OperationalError), max_attempts=3, wait=0.2)
     def insert_events(
@@ -92,11 +115,19 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
                 curs.execute(self._notify_work)
             inserted.execute(self.insert_events_statement, (rows,), prepare=True)
             self.work.apply(curs, changes, None)  # position: the sequence's value just used
+            # The Merkle leaves of the rows just inserted (journal/leaves.py, built in SQL:
+            # the table lock makes this transaction's positions the sequence's last n).
+            curs.execute(self._insert_leaves, (len(rows),), prepare=True)
             pipeline.sync()
             positions = [row["notification_id"] for row in inserted.fetchall()]
         if len(positions) != len(rows):
             raise IntegrityError("the journal did not return a position for every event")
         return positions
+
+    def select_leaves(self, after: int, limit: int) -> list[tuple[int, bytes]]:
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(self._select_leaves, (after, limit), prepare=True)
+            return [(int(r["position"]), bytes(r["leaf"])) for r in curs.fetchall()]
 
     def select_stream(self, stream: str, after_version: int = 0) -> list[Notification]:
         found: list[Notification] = self.select_streams([stream], after_version)

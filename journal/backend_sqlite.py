@@ -10,6 +10,7 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
 
 from journal import work_index
 from journal.backend_common import notification, predecessors
+from journal.leaves import event_leaf
 from journal.work_sql import WorkTables
 
 
@@ -22,7 +23,12 @@ class BlackOpsSQLiteRecorder(SQLiteApplicationRecorder):
 
     def construct_create_table_statements(self) -> list[str]:
         # Called by the base __init__, before self.work exists.
-        return [*super().construct_create_table_statements(), *WorkTables("", sqlite=True).create]
+        return [
+            *super().construct_create_table_statements(),
+            *WorkTables("", sqlite=True).create,
+            "CREATE TABLE IF NOT EXISTS blackops_leaves "
+            "(position INTEGER PRIMARY KEY, leaf BLOB NOT NULL)",
+        ]
 
     def _insert_events(
         self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -43,7 +49,23 @@ class BlackOpsSQLiteRecorder(SQLiteApplicationRecorder):
                 (str(s.originator_id), s.topic, s.state) for s in stored_events
             )
             self.work.apply(c, changes, max(positions))
+            c.executemany(
+                "INSERT INTO blackops_leaves (position, leaf) VALUES (?, ?)",
+                [
+                    (p, event_leaf(p, str(s.originator_id), s.originator_version, s.topic, s.state))
+                    for p, s in zip(positions, stored_events, strict=True)
+                ],
+            )
         return positions
+
+    def select_leaves(self, after: int, limit: int) -> list[tuple[int, bytes]]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                "SELECT position, leaf FROM blackops_leaves WHERE position > ? "
+                "ORDER BY position LIMIT ?",
+                (after, limit),
+            )
+            return [(int(r[0]), bytes(r[1])) for r in c.fetchall()]
 
     def select_stream(self, stream: str, after_version: int = 0) -> list[Notification]:
         return self.select_streams([stream], after_version)

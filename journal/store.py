@@ -22,6 +22,7 @@ from domain.errors import BackendUnavailable, FencingError, InvalidRequest
 from domain.events import NewEvent, RecordedEvent
 from journal.backend_memory import BlackOpsMemoryRecorder
 from journal.codec import decode_state, encode_state
+from journal.leaves import SAFE_NAME
 from journal.locator import StoreLocation, postgres_connect, resolve_store
 from journal.work_index import WAKING_TOPICS, WorkRow
 
@@ -62,6 +63,8 @@ class _Recorder(Protocol):
     def work_rows(self) -> list[WorkRow]: ...
 
     def work_position(self) -> int: ...
+
+    def select_leaves(self, after: int, limit: int) -> list[tuple[int, bytes]]: ...
 
     def rebuild_work(self, page: int = 5000) -> int: ...
 
@@ -114,15 +117,16 @@ class EventStore:
             assert path is not None
             path.parent.mkdir(parents=True, exist_ok=True)
         settings["CREATE_TABLE"] = "no"  # created below, serialised across processes
-        with _backend_errors():
+        setup_lock = (
+            _postgres_setup_lock(settings)
+            if location.kind == "postgresql"
+            else _sqlite_setup_lock(settings["SQLITE_DBNAME"])
+        )
+        with _backend_errors(), setup_lock:
             # Explicit settings only: the user's shell environment never reconfigures it.
             self._factory = InfrastructureFactory.construct(Environment("blackops", settings))
             self._recorder = cast(_Recorder, self._factory.application_recorder())
-            if location.kind == "postgresql":
-                with _postgres_setup_lock(settings):
-                    self._recorder.create_table()
-            else:
-                self._recorder.create_table()
+            self._recorder.create_table()
 
     def close(self) -> None:
         if self._factory is not None:
@@ -151,6 +155,8 @@ class EventStore:
             _check_stream(append.stream)
             if type(append.expected_version) is not int or append.expected_version < 0:
                 raise InvalidRequest("expected_version must be a non-negative integer")
+            for event in append.events:
+                _check_topic(event.type)
             stored.extend(
                 StoredEvent(
                     originator_id=append.stream,
@@ -323,6 +329,11 @@ class EventStore:
         with _backend_errors():
             return self._recorder.work_position()
 
+    def read_leaves(self, after: int, limit: int = 5000) -> list[tuple[int, bytes]]:
+        """Merkle leaves recorded at append time, ``(position, leaf)`` after ``after``."""
+        with _backend_errors():
+            return self._recorder.select_leaves(after, limit)
+
     def rebuild_work_index(self) -> int:
         """Drop the due-work index and rebuild it from position 0; returns its position."""
         with _backend_errors():
@@ -339,8 +350,15 @@ class EventStore:
 
 
 def _check_stream(stream: Any) -> None:
-    if not isinstance(stream, str) or not 1 <= len(stream) <= 200:
-        raise InvalidRequest("stream ids are strings of 1-200 characters")
+    if not isinstance(stream, str) or not SAFE_NAME.fullmatch(stream):
+        raise InvalidRequest(
+            "stream ids are 1-200 printable ASCII characters, without quotes or backslashes"
+        )
+
+
+def _check_topic(topic: Any) -> None:
+    if not isinstance(topic, str) or not SAFE_NAME.fullmatch(topic):
+        raise InvalidRequest("event types are 1-200 printable ASCII characters")
 
 
 def _decode(notification: Notification) -> RecordedEvent:
@@ -354,6 +372,23 @@ def _decode(notification: Notification) -> RecordedEvent:
         context=context,
         data=data,
     )
+
+
+@contextlib.contextmanager
+def _sqlite_setup_lock(path: str) -> Iterator[None]:
+    """Serialise opening a SQLite journal across processes.
+
+    The first connections switch the file to WAL and create the tables; SQLite answers
+    "database is locked" at once (no busy wait) when several processes do that together.
+    """
+    import fcntl
+
+    with open(f"{path}.setup-lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @contextlib.contextmanager

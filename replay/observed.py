@@ -12,33 +12,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from eventsourcing.persistence import Notification
 
 from domain.json_text import JSONTextError, parse_json
+from journal.leaves import entry_bytes
 
 REQUIRED = ("at", "context", "data", "position", "stream", "type", "version")
 
 
 def observed_line(row: Notification) -> bytes:
-    """One line (with its newline) for a stored event."""
-    state = row.state
-    if not state.endswith(b"}") or state == b"{}":
-        raise ValueError(f"event at position {row.id} is not a canonical envelope")
-    return b"".join(
-        (
-            state[:-1],
-            b',"position":',
-            str(row.id).encode(),
-            b',"stream":',
-            orjson.dumps(str(row.originator_id)),
-            b',"type":',
-            orjson.dumps(row.topic),
-            b',"version":',
-            str(row.originator_version).encode(),
-            b"}\n",
-        )
+    """One line (with its newline) for a stored event: its Merkle entry (journal/leaves.py)."""
+    entry = entry_bytes(
+        row.id, str(row.originator_id), row.originator_version, row.topic, row.state
     )
+    return entry + b"\n"
 
 
 class ObservedLineError(ValueError):

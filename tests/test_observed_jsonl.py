@@ -218,9 +218,17 @@ def test_cli_export_and_replay(store_url: str, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["count"] == expected.count(b"\n")
     assert target.read_bytes() == expected
-    piped = run("journal", "export", store=store_url)
-    assert piped.returncode == 0 and piped.stdout.encode() == expected
+    # The export was recorded in the journal (chain of custody): one more event.
+    recorded = json.loads((tmp_path / "journal.jsonl.manifest.json").read_text())["custody"]
+    piped = run("journal", "export", "--no-manifest", store=store_url)
+    assert piped.returncode == 0
+    piped_lines = piped.stdout.encode().splitlines(keepends=True)
+    assert b"".join(piped_lines[:-1]) == expected
+    assert json.loads(piped_lines[-1])["type"] == "journal.exported"
+    assert json.loads(piped_lines[-1])["position"] == recorded["position"]
     assert piped.stderr == ""  # quiet when piped: no progress drawn
+    unlabelled = run("journal", "export", store=store_url)
+    assert unlabelled.returncode == 1 and "--manifest" in unlabelled.stderr
 
     out = tmp_path / "seen.txt"
     env = {"REPLAY_OUT": str(out), "PYTHONPATH": str(ROOT / "tests")}
@@ -282,7 +290,11 @@ def test_cli_export_follow_writes_new_events_until_interrupted(
         follower.communicate(timeout=30)
         app.close()
     assert follower.returncode == 0
-    assert target.read_bytes() == b"".join(line for _, line in observed_lines(app.store))
+    manifest = json.loads((tmp_path / "live.jsonl.manifest.json").read_text())
+    assert manifest["count"] == 8
+    assert target.read_bytes() == b"".join(
+        line for position, line in observed_lines(app.store) if position <= manifest["lastPosition"]
+    )
 
 
 def test_cli_export_shows_progress_on_a_terminal(tmp_path: Path) -> None:

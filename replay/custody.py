@@ -1,0 +1,169 @@
+"""Exports with manifests, and tree heads recorded in the journal (chain of custody).
+
+An export writes Observed JSONL and a manifest: the position range, the count, the
+Merkle root of the exported leaves, the journal's tree head at the last exported
+position, the hash and canonicalisation used, who exported and when, and every leaf
+(so an offline verifier can name the first bad line). Each leaf is compared with the
+one recorded at append time while exporting: a journal that no longer verifies is
+not exported. The export itself is then recorded in the journal (``journal.exported``),
+as is a checkpoint (``journal.checkpoint``): tree heads that ``verify`` re-checks.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from domain.clock import Clock, format_instant
+from domain.context import Actor
+from domain.errors import BlackOpsError
+from domain.events import NewEvent
+from journal.leaves import leaf_hash
+from journal.store import Append, EventStore
+from replay.export import PAGE
+from replay.merkle import Frontier, root_of
+from replay.observed import observed_line
+from replay.verify import CANONICALISATION, HASH, TREE, verify_store
+
+FORMAT = "blackops.observed-jsonl"
+
+
+class IntegrityError(BlackOpsError):
+    """The journal no longer says what was appended; ``position`` is the first place."""
+
+    def __init__(self, position: int, message: str) -> None:
+        super().__init__("conflict", f"journal integrity: position {position}: {message}")
+        self.position = position
+
+
+@dataclass(slots=True)
+class _Tree:
+    """Recorded leaves read in order, folded into the journal's running tree."""
+
+    store: EventStore
+    frontier: Frontier
+    after: int = 0
+    buffer: list[tuple[int, bytes]] | None = None
+
+    def leaf_at(self, position: int) -> bytes:
+        """The recorded leaf of ``position``, folding every earlier one into the tree."""
+        while True:
+            if not self.buffer:
+                self.buffer = self.store.read_leaves(self.after, PAGE)
+                if not self.buffer:
+                    raise IntegrityError(position, "no leaf was recorded for this event")
+            leaf_position, leaf = self.buffer[0]
+            if leaf_position > position:
+                raise IntegrityError(position, "no leaf was recorded for this event")
+            if leaf_position < position:
+                raise IntegrityError(leaf_position, "a leaf was recorded but the event is gone")
+            self.buffer.pop(0)
+            self.after = leaf_position
+            self.frontier.append(leaf)
+            return leaf
+
+
+def export_with_manifest(
+    store: EventStore,
+    out: BinaryIO,
+    *,
+    actor: Actor,
+    clock: Clock,
+    after: int = 0,
+    follow: bool = False,
+    stop: threading.Event | None = None,
+    poll_seconds: float = 0.2,
+    progress: Callable[[int, int], None] | None = None,
+    output_name: str | None = None,
+) -> dict[str, Any]:
+    """Write the lines, check each against its recorded leaf, record the export, and
+    return the manifest."""
+    stop = stop or threading.Event()
+    tree = _Tree(store, Frontier())
+    if after:
+        _fold_until(tree, after)
+    exported: list[tuple[int, bytes]] = []
+    position = after
+    while True:
+        end = store.last_position()
+        while rows := store.read_raw_after(position, PAGE):
+            for row in rows:
+                line = observed_line(row)
+                leaf = leaf_hash(line[:-1])
+                if tree.leaf_at(row.id) != leaf:
+                    raise IntegrityError(row.id, "the event differs from what was appended")
+                out.write(line)
+                exported.append((row.id, leaf))
+            position = rows[-1].id
+            if progress is not None:
+                progress(position, max(end, position))
+        out.flush()
+        if not follow or stop.wait(poll_seconds):
+            break
+    at = format_instant(clock.now())
+    manifest: dict[str, Any] = {
+        "format": FORMAT,
+        "formatVersion": 1,
+        "canonicalisation": CANONICALISATION,
+        "hash": HASH,
+        "tree": TREE,
+        "after": after,
+        "firstPosition": exported[0][0] if exported else None,
+        "lastPosition": exported[-1][0] if exported else None,
+        "count": len(exported),
+        "root": root_of(leaf for _, leaf in exported).hex(),
+        "journalTreeSize": tree.frontier.size,
+        "journalRoot": tree.frontier.root().hex(),
+        "exportedBy": actor.to_dict(),
+        "exportedAt": at,
+    }
+    custody = f"custody:export:{uuid.uuid4()}"
+    data = {
+        "after": after,
+        "first_position": manifest["firstPosition"],
+        "last_position": manifest["lastPosition"],
+        "count": manifest["count"],
+        "range_root": manifest["root"],
+        "tree_size": manifest["journalTreeSize"],
+        "root": manifest["journalRoot"],
+        "output": output_name,
+    }
+    [[custody_position]] = store.append(
+        Append(custody, 0, [NewEvent("journal.exported", at, {"actor": actor.to_dict()}, data)])
+    )
+    manifest["custody"] = {"stream": custody, "position": custody_position}
+    manifest["leaves"] = [[p, leaf.hex()] for p, leaf in exported]
+    return manifest
+
+
+def _fold_until(tree: _Tree, after: int) -> None:
+    """Fold every recorded leaf up to ``after`` into the journal tree (nothing exported)."""
+    while True:
+        if not tree.buffer:
+            tree.buffer = tree.store.read_leaves(tree.after, PAGE)
+            if not tree.buffer:
+                return
+        if tree.buffer[0][0] > after:
+            return
+        position, leaf = tree.buffer.pop(0)
+        tree.after = position
+        tree.frontier.append(leaf)
+
+
+def record_checkpoint(store: EventStore, *, actor: Actor, clock: Clock) -> dict[str, Any]:
+    """Verify the live journal, then record its tree head (``journal.checkpoint``)."""
+    report = verify_store(store)
+    if not report.ok:
+        first = report.problems[0]
+        raise IntegrityError(first.position, f"{first.kind}: {first.message}")
+    at = format_instant(clock.now())
+    data = {"tree_size": report.tree_size, "root": report.root}
+    stream = f"custody:checkpoint:{uuid.uuid4()}"
+    [[position]] = store.append(
+        Append(stream, 0, [NewEvent("journal.checkpoint", at, {"actor": actor.to_dict()}, data)])
+    )
+    return {"stream": stream, "position": position, "treeSize": report.tree_size,
+            "root": report.root, "at": at}  # fmt: skip

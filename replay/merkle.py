@@ -1,0 +1,138 @@
+"""RFC 6962 Merkle trees over the journal's leaves (leaf = SHA-256(0x00 || entry)).
+
+node = SHA-256(0x01 || left || right); the tree of n leaves splits at the largest power
+of two below n. Inclusion proofs show an event is in a tree head; consistency proofs
+show a later tree head only appended to an earlier one. Verification follows RFC 9162
+§2.1.3.2 and §2.1.4.2.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+
+EMPTY_ROOT = hashlib.sha256(b"").digest()
+
+
+def node_hash(left: bytes, right: bytes) -> bytes:
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+class Frontier:
+    """The running tree: perfect-subtree roots, largest first; root at any size, O(log n)."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self._stack: list[tuple[int, bytes]] = []  # (subtree size, root)
+
+    def append(self, leaf: bytes) -> None:
+        size, node = 1, leaf
+        while self._stack and self._stack[-1][0] == size:
+            left_size, left = self._stack.pop()
+            size, node = left_size + size, node_hash(left, node)
+        self._stack.append((size, node))
+        self.size += 1
+
+    def root(self) -> bytes:
+        if not self._stack:
+            return EMPTY_ROOT
+        acc = self._stack[-1][1]
+        for _, node in reversed(self._stack[:-1]):
+            acc = node_hash(node, acc)
+        return acc
+
+
+def root_of(leaves: Iterable[bytes]) -> bytes:
+    frontier = Frontier()
+    for leaf in leaves:
+        frontier.append(leaf)
+    return frontier.root()
+
+
+def _split(n: int) -> int:
+    """The largest power of two smaller than n (n >= 2)."""
+    k = 1
+    while k * 2 < n:
+        k *= 2
+    return k
+
+
+def inclusion_proof(index: int, leaves: Sequence[bytes]) -> list[bytes]:
+    """RFC 6962 PATH(m, D[n]): the audit path of leaf ``index``."""
+    n = len(leaves)
+    if not 0 <= index < n:
+        raise ValueError("index outside the tree")
+    if n == 1:
+        return []
+    k = _split(n)
+    if index < k:
+        return [*inclusion_proof(index, leaves[:k]), root_of(leaves[k:])]
+    return [*inclusion_proof(index - k, leaves[k:]), root_of(leaves[:k])]
+
+
+def verify_inclusion(
+    index: int, size: int, leaf: bytes, proof: Sequence[bytes], root: bytes
+) -> bool:
+    if not 0 <= index < size:
+        return False
+    fn, sn, r = index, size - 1, leaf
+    for p in proof:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            r = node_hash(p, r)
+            if not fn & 1:
+                while fn and not fn & 1:
+                    fn, sn = fn >> 1, sn >> 1
+        else:
+            r = node_hash(r, p)
+        fn, sn = fn >> 1, sn >> 1
+    return sn == 0 and r == root
+
+
+def consistency_proof(old_size: int, leaves: Sequence[bytes]) -> list[bytes]:
+    """RFC 6962 PROOF(m, D[n]): the tree of ``leaves`` extends its first ``old_size``."""
+    n = len(leaves)
+    if not 0 < old_size <= n:
+        raise ValueError("old size must be within 1..n")
+    return _subproof(old_size, leaves, True)
+
+
+def _subproof(m: int, leaves: Sequence[bytes], complete: bool) -> list[bytes]:
+    n = len(leaves)
+    if m == n:
+        return [] if complete else [root_of(leaves)]
+    k = _split(n)
+    if m <= k:
+        return [*_subproof(m, leaves[:k], complete), root_of(leaves[k:])]
+    return [*_subproof(m - k, leaves[k:], False), root_of(leaves[:k])]
+
+
+def verify_consistency(
+    old_size: int, new_size: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]
+) -> bool:
+    if not 0 < old_size <= new_size:
+        return False
+    if old_size == new_size:
+        return not proof and old_root == new_root
+    path = list(proof)
+    if old_size & (old_size - 1) == 0:  # a power of two: the old root starts the path
+        path = [old_root, *path]
+    if not path:
+        return False
+    fn, sn = old_size - 1, new_size - 1
+    while fn & 1:
+        fn, sn = fn >> 1, sn >> 1
+    fr = sr = path[0]
+    for c in path[1:]:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            fr, sr = node_hash(c, fr), node_hash(c, sr)
+            if not fn & 1:
+                while fn and not fn & 1:
+                    fn, sn = fn >> 1, sn >> 1
+        else:
+            sr = node_hash(sr, c)
+        fn, sn = fn >> 1, sn >> 1
+    return sn == 0 and fr == old_root and sr == new_root
