@@ -1,4 +1,5 @@
-"""Tamper evidence: Merkle leaves recorded at append time, verify, manifests, vectors.
+"""Tamper evidence (OL-11, Journal page): Merkle leaves recorded at append time, verify,
+manifests, vectors.
 
 Live verification on SQLite and PostgreSQL against real tampering done with SQL behind
 the journal's back (a modified event, a deleted one, an inserted one, a swapped pair,
