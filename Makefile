@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/documents.py
 	$(BIN)/python bench/inline.py
 	$(BIN)/python bench/operations.py
+	$(BIN)/python bench/journal.py
 
 clean:
 	rm -rf $(VENV) .venv-min .mypy_cache .ruff_cache .pytest_cache .hypothesis

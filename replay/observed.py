@@ -12,8 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from eventsourcing.persistence import Notification
 
+from domain.documents import DocumentError, canonical_json
 from domain.json_text import JSONTextError, parse_json
 from journal.leaves import entry_bytes
 
@@ -61,10 +63,43 @@ class ObservedEvent:
 
 def parse_line(text: bytes, line: int) -> ObservedEvent:
     """Read one line strictly: one JSON object, no duplicate keys, the seven members typed."""
+    return parse_line_canonical(text, line)[0]
+
+
+def parse_line_canonical(text: bytes, line: int) -> tuple[ObservedEvent, bytes]:
+    """The event and its canonical bytes (its Merkle entry), however the line is spelled.
+
+    Fast path: a line that orjson reads and that is already canonical (what we export)
+    cannot hide duplicate keys, since the canonical form of what was read is the line
+    itself. Anything else goes through the strict parser, which refuses duplicates.
+    """
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        value = None
+    if isinstance(value, dict):
+        canonical = _canonical_or_none(value)
+        if canonical == text:
+            return _event(value, line), text
     try:
         value = parse_json(text.decode("utf-8"))
     except (UnicodeDecodeError, JSONTextError) as error:
         raise ObservedLineError(line, f"not JSON text: {error}") from None
+    event = _event(value, line)
+    canonical = _canonical_or_none(value)
+    if canonical is None:
+        raise ObservedLineError(line, "not a canonical JSON document")
+    return event, canonical
+
+
+def _canonical_or_none(value: dict[str, Any]) -> bytes | None:
+    try:
+        return canonical_json(value)
+    except DocumentError:
+        return None
+
+
+def _event(value: Any, line: int) -> ObservedEvent:
     if not isinstance(value, dict):
         raise ObservedLineError(line, "not a JSON object")
     missing = [key for key in REQUIRED if key not in value]

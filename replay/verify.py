@@ -19,11 +19,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from domain.documents import canonical_json
 from journal.leaves import event_leaf, leaf_hash
 from journal.store import EventStore
 from replay.merkle import Frontier, root_of
-from replay.observed import ObservedLineError, parse_line
+from replay.observed import ObservedLineError, parse_line_canonical
 
 TREE_HEAD_TYPES = frozenset({"journal.checkpoint", "journal.exported"})
 HASH = "sha256"
@@ -178,12 +177,12 @@ def verify_export(lines: Iterable[bytes], manifest: dict[str, Any]) -> VerifyRep
         if not text:
             continue
         try:
-            event = parse_line(text, number)
+            # Re-canonicalised from the parsed content: how the line is spelled proves nothing.
+            event, entry = parse_line_canonical(text, number)
         except ObservedLineError as bad:
             report.problems.append(Problem("modified", 0, str(bad)))
             return report
-        # Recomputed from the parsed content: how the line is spelled proves nothing.
-        found.append((event.position, leaf_hash(canonical_json(event.to_dict()))))
+        found.append((event.position, leaf_hash(entry)))
     report.events = len(found)
     problem = _first_difference(found, expected)
     if problem is not None:
