@@ -9,13 +9,13 @@ canonicalising the whole object (tests/test_observed_jsonl.py checks both ways).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from eventsourcing.persistence import Notification
 
 from domain.documents import DocumentError, canonical_json
+from domain.events import RecordedEvent
 from domain.json_text import JSONTextError, parse_json
 from journal.leaves import entry_bytes
 
@@ -39,26 +39,8 @@ class ObservedLineError(ValueError):
         self.message = message
 
 
-@dataclass(frozen=True, slots=True)
-class ObservedEvent:
-    position: int
-    stream: str
-    version: int
-    type: str
-    at: str
-    context: dict[str, Any]
-    data: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "position": self.position,
-            "stream": self.stream,
-            "version": self.version,
-            "type": self.type,
-            "at": self.at,
-            "context": self.context,
-            "data": self.data,
-        }
+#: A line read back is the event as the journal holds it (python-contract §7).
+ObservedEvent = RecordedEvent
 
 
 def parse_line(text: bytes, line: int) -> ObservedEvent:
