@@ -43,7 +43,13 @@ class _Recorder(Protocol):
     ) -> list[Notification]: ...
 
     def select_notifications(
-        self, start: int | None, limit: int, *, inclusive_of_start: bool = True
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
     ) -> Sequence[Notification]: ...
 
     def max_notification_id(self) -> int | None: ...
@@ -253,6 +259,20 @@ class EventStore:
         with _backend_errors():
             found = self._recorder.select_notifications(position, limit, inclusive_of_start=False)
         return [_decode(n) for n in found]
+
+    def read_topics(self, topics: Sequence[str], page: int = 1000) -> list[RecordedEvent]:
+        """Every event whose type is one of ``topics``, in position order."""
+        found: list[RecordedEvent] = []
+        position = 0
+        while True:
+            with _backend_errors():
+                rows = self._recorder.select_notifications(
+                    position, page, topics=list(topics), inclusive_of_start=False
+                )
+            if not rows:
+                return found
+            found.extend(_decode(row) for row in rows)
+            position = rows[-1].id
 
     def read_raw_after(self, position: int, limit: int = 1000) -> list[Notification]:
         """Like :meth:`read_after`, undecoded: ``state`` holds the stored canonical bytes."""
