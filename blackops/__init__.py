@@ -5,6 +5,7 @@ from blackops.results import Failure, OperationResult, Rejection
 from domain.context import Actor, ExecutionContext
 from domain.documents import DocumentError, canonical_document
 from domain.errors import BlackOpsError
+from domain.retention import Retention
 from domain.supervision import OperationRejected, Retryable, Supervision
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "OperationRejected",
     "OperationResult",
     "Rejection",
+    "Retention",
     "Retryable",
     "Supervision",
     "canonical_document",

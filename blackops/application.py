@@ -23,12 +23,14 @@ from domain.errors import Conflict, FencingError, InvalidRequest, NotFound
 from domain.json_text import load_canonical
 from domain.lifecycle import EventType, Mode, State
 from domain.operation import Operation
+from domain.retention import Retention
 from domain.supervision import OperationRejected, Supervision
 from journal.locator import StoreLocation, resolve_store
 from journal.operations import OperationJournal
 from journal.store import EventStore
 
 if TYPE_CHECKING:
+    from blackops.retention import PurgeReport
     from blackops.worker import Worker
 
 F = TypeVar("F", bound=Handler)
@@ -67,9 +69,19 @@ class Application:
     application at ``--store`` (:meth:`use_store`) after importing it.
     """
 
-    def __init__(self, store: str | None = None, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        store: str | None = None,
+        *,
+        clock: Clock | None = None,
+        retention: Retention | None = None,
+    ) -> None:
         self._location: StoreLocation | None = resolve_store(store) if store else None
         self.clock: Clock = clock or SystemClock()
+        if retention is not None and not isinstance(retention, Retention):
+            raise TypeError("retention must be a blackops.Retention")
+        #: The default for operation types that set none (OL-10): keep for ever.
+        self.retention = retention or Retention()
         self._handlers: dict[str, HandlerSpec] = {}
         self._store: EventStore | None = None
         self._lock = threading.Lock()
@@ -107,14 +119,20 @@ class Application:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def operation(self, type: str, *, supervision: Supervision | None = None) -> Callable[[F], F]:
+    def operation(
+        self,
+        type: str,
+        *,
+        supervision: Supervision | None = None,
+        retention: Retention | None = None,
+    ) -> Callable[[F], F]:
         """Register ``fn(ctx, params)`` as the handler of operation ``type``."""
         check_operation_type(type)
 
         def register(fn: F) -> F:
             if type in self._handlers:
                 raise ValueError(f"operation type {type!r} is already registered")
-            self._handlers[type] = HandlerSpec.build(type, fn, supervision)
+            self._handlers[type] = HandlerSpec.build(type, fn, supervision, retention)
             return fn
 
         return register
@@ -327,6 +345,40 @@ class Application:
     def status(self, operation_id: str) -> dict[str, Any]:
         """The HTTP shape of ``GET /v1/operations/{id}``; ``not_found`` if unknown."""
         return status_view(self._journal().load(check_operation_id(operation_id)))
+
+    # -- retention (OL-10) -----------------------------------------------------------------
+
+    def hold(
+        self, operation_id: str, *, reason: str, actor: Actor | str | dict[str, Any]
+    ) -> dict[str, Any]:
+        """Keep this operation whatever its retention says, until released."""
+        from blackops.retention import RetentionService
+
+        return RetentionService(self).hold(
+            check_operation_id(operation_id), reason=reason, actor=Actor.of(actor)
+        )
+
+    def release(
+        self, operation_id: str, *, reason: str, actor: Actor | str | dict[str, Any]
+    ) -> None:
+        """End a hold; only a privileged actor may (``forbidden`` otherwise)."""
+        from blackops.retention import RetentionService
+
+        RetentionService(self).release(
+            check_operation_id(operation_id), reason=reason, actor=Actor.of(actor)
+        )
+
+    def purge(
+        self,
+        *,
+        actor: Actor | str | dict[str, Any],
+        reason: str = "retention",
+        dry_run: bool = False,
+    ) -> PurgeReport:
+        """Purge terminal, unheld operations (and outcomes) past their retention."""
+        from blackops.retention import RetentionService
+
+        return RetentionService(self).purge(actor=Actor.of(actor), reason=reason, dry_run=dry_run)
 
     def outcome(self, operation_id: str) -> dict[str, Any] | None:
         """The stored outcome document of a Deferred Completed operation (OL-9).

@@ -361,6 +361,35 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_hold(args: argparse.Namespace) -> int:
+    application = _application(args)
+    hold = application.hold(args.operation_id, reason=args.reason, actor=_cli_actor(args))
+    _emit({"operationId": args.operation_id, "hold": hold}, args.json, lambda: "held")
+    return EXIT_OK
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    application = _application(args)
+    application.release(args.operation_id, reason=args.reason, actor=_cli_actor(args))
+    _emit({"operationId": args.operation_id, "released": True}, args.json, lambda: "released")
+    return EXIT_OK
+
+
+def cmd_purge(args: argparse.Namespace) -> int:
+    """Retention is the --app's (its Application and operation types' Retention)."""
+    application = _application(args)
+    report = application.purge(actor=_cli_actor(args), reason=args.reason, dry_run=args.dry_run)
+
+    def human() -> str:
+        verb = "would purge" if report.dry_run else "purged"
+        lines = [f"{verb} {i.what} {i.operation_id} (due {i.due_at})" for i in report.items]
+        lines += [f"held, kept: {operation_id}" for operation_id in report.held]
+        return "\n".join(lines) or "nothing is due"
+
+    _emit(report.to_dict(), args.json, human)
+    return EXIT_OK
+
+
 def cmd_op_status(args: argparse.Namespace) -> int:
     status = _application(args).status(args.operation_id)
     _emit(status, args.json, lambda: "\n".join(f"{k:<14}{v}" for k, v in status.items()))
@@ -474,6 +503,27 @@ def build_parser() -> argparse.ArgumentParser:
     common(checkpoint, app=False)
     checkpoint.add_argument("--actor", help="principal id recorded (default: $USER)")
     checkpoint.set_defaults(handler=cmd_journal_checkpoint)
+
+    hold = commands.add_parser("hold", help="keep an operation whatever its retention")
+    common(hold)
+    hold.add_argument("operation_id")
+    hold.add_argument("--reason", required=True)
+    hold.add_argument("--actor", help="principal id recorded (default: $USER)")
+    hold.set_defaults(handler=cmd_hold)
+
+    release = commands.add_parser("release", help="end a hold (privileged)")
+    common(release)
+    release.add_argument("operation_id")
+    release.add_argument("--reason", required=True)
+    release.add_argument("--actor", help="principal id recorded (default: $USER)")
+    release.set_defaults(handler=cmd_release)
+
+    purge = commands.add_parser("purge", help="purge what is past retention (OL-10)")
+    common(purge)
+    purge.add_argument("--dry-run", action="store_true", help="list what would go")
+    purge.add_argument("--reason", default="retention")
+    purge.add_argument("--actor", help="principal id recorded (default: $USER)")
+    purge.set_defaults(handler=cmd_purge)
 
     verify = commands.add_parser("verify", help="check the journal's integrity (exit 0 = ok)")
     common(verify, app=False)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from domain.documents import MAX_SAFE_INTEGER, DocumentError, canonical_document
 from domain.errors import InvalidRequest
+from domain.retention import Retention
 from domain.supervision import OperationRejected, Supervision
 
 OPERATION_TYPE = re.compile(r"^[a-z][a-z0-9_-]{0,63}(\.[a-z][a-z0-9_-]{0,63}){0,7}$")
@@ -65,16 +66,27 @@ class HandlerSpec:
     supervision: Supervision
     params_model: type[BaseModel] | None
     outcome_model: type[BaseModel] | None
+    retention: Retention | None = None
 
     @classmethod
-    def build(cls, type_name: str, fn: Handler, supervision: Supervision | None) -> HandlerSpec:
+    def build(
+        cls,
+        type_name: str,
+        fn: Handler,
+        supervision: Supervision | None,
+        retention: Retention | None = None,
+    ) -> HandlerSpec:
         check_operation_type(type_name)
         if not callable(fn):
             raise TypeError("an operation handler must be callable")
         if supervision is not None and not isinstance(supervision, Supervision):
             raise TypeError("supervision must be a blackops.Supervision")
         params_model, outcome_model = _models_of(fn)
-        return cls(type_name, fn, supervision or Supervision(), params_model, outcome_model)
+        if retention is not None and not isinstance(retention, Retention):
+            raise TypeError("retention must be a blackops.Retention")
+        return cls(
+            type_name, fn, supervision or Supervision(), params_model, outcome_model, retention
+        )
 
     def parse_params(self, params: dict[str, Any]) -> Any:
         """The handler's input: the document itself, or the declared pydantic model.

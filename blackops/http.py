@@ -209,6 +209,33 @@ def create_http_app(application: Application, token: str) -> FastAPI:
         headers = {"BlackOps-Next-After": str(last if last is not None else after)}
         return Response(body, media_type="application/jsonl", headers=headers)
 
+    async def _reason_of(request: Request) -> str:
+        body = parse_document(await _read_body(request), empty_is={})
+        reason = body.get("reason")
+        if not isinstance(reason, str):
+            raise InvalidRequest('the body must be {"reason": "..."}')
+        return reason
+
+    @api.post("/v1/operations/{operation_id}/hold", summary="Hold an operation (OL-10)")
+    async def hold_operation(
+        operation_id: str, request: Request, actor: Actor = Depends(principal)
+    ) -> Response:
+        reason = await _reason_of(request)
+        hold = await run_in_threadpool(
+            lambda: application.hold(operation_id, reason=reason, actor=actor)
+        )
+        return JSON({"operationId": operation_id, "hold": hold})
+
+    @api.post("/v1/operations/{operation_id}/release", summary="Release a hold (privileged)")
+    async def release_operation(
+        operation_id: str, request: Request, actor: Actor = Depends(principal)
+    ) -> Response:
+        reason = await _reason_of(request)
+        await run_in_threadpool(
+            lambda: application.release(operation_id, reason=reason, actor=actor)
+        )
+        return JSON({"operationId": operation_id, "released": True})
+
     @api.get("/v1/operations/{operation_id}/events", summary="An operation's lifecycle events")
     async def operation_events(operation_id: str, _: Actor = Depends(principal)) -> Response:
         events = await run_in_threadpool(application.events, operation_id)

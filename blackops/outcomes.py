@@ -54,6 +54,8 @@ class OutcomeRecord:
 def outcome_record(store: EventStore, operation: Operation) -> OutcomeRecord:
     """The record of a Deferred Completed operation, else ``not_found`` saying why."""
     state = operation.state
+    if operation.purged:
+        raise NotFound(f"operation {operation.id} was purged (retention): nothing is kept")
     if state is State.COMPLETED:
         if operation.mode is Mode.INLINE:
             raise NotFound(

@@ -88,4 +88,6 @@ def status_view(operation: Operation) -> dict[str, Any]:
         }
     if operation.hold is not None:
         view["hold"] = dict(operation.hold)
+    if operation.purge is not None:
+        view["purged"] = dict(operation.purge)
     return view

@@ -11,7 +11,9 @@ from domain.json_text import scalar_text
 
 # W3C Trace Context, version 00: version-traceid-parentid-flags, ids not all zero.
 _TRACEPARENT = re.compile(r"^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$")
-_ACTOR_KINDS = frozenset({"principal", "user", "service", "token", "cli", "system", "operation"})
+_ACTOR_KINDS = frozenset(
+    {"principal", "user", "service", "token", "cli", "system", "operation", "admin"}
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,6 +74,11 @@ class Unauthorized(BlackOpsError):
         super().__init__("unauthorized", message)
 
 
+class Forbidden(BlackOpsError):
+    def __init__(self, message: str) -> None:
+        super().__init__("forbidden", message)
+
+
 class Conflict(BlackOpsError):
     def __init__(self, message: str) -> None:
         super().__init__("conflict", message)

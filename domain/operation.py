@@ -66,6 +66,7 @@ class Operation:
     completion: dict[str, Any] | None = None
     hold: dict[str, Any] | None = None
     purged: bool = False
+    purge: dict[str, Any] | None = None
     pending: list[NewEvent] = field(default_factory=list)
 
     @classmethod
@@ -76,6 +77,21 @@ class Operation:
         operation = cls(operation_id)
         for event_type, at, data in events:
             operation._apply(event_type, at, data)
+        return operation
+
+    @classmethod
+    def from_tombstone(cls, operation_id: str, at: str, data: dict[str, Any]) -> Operation:
+        """A purged operation: all that is left is its ``operation.purged`` tombstone."""
+        operation = cls(operation_id)
+        operation.state = State(data["final_state"])
+        operation.mode = Mode(data["mode"])
+        operation.type = data["operation_type"]
+        operation.tenant = data["tenant"]
+        operation.correlation_id = data.get("correlation_id", "")
+        operation.version = data["versions"] + 1
+        operation.updated_at = at
+        operation.purged = True
+        operation.purge = {"at": at, "reason": data["reason"]}
         return operation
 
     @property
@@ -228,3 +244,4 @@ class Operation:
             self.hold = None
         elif kind is EventType.PURGED:
             self.purged = True
+            self.purge = {"at": at, "reason": data.get("reason")}

@@ -44,6 +44,46 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
                     )
             return positions
 
+    def delete_stream_events(self, stream: str, upto_version: int) -> int:
+        """Positions are list offsets here, so deleted events leave a hole (None)."""
+        with self._database_lock:
+            index = self._stored_events_index.get(stream, {})
+            doomed = [v for v in index if v <= upto_version]
+            for version in doomed:
+                self._stored_events[index.pop(version)] = None  # type: ignore[call-overload]
+            return len(doomed)
+
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        with self._database_lock:
+            first = 1 if start is None else (start if inclusive_of_start else start + 1)
+            found: list[Notification] = []
+            for offset in range(max(first, 1) - 1, len(self._stored_events)):
+                stored = self._stored_events[offset]
+                if stop is not None and offset + 1 > stop:
+                    break
+                if stored is None or (topics and stored.topic not in topics):
+                    continue
+                found.append(
+                    Notification(
+                        id=offset + 1,
+                        originator_id=stored.originator_id,
+                        originator_version=stored.originator_version,
+                        topic=stored.topic,
+                        state=stored.state,
+                    )
+                )
+                if len(found) >= limit:
+                    break
+            return found
+
     def select_leaves(self, after: int, limit: int) -> list[tuple[int, bytes]]:
         with self._database_lock:
             found = sorted(p for p in self._leaves if p > after)[:limit]
@@ -138,9 +178,9 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
         with self._database_lock:
             self._work.clear()
             self._work_position = 0
-            triples = [(str(s.originator_id), s.topic, s.state) for s in self._stored_events]
+            triples = [(str(s.originator_id), s.topic, s.state) for s in self._stored_events if s]
             if triples:
-                self._apply(work_index.changes(triples), len(triples))
+                self._apply(work_index.changes(triples), len(self._stored_events))
             return self._work_position
 
 

@@ -124,6 +124,14 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
             raise IntegrityError("the journal did not return a position for every event")
         return positions
 
+    def delete_stream_events(self, stream: str, upto_version: int) -> int:
+        statement = self._sql(
+            "DELETE FROM {schema}.{table} WHERE originator_id = %s AND originator_version <= %s"
+        )
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(statement, (stream, upto_version))
+            return int(curs.rowcount)
+
     def select_leaves(self, after: int, limit: int) -> list[tuple[int, bytes]]:
         with self.datastore.transaction(commit=False) as curs:
             curs.execute(self._select_leaves, (after, limit), prepare=True)

@@ -58,6 +58,16 @@ class BlackOpsSQLiteRecorder(SQLiteApplicationRecorder):
             )
         return positions
 
+    def delete_stream_events(self, stream: str, upto_version: int) -> int:
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(
+                f"DELETE FROM {self.events_table_name} "
+                "WHERE originator_id = ? AND originator_version <= ?",
+                (stream, upto_version),
+            )
+            c.execute("SELECT changes()")
+            return int(c.fetchone()[0])
+
     def select_leaves(self, after: int, limit: int) -> list[tuple[int, bytes]]:
         with self.datastore.transaction(commit=False) as c:
             c.execute(

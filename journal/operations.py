@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from domain.errors import NotFound
 from domain.events import RecordedEvent
+from domain.lifecycle import EventType
 from domain.operation import Operation
 from journal.store import Append, EventStore
 
@@ -48,6 +49,8 @@ def pending_append(operation: Operation) -> Append:
 
 
 def fold(operation_id: str, events: list[RecordedEvent]) -> Operation:
+    if events[0].type == EventType.PURGED.value:  # its earlier events were deleted
+        return Operation.from_tombstone(operation_id, events[0].at, events[0].data)
     operation = Operation.replay(operation_id, ((e.type, e.at, e.data) for e in events))
     operation.origin = events[0].context
     return operation

@@ -72,6 +72,8 @@ class _Recorder(Protocol):
 
     def select_leaves(self, after: int, limit: int) -> list[tuple[int, bytes]]: ...
 
+    def delete_stream_events(self, stream: str, upto_version: int) -> int: ...
+
     def rebuild_work(self, page: int = 5000) -> int: ...
 
 
@@ -353,6 +355,13 @@ class EventStore:
         """Merkle leaves recorded at append time, ``(position, leaf)`` after ``after``."""
         with _backend_errors():
             return self._recorder.select_leaves(after, limit)
+
+    def delete_stream_events(self, stream: str, upto_version: int) -> int:
+        """Irreversibly delete a stream's events up to a version (retention purge only:
+        the caller has already appended the tombstone that accounts for them)."""
+        _check_stream(stream)
+        with _backend_errors():
+            return self._recorder.delete_stream_events(stream, upto_version)
 
     def rebuild_work_index(self) -> int:
         """Drop the due-work index and rebuild it from position 0; returns its position."""

@@ -26,7 +26,7 @@ from journal.store import Append, EventStore
 from replay.export import PAGE
 from replay.merkle import Frontier, root_of
 from replay.observed import observed_line
-from replay.verify import CANONICALISATION, HASH, TREE, verify_store
+from replay.verify import CANONICALISATION, HASH, PURGE_TYPES, TREE, verify_store
 
 FORMAT = "blackops.observed-jsonl"
 
@@ -47,6 +47,7 @@ class _Tree:
     frontier: Frontier
     after: int = 0
     buffer: list[tuple[int, bytes]] | None = None
+    purged: frozenset[int] = frozenset()  # positions a retention tombstone accounts for
 
     def leaf_at(self, position: int) -> bytes:
         """The recorded leaf of ``position``, folding every earlier one into the tree."""
@@ -58,12 +59,13 @@ class _Tree:
             leaf_position, leaf = self.buffer[0]
             if leaf_position > position:
                 raise IntegrityError(position, "no leaf was recorded for this event")
-            if leaf_position < position:
+            if leaf_position < position and leaf_position not in self.purged:
                 raise IntegrityError(leaf_position, "a leaf was recorded but the event is gone")
             self.buffer.pop(0)
             self.after = leaf_position
             self.frontier.append(leaf)
-            return leaf
+            if leaf_position == position:
+                return leaf
 
 
 def export_with_manifest(
@@ -82,7 +84,12 @@ def export_with_manifest(
     """Write the lines, check each against its recorded leaf, record the export, and
     return the manifest."""
     stop = stop or threading.Event()
-    tree = _Tree(store, Frontier())
+    purged = frozenset(
+        int(p)
+        for tombstone in store.read_topics(PURGE_TYPES)
+        for p in tombstone.data.get("positions", [])
+    )
+    tree = _Tree(store, Frontier(), purged=purged)
     if after:
         _fold_until(tree, after)
     exported: list[tuple[int, bytes]] = []

@@ -144,6 +144,9 @@ def _check(
     if event.position < last:
         return anomaly("out_of_order", f"position {event.position} comes after position {last}")
     previous = versions.get(event.stream)
+    if previous is None and event.type.endswith(".purged"):
+        # Retention purged its earlier versions; the tombstone says how many (OL-10).
+        previous = int(event.data.get("versions", 0))
     if previous is None:
         # From the start of the journal every stream must begin at version 1; after a
         # resume point its earlier events were delivered before.

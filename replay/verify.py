@@ -24,6 +24,8 @@ from replay.merkle import Frontier, root_of
 from replay.observed import ObservedLineError, parse_line_canonical
 
 TREE_HEAD_TYPES = frozenset({"journal.checkpoint", "journal.exported"})
+#: Retention tombstones: the versions before them were deleted, their positions listed.
+PURGE_TYPES = ("operation.purged", "outcome.purged")
 HASH = "sha256"
 TREE = "RFC 6962 Merkle tree (leaf SHA-256(0x00||entry), node SHA-256(0x01||left||right))"
 CANONICALISATION = "RFC 8785"
@@ -88,6 +90,9 @@ def verify_store(store: EventStore, page: int = 5000, limit: int = 100) -> Verif
         for e in store.read_topics(sorted(TREE_HEAD_TYPES))
     ]
     wanted = {size for _, size, _ in heads}
+    purged: set[int] = set()
+    for tombstone in store.read_topics(PURGE_TYPES):
+        purged.update(int(p) for p in tombstone.data.get("positions", []))
     roots_at: dict[int, str] = {0: root_of([]).hex()}
     versions: dict[str, int] = {}
     events = _pages(store, page)
@@ -106,7 +111,8 @@ def verify_store(store: EventStore, page: int = 5000, limit: int = 100) -> Verif
             event = next(events, None)
             continue
         if event is None or recorded[0] < event.id:
-            problem("deleted", recorded[0], "a leaf was recorded here but the event is gone")
+            if recorded[0] not in purged:  # a purge tombstone accounts for it (OL-10)
+                problem("deleted", recorded[0], "a leaf was recorded here but the event is gone")
             frontier.append(recorded[1])
             if frontier.size in wanted:
                 roots_at[frontier.size] = frontier.root().hex()
@@ -121,6 +127,8 @@ def verify_store(store: EventStore, page: int = 5000, limit: int = 100) -> Verif
         if leaf and leaf != recorded[1]:
             problem("modified", event.id, "the event's content differs from what was appended")
         expected = versions.get(stream, 0) + 1
+        if expected == 1 and event.topic in PURGE_TYPES:
+            expected = int(_tombstone_versions(event.state)) + 1
         if event.originator_version != expected:
             problem(
                 "gap",
@@ -147,6 +155,13 @@ def verify_store(store: EventStore, page: int = 5000, limit: int = 100) -> Verif
     report.root = frontier.root().hex()
     report.problems.sort(key=lambda p: p.position)
     return report
+
+
+def _tombstone_versions(state: bytes) -> int:
+    from domain.json_text import load_canonical
+
+    body = load_canonical(state)
+    return int(body.get("data", {}).get("versions", 0))
 
 
 def verify_export(lines: Iterable[bytes], manifest: dict[str, Any]) -> VerifyReport:

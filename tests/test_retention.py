@@ -1,0 +1,202 @@
+"""Retention with hold and purge (OL-10), on SQLite and PostgreSQL, with the fake clock.
+
+A purge deletes event content irreversibly and leaves a tombstone; everything that
+remains still verifies (Merkle leaves stay), exports and replays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from test_cli import run
+
+from blackops import Application, ExecutionContext, OperationRejected
+from blackops.http import create_http_app
+from blackops.testing import FakeClock
+from domain.context import Actor
+from domain.errors import BlackOpsError, NotFound
+from domain.retention import Retention
+from replay.custody import export_with_manifest
+from replay.replayer import replay
+from replay.verify import verify_export, verify_store
+
+DAY = 86_400
+
+
+def shop(store_url: str, clock: FakeClock) -> Application:
+    app = Application(store_url, clock=clock, retention=Retention(journal_seconds=30 * DAY))
+
+    @app.operation("order.place", retention=Retention(journal_seconds=10 * DAY,
+                                                      outcome_seconds=2 * DAY))  # fmt: skip
+    def place(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        if params.get("reject"):
+            raise OperationRejected("business_rule", "no", "no")
+        return {"order": params["n"]}
+
+    @app.operation("mail.send")
+    def send(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        return None
+
+    return app
+
+
+@pytest.fixture
+def retained(store_url: str, clock: FakeClock) -> Any:
+    app = shop(store_url, clock)
+    try:
+        yield app
+    finally:
+        app.close()
+
+
+def settle(app: Application) -> None:
+    asyncio.run(app.work_until_idle())
+
+
+def test_ol10_an_outcome_expires_before_its_journal(
+    retained: Application, clock: FakeClock
+) -> None:
+    operation_id = retained.submit("order.place", {"n": 1}, actor="a", tenant="t")
+    settle(retained)
+    clock.advance(2 * DAY - 1)
+    assert retained.purge(actor="janitor", dry_run=True).items == []
+    clock.advance(1)
+    position = retained.store.last_position()
+    plan = retained.purge(actor="janitor", dry_run=True)
+    assert [(i.operation_id, i.what) for i in plan.items] == [(operation_id, "outcome")]
+    assert retained.store.last_position() == position  # a dry run changes nothing
+    assert retained.outcome(operation_id) == {"order": 1}
+    done = retained.purge(actor="janitor")
+    assert [i.what for i in done.items] == ["outcome"]
+    with pytest.raises(NotFound, match="purged"):
+        retained.outcome(operation_id)
+    assert retained.status(operation_id)["status"] == "completed"  # the journal stays
+    [tombstone] = retained.store.read_stream(f"outcome:{operation_id}")
+    assert tombstone.type == "outcome.purged" and tombstone.version == 2
+    assert tombstone.context["actor"]["id"] == "janitor"
+    assert verify_store(retained.store).ok
+
+
+def test_ol10_purge_removes_content_leaves_a_tombstone_and_still_verifies(
+    retained: Application, clock: FakeClock
+) -> None:
+    kept = retained.submit("mail.send", {}, actor="a", tenant="t")  # 30 days
+    gone = retained.submit("order.place", {"n": 2}, actor="a", tenant="t")  # 10 days
+    rejected = retained.run("order.place", {"n": 3, "reject": True}, actor="a", tenant="t")
+    settle(retained)
+    running = retained.submit("order.place", {"n": 4}, actor="a", tenant="t")  # not terminal
+    params_before = [e for e in retained.store.iter_after(0) if e.stream == gone]
+    clock.advance(10 * DAY)
+    done = retained.purge(actor={"id": "janitor", "kind": "system"}, reason="policy")
+    assert sorted(i.operation_id for i in done.items if i.what == "operation") == sorted(
+        [gone, rejected.operation_id]
+    )
+    assert retained.status(kept)["status"] == "completed"
+    assert retained.status(running)["status"] == "accepted"
+    # Irreversible: the content is gone from the store, only the tombstone is left.
+    [tombstone] = retained.store.read_stream(gone)
+    assert tombstone.type == "operation.purged"
+    assert tombstone.version == len(params_before) + 1
+    assert tombstone.data["reason"] == "policy"
+    assert tombstone.data["by"] == {"id": "janitor", "kind": "system"}
+    assert set(tombstone.data["positions"]) >= {e.position for e in params_before}
+    assert retained.store.read_stream(f"outcome:{gone}") == []
+    raw = retained.store.read_raw_after(0, 10_000)
+    assert not any(r.originator_id == gone and r.topic != "operation.purged" for r in raw)
+    status = retained.status(gone)
+    assert status["status"] == "completed" and status["purged"]["reason"] == "policy"
+    with pytest.raises(NotFound, match="purged"):
+        retained.outcome(gone)
+    # What remains verifies, exports, verifies offline and replays.
+    report = verify_store(retained.store)
+    assert report.ok, report.problems
+    out = io.BytesIO()
+    manifest = export_with_manifest(retained.store, out, actor=Actor("auditor"), clock=clock)
+    lines = out.getvalue().splitlines(keepends=True)
+    assert verify_export(lines, manifest).ok
+    assert replay(lines, lambda e: None).delivered == len(lines)
+    # Nothing more is due, and a purged operation accepts nothing.
+    assert retained.purge(actor="janitor").items == []
+    with pytest.raises(BlackOpsError):
+        retained.hold(gone, reason="too late", actor="a")
+
+
+def test_ol10_a_held_operation_is_never_purged_until_a_privileged_release(
+    retained: Application, clock: FakeClock
+) -> None:
+    operation_id = retained.submit("order.place", {"n": 5}, actor="a", tenant="t")
+    settle(retained)
+    hold = retained.hold(operation_id, reason="litigation 42", actor="legal")
+    assert hold["reason"] == "litigation 42" and hold["by"]["id"] == "legal"
+    assert retained.status(operation_id)["hold"]["reason"] == "litigation 42"
+    clock.advance(365 * DAY)  # past both retentions
+    report = retained.purge(actor="janitor")
+    assert report.items == [] and report.held == [operation_id]
+    assert retained.outcome(operation_id) == {"order": 5}  # the outcome is kept too
+    with pytest.raises(BlackOpsError) as refused:
+        retained.release(operation_id, reason="done", actor="legal")  # a plain principal
+    assert refused.value.code == "forbidden"
+    retained.release(operation_id, reason="case closed", actor={"id": "root", "kind": "admin"})
+    types = [e["type"] for e in retained.events(operation_id)]
+    assert types[-2:] == ["operation.held", "operation.released"]
+    assert [i.operation_id for i in retained.purge(actor="janitor").items] == [operation_id]
+    assert verify_store(retained.store).ok
+
+
+def test_bad_retention_input_changes_nothing(retained: Application) -> None:
+    operation_id = retained.submit("mail.send", {}, actor="a", tenant="t")
+    position = retained.store.last_position()
+    reasons: list[Any] = ["", "   ", "x" * 501, 7]
+    for reason in reasons:
+        with pytest.raises(BlackOpsError) as refused:
+            retained.hold(operation_id, reason=reason, actor="a")
+        assert refused.value.code == "invalid_request"
+    with pytest.raises(NotFound):
+        retained.hold("nope", reason="r", actor="a")
+    assert retained.store.last_position() == position
+    with pytest.raises(BlackOpsError):
+        Retention(journal_seconds=-1)
+
+
+def test_positions_keep_increasing_after_a_purge(retained: Application, clock: FakeClock) -> None:
+    """SQLite reuses the ids of deleted newest rows; the tombstone is appended first, so a
+    follower past the purge never skips a new event."""
+    operation_id = retained.submit("order.place", {"n": 6}, actor="a", tenant="t")
+    settle(retained)
+    clock.advance(10 * DAY)
+    before = retained.store.last_position()
+    retained.purge(actor="janitor")
+    tombstone = retained.store.read_stream(operation_id)[0].position
+    assert tombstone > before
+    follower_at = retained.store.last_position()
+    retained.run("mail.send", {}, actor="a", tenant="t")
+    assert [e.position > follower_at for e in retained.store.read_after(follower_at)] == [True] * 4
+
+
+def test_cli_and_http_hold_release_purge(store_url: str, clock: FakeClock) -> None:
+    app = shop(store_url, clock)
+    operation_id = app.submit("order.place", {"n": 7}, actor="a", tenant="t")
+    settle(app)
+    client = TestClient(create_http_app(app, "tok"))
+    auth = {"Authorization": "Bearer tok"}
+    held = client.post(f"/v1/operations/{operation_id}/hold", json={"reason": "audit"},
+                       headers=auth)  # fmt: skip
+    assert held.status_code == 200 and held.json()["hold"]["reason"] == "audit"
+    bad = client.post(f"/v1/operations/{operation_id}/hold", json={}, headers=auth)
+    assert bad.status_code == 400
+    released = client.post(f"/v1/operations/{operation_id}/release", json={"reason": "ok"},
+                           headers=auth)  # fmt: skip
+    assert released.status_code == 200  # the dev token is privileged (decisions P38)
+    app.close()
+    cli = run("purge", "--dry-run", "--json", "--app", "examples.shop:app", store=store_url)
+    assert cli.returncode == 0, cli.stderr
+    assert json.loads(cli.stdout) == {"dryRun": True, "wouldPurge": [], "held": []}
+    hold = run("hold", operation_id, "--reason", "again", "--json", store=store_url)
+    assert hold.returncode == 0 and json.loads(hold.stdout)["hold"]["reason"] == "again"
+    release = run("release", operation_id, "--reason", "fine", "--json", store=store_url)
+    assert release.returncode == 0  # CLI users are operators with the store's credentials
