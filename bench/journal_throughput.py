@@ -35,6 +35,8 @@ from blackops.clocks import SystemClock
 from domain.context import Actor
 from domain.events import NewEvent
 from journal.store import Append, EventStore
+from projections.framework import ProjectionRunner
+from projections.operations import OperationCounts, OperationStatus
 from replay.custody import export_with_manifest
 from replay.replayer import replay
 from replay.verify import verify_export, verify_store
@@ -64,14 +66,27 @@ def fill(store: EventStore, events: int) -> None:
                 Append(
                     stream,
                     0,
-                    [
-                        NewEvent(f"bench.e{v}", AT, context, {"attempt": v, "params": {"n": v}})
-                        for v in range(5)
-                    ],
+                    lifecycle(context),
                 )
             )
         store.append(*batch)
         written += 100
+
+
+def lifecycle(context: dict[str, object]) -> list[NewEvent]:
+    """One Deferred operation from received to completed: five events."""
+    claim = {"attempt": 1, "fencing_token": 1, "worker": "w", "lease_expires_at": AT}
+    return [
+        NewEvent("operation.received", AT, context, {
+            "operation_type": "bench.noop", "mode": "deferred", "tenant": "acme",
+            "correlation_id": "x", "params": {"n": 1, "note": "a small params document"}}),
+        NewEvent("operation.accepted", AT, context, {}),
+        NewEvent("attempt.started", AT, context, claim),
+        NewEvent("attempt.finalizing", AT, context, {"attempt": 1}),
+        NewEvent("operation.completed", AT, context, {
+            "attempt": 1, "outcome_type": None, "outcome_schema_version": 1,
+            "outcome_digest": None, "outcome_recorded": False}),
+    ]  # fmt: skip
 
 
 def rate(count: int, seconds: float) -> str:
@@ -102,6 +117,12 @@ def run(url: str, label: str, events: int, folder: Path) -> None:
         replayed = time.perf_counter() - t0
         print(f"  replay (checked)   {rate(report.delivered, replayed)}   "
               f"= {limit / replayed:.2f}x the floor")  # fmt: skip
+        for projection in (OperationStatus(), OperationCounts()):
+            runner = ProjectionRunner(store, projection, batch=2000)
+            t0 = time.perf_counter()
+            applied = runner.catch_up()
+            name = f"catch-up {projection.name}"
+            print(f"  {name:<18} {rate(applied, time.perf_counter() - t0)}")
         t0 = time.perf_counter()
         live = verify_store(store)
         checked = time.perf_counter() - t0

@@ -28,6 +28,7 @@ from domain.supervision import OperationRejected, Supervision
 from journal.locator import StoreLocation, resolve_store
 from journal.operations import OperationJournal
 from journal.store import EventStore
+from projections.catalog import Projections
 
 if TYPE_CHECKING:
     from blackops.retention import PurgeReport
@@ -84,6 +85,7 @@ class Application:
         self.retention = retention or Retention()
         self._handlers: dict[str, HandlerSpec] = {}
         self._store: EventStore | None = None
+        self._projections: Projections | None = None
         self._lock = threading.Lock()
 
     # -- configuration ---------------------------------------------------------------------
@@ -345,6 +347,26 @@ class Application:
     def status(self, operation_id: str) -> dict[str, Any]:
         """The HTTP shape of ``GET /v1/operations/{id}``; ``not_found`` if unknown."""
         return status_view(self._journal().load(check_operation_id(operation_id)))
+
+    # -- projections ----------------------------------------------------------------------
+
+    @property
+    def projections(self) -> Projections:
+        """The shipped read models (caught up on each query)."""
+        store = self.store  # outside the lock: opening it takes the lock too
+        with self._lock:
+            if self._projections is None or self._projections.store is not store:
+                self._projections = Projections(store)
+            return self._projections
+
+    def list_operations(self, **filters: Any) -> dict[str, Any]:
+        """Operations by creation time: ``tenant``, ``type``, ``status``, ``since``,
+        ``until`` (RFC 3339), ``limit`` (1-1000), ``cursor`` (from ``next``)."""
+        return self.projections.list_operations(**filters)
+
+    def operation_counts(self, tenant: str | None = None) -> dict[str, Any]:
+        """``{tenant: {type: {status: count}}}`` from the counts projection."""
+        return self.projections.counts(tenant)
 
     # -- retention (OL-10) -----------------------------------------------------------------
 

@@ -390,6 +390,45 @@ def cmd_purge(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_op_list(args: argparse.Namespace) -> int:
+    page = _application(args).list_operations(
+        tenant=args.tenant, type=args.type, status=args.status, since=args.since,
+        until=args.until, limit=args.limit, cursor=args.cursor,
+    )  # fmt: skip
+
+    def human() -> str:
+        lines = [
+            f"{i['operationId']}  {i['status']:<15} {i['type']:<24} {i['createdAt']}"
+            for i in page["items"]
+        ]
+        if page["next"]:
+            lines.append(f"(more: --cursor {page['next']})")
+        return "\n".join(lines) or "no operations"
+
+    _emit(page, args.json, human)
+    return EXIT_OK
+
+
+def cmd_projections_status(args: argparse.Namespace) -> int:
+    states = _application(args).projections.status()
+    _emit(
+        {"projections": states},
+        args.json,
+        lambda: "\n".join(f"{s['name']:<20} position {s['position']:>10}  lag {s['lag']}"
+                          for s in states),
+    )  # fmt: skip
+    return EXIT_OK
+
+
+def cmd_projections_rebuild(args: argparse.Namespace) -> int:
+    runner = _application(args).projections.runner(args.name)
+    runner.batch = args.batch
+    applied = runner.rebuild()
+    body = {"name": args.name, "events": applied, "position": runner.position()}
+    _emit(body, args.json, lambda: f"{args.name}: rebuilt from {applied} events")
+    return EXIT_OK
+
+
 def cmd_op_status(args: argparse.Namespace) -> int:
     status = _application(args).status(args.operation_id)
     _emit(status, args.json, lambda: "\n".join(f"{k:<14}{v}" for k, v in status.items()))
@@ -473,6 +512,13 @@ def build_parser() -> argparse.ArgumentParser:
     redrive.add_argument("--actor", help="principal id recorded as the actor (default: $USER)")
     redrive.set_defaults(handler=cmd_op_redrive)
 
+    listing = op.add_parser("list", help="operations by creation time, filtered")
+    common(listing)
+    for flag in ("--tenant", "--type", "--status", "--since", "--until", "--cursor"):
+        listing.add_argument(flag)
+    listing.add_argument("--limit", type=int, default=100)
+    listing.set_defaults(handler=cmd_op_list)
+
     status = op.add_parser("status", help="an operation's public status")
     common(status)
     status.add_argument("operation_id")
@@ -482,6 +528,17 @@ def build_parser() -> argparse.ArgumentParser:
     common(events)
     events.add_argument("operation_id")
     events.set_defaults(handler=cmd_op_events)
+
+    projections = commands.add_parser("projections", help="read models built from the journal")
+    projection_commands = projections.add_subparsers(dest="projections", required=True)
+    p_status = projection_commands.add_parser("status", help="each projection's position and lag")
+    common(p_status)
+    p_status.set_defaults(handler=cmd_projections_status)
+    p_rebuild = projection_commands.add_parser("rebuild", help="drop and rebuild from position 0")
+    common(p_rebuild)
+    p_rebuild.add_argument("name")
+    p_rebuild.add_argument("--batch", type=int, default=1000, help="events per transaction")
+    p_rebuild.set_defaults(handler=cmd_projections_rebuild)
 
     journal = commands.add_parser("journal", help="the canonical journal")
     journal_commands = journal.add_subparsers(dest="journal", required=True)

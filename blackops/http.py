@@ -187,6 +187,21 @@ def create_http_app(application: Application, token: str) -> FastAPI:
         body = {"operationId": new_id, "redriveOf": operation_id, "location": location}
         return JSON(body, status_code=202, headers={"Location": location})
 
+    @api.get("/v1/operations", summary="Operations by creation time, filtered and paged")
+    async def list_operations(
+        tenant: str | None = None,
+        type: str | None = None,
+        status: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        _: Actor = Depends(principal),
+    ) -> Response:
+        filters = {"tenant": tenant, "type": type, "status": status, "since": since,
+                   "until": until, "limit": limit, "cursor": cursor}  # fmt: skip
+        return JSON(await run_in_threadpool(lambda: application.list_operations(**filters)))
+
     @api.get("/v1/operations/{operation_id}", summary="An operation's public status")
     async def operation_status(operation_id: str, _: Actor = Depends(principal)) -> Response:
         return JSON(await run_in_threadpool(application.status, operation_id))

@@ -368,6 +368,18 @@ class EventStore:
         with _backend_errors():
             return self._recorder.rebuild_work()
 
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """A cursor in one write transaction on the journal's database (projections).
+
+        Committed when the block ends, rolled back if it raises. Not for memory stores.
+        """
+        if self._factory is None:
+            raise InvalidRequest("memory stores have no database transactions")
+        datastore = self._recorder.datastore  # type: ignore[attr-defined]
+        with _backend_errors(), datastore.transaction(commit=True) as cursor:
+            yield cursor
+
     @property
     def wake_channel(self) -> str | None:
         """The PostgreSQL LISTEN channel that announces new due work, if any."""

@@ -1,0 +1,119 @@
+"""The projections BlackOps ships, by name, and queries over them."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from domain.errors import InvalidRequest, NotFound
+from journal.store import EventStore
+from projections.framework import Projection, ProjectionRunner
+from projections.operations import STATUS_AFTER, OperationCounts, OperationStatus
+
+SHIPPED: dict[str, type[Any]] = {
+    "operation_status": OperationStatus,
+    "operation_counts": OperationCounts,
+}
+STATUSES = sorted(set(STATUS_AFTER.values()))
+
+
+class Projections:
+    """One runner per shipped projection, on one store; queries catch up first."""
+
+    def __init__(self, store: EventStore) -> None:
+        self.store = store
+        self.runners: dict[str, ProjectionRunner] = {}
+
+    def runner(self, name: str) -> ProjectionRunner:
+        if name not in SHIPPED:
+            raise NotFound(f"no projection named {name!r}; there are {', '.join(sorted(SHIPPED))}")
+        if name not in self.runners:
+            projection: Projection = SHIPPED[name]()
+            self.runners[name] = ProjectionRunner(self.store, projection)
+        return self.runners[name]
+
+    def status(self) -> list[dict[str, Any]]:
+        return [self.runner(name).status() for name in sorted(SHIPPED)]
+
+    def list_operations(
+        self,
+        *,
+        tenant: str | None = None,
+        type: str | None = None,
+        status: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """Operations by creation time (then id), filtered; ``next`` continues the list."""
+        if type is not None and not isinstance(type, str):
+            raise InvalidRequest("type must be a string")
+        if status is not None and status not in STATUSES:
+            raise InvalidRequest(f"status must be one of {', '.join(STATUSES)}")
+        if not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise InvalidRequest("limit must be from 1 to 1000")
+        runner = self.runner("operation_status")
+        runner.catch_up()
+        where, params = ["1 = 1"], []
+        for column, value in (("tenant", tenant), ("type", type), ("status", status)):
+            if value is not None:
+                where.append(f"{column} = %s")
+                params.append(value)
+        if since is not None:
+            where.append("created_at >= %s")
+            params.append(since)
+        if until is not None:
+            where.append("created_at < %s")
+            params.append(until)
+        if cursor is not None:
+            after_at, after_id = _decode_cursor(cursor)
+            where.append("(created_at > %s OR (created_at = %s AND operation_id > %s))")
+            params += [after_at, after_at, after_id]
+        rows = runner.query(
+            "SELECT operation_id, tenant, type, mode, status, attempt, created_at, updated_at "
+            f"FROM {{p}}blackops_operation_status WHERE {' AND '.join(where)} "
+            "ORDER BY created_at, operation_id LIMIT %s",
+            (*params, limit + 1),
+        )
+        items = [
+            {"operationId": r[0], "tenant": r[1], "type": r[2], "mode": r[3], "status": r[4],
+             "attempt": int(r[5]), "createdAt": r[6], "updatedAt": r[7]}
+            for r in rows[:limit]
+        ]  # fmt: skip
+        next_cursor = (
+            _encode_cursor(rows[limit - 1][6], rows[limit - 1][0]) if len(rows) > limit else None
+        )
+        return {"items": items, "next": next_cursor}
+
+    def counts(self, tenant: str | None = None) -> dict[str, dict[str, dict[str, int]]]:
+        """``{tenant: {type: {status: count}}}`` with every public status present."""
+        runner = self.runner("operation_counts")
+        runner.catch_up()
+        where, params = ("WHERE tenant = %s", (tenant,)) if tenant is not None else ("", ())
+        rows = runner.query(
+            f"SELECT tenant, type, status, count FROM {{p}}blackops_operation_counts {where}",
+            params,
+        )
+        counts: dict[str, dict[str, dict[str, int]]] = {}
+        for row_tenant, kind, status, count in rows:
+            per_type = counts.setdefault(row_tenant, {}).setdefault(
+                kind, dict.fromkeys(STATUSES, 0)
+            )
+            per_type[status] = int(count)
+        return counts
+
+
+def _encode_cursor(created_at: str, operation_id: str) -> str:
+    return base64.urlsafe_b64encode(f"{created_at}|{operation_id}".encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[str, str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        created_at, _, operation_id = base64.urlsafe_b64decode(padded).decode().partition("|")
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidRequest("cursor is not one this API gave out") from None
+    if not created_at or not operation_id:
+        raise InvalidRequest("cursor is not one this API gave out")
+    return created_at, operation_id

@@ -1,0 +1,185 @@
+"""Projections: read models folded from the journal, each with its tracked position.
+
+A projection's tables live in the journal's own database, and every batch is applied
+in **one transaction together with its position**, advanced only from the position it
+was read at (compare and set): a crash between update and position is impossible, a
+concurrent runner that got there first makes this batch roll back, so every event is
+applied exactly once. ``rebuild`` drops the tables and folds from position 0.
+
+For ``memory://`` stores (tests, demos) the tables live in a private SQLite database.
+Statements are written with ``%s``; SQLite gets ``?``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol
+
+from domain.events import RecordedEvent
+from journal.store import EventStore
+
+
+class Cursor(Protocol):
+    def execute(self, query: Any, params: Any = ..., /) -> Any: ...
+
+    def executemany(self, query: Any, params_seq: Any, /) -> Any: ...
+
+    def fetchall(self) -> Any: ...
+
+
+class Projection(Protocol):
+    name: str
+
+    def tables(self, prefix: str) -> list[str]:
+        """CREATE TABLE IF NOT EXISTS statements (``prefix`` qualifies table names)."""
+        ...
+
+    def drop(self, prefix: str) -> list[str]: ...
+
+    def apply(self, sql: SQL, events: Sequence[RecordedEvent]) -> None:
+        """Fold ``events`` (journal order) into the tables, through ``sql``."""
+        ...
+
+
+class SQL:
+    """A cursor inside the projection's transaction, speaking one placeholder style."""
+
+    def __init__(self, cursor: Cursor, *, sqlite: bool, prefix: str) -> None:
+        self.cursor = cursor
+        self.sqlite = sqlite
+        self.prefix = prefix
+
+    def q(self, text: str) -> str:
+        text = text.replace("{p}", self.prefix)
+        return text.replace("%s", "?") if self.sqlite else text
+
+    def execute(self, text: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        self.cursor.execute(self.q(text), tuple(params))
+        try:
+            rows = self.cursor.fetchall()
+        except Exception:  # statements without a result set
+            return []
+        return [tuple(r.values()) if isinstance(r, dict) else tuple(r) for r in rows]
+
+    def executemany(self, text: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            self.cursor.executemany(self.q(text), [tuple(r) for r in rows])
+
+
+class ProjectionRunner:
+    """Keeps one projection up to date with one journal."""
+
+    def __init__(self, store: EventStore, projection: Projection, batch: int = 1000) -> None:
+        self.store = store
+        self.projection = projection
+        self.batch = batch
+        self._local: sqlite3.Connection | None = None
+        self._local_lock = threading.Lock()
+        kind = store.location.kind
+        self.sqlite = kind != "postgresql"
+        self.prefix = f"{store.location.settings['POSTGRES_SCHEMA']}." if not self.sqlite else ""
+        with self._transaction() as sql:
+            for statement in (
+                "CREATE TABLE IF NOT EXISTS {p}blackops_projection_positions "
+                "(name TEXT PRIMARY KEY, position BIGINT NOT NULL)",
+                *projection.tables(self.prefix),
+            ):
+                sql.execute(statement)
+            sql.execute(
+                "INSERT INTO {p}blackops_projection_positions (name, position) VALUES (%s, 0) "
+                "ON CONFLICT (name) DO NOTHING",
+                (projection.name,),
+            )
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[SQL]:
+        if self.store.location.kind == "memory":
+            with self._local_lock:
+                if self._local is None:
+                    self._local = sqlite3.connect(":memory:", check_same_thread=False)
+                conn = self._local
+                cursor = conn.cursor()
+                cursor.execute("BEGIN")
+                try:
+                    yield SQL(cursor, sqlite=True, prefix="")
+                except BaseException:
+                    conn.rollback()
+                    raise
+                conn.commit()
+            return
+        with self.store.transaction() as cursor:
+            yield SQL(cursor, sqlite=self.sqlite, prefix=self.prefix)
+
+    def position(self) -> int:
+        with self._transaction() as sql:
+            rows = sql.execute(
+                "SELECT position FROM {p}blackops_projection_positions WHERE name = %s",
+                (self.projection.name,),
+            )
+        return int(rows[0][0]) if rows else 0
+
+    def status(self) -> dict[str, Any]:
+        position, last = self.position(), self.store.last_position()
+        return {"name": self.projection.name, "position": position, "lag": max(0, last - position)}
+
+    def catch_up(
+        self, *, limit: int | None = None, on_batch: Callable[[int], None] | None = None
+    ) -> int:
+        """Apply every event after the tracked position (at most ``limit``); returns how many."""
+        applied = 0
+        while limit is None or applied < limit:
+            start = self.position()
+            size = self.batch if limit is None else min(self.batch, limit - applied)
+            events = self.store.read_after(start, size)
+            if not events:
+                break
+            try:
+                with self._transaction() as sql:
+                    # Lock this projection's position row first: runners of one projection
+                    # take turns (no deadlock between their updates), and a runner that
+                    # lost the race sees it before applying anything.
+                    held = sql.execute(
+                        "UPDATE {p}blackops_projection_positions SET position = position "
+                        "WHERE name = %s RETURNING position",
+                        (self.projection.name,),
+                    )
+                    if not held or int(held[0][0]) != start:
+                        raise _Raced()
+                    self.projection.apply(sql, events)
+                    moved = sql.execute(
+                        "UPDATE {p}blackops_projection_positions SET position = %s "
+                        "WHERE name = %s AND position = %s RETURNING position",
+                        (events[-1].position, self.projection.name, start),
+                    )
+                    if not moved:
+                        raise _Raced()
+            except _Raced:
+                continue  # rolled back: read the new position and go on from there
+            applied += len(events)
+            if on_batch is not None:
+                on_batch(events[-1].position)
+        return applied
+
+    def rebuild(self) -> int:
+        """Drop the projection's tables and fold the whole journal again."""
+        with self._transaction() as sql:
+            for statement in self.projection.drop(self.prefix):
+                sql.execute(statement)
+            for statement in self.projection.tables(self.prefix):
+                sql.execute(statement)
+            sql.execute(
+                "UPDATE {p}blackops_projection_positions SET position = 0 WHERE name = %s",
+                (self.projection.name,),
+            )
+        return self.catch_up()
+
+    def query(self, text: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._transaction() as sql:
+            return sql.execute(text, params)
+
+
+class _Raced(Exception):
+    """Another runner advanced the position first: this batch rolled back."""
