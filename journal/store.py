@@ -113,6 +113,7 @@ class EventStore:
         self.location = location
         #: Called after every commit that may have made work due (workers in this process).
         self._wake_listeners: list[Callable[[], None]] = []
+        self._append_listeners: list[Callable[[], None]] = []
         self._factory: InfrastructureFactory[Any] | None = None
         if location.kind == "memory":
             # eventsourcing's POPO factory ignores APPLICATION_RECORDER_TOPIC.
@@ -186,7 +187,17 @@ class EventStore:
         if any(event.topic in WAKING_TOPICS for event in stored):
             for listener in list(self._wake_listeners):
                 listener()
+        for listener in list(self._append_listeners):
+            listener()
         return result
+
+    def add_append_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` after every commit of this store (live projections)."""
+        self._append_listeners.append(listener)
+
+    def remove_append_listener(self, listener: Callable[[], None]) -> None:
+        with contextlib.suppress(ValueError):
+            self._append_listeners.remove(listener)
 
     def add_wake_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` after each commit of this store that may have made work due."""

@@ -163,6 +163,19 @@ class ProjectionRunner:
                 on_batch(events[-1].position)
         return applied
 
+    def follow(self, stop: threading.Event, poll_seconds: float = 0.5) -> None:
+        """Live mode: catch up, then again whenever this process appends (at once) or
+        every ``poll_seconds`` (appends from other processes), until ``stop`` is set."""
+        appended = threading.Event()
+        self.store.add_append_listener(appended.set)
+        try:
+            while not stop.is_set():
+                appended.clear()
+                self.catch_up()
+                appended.wait(poll_seconds)
+        finally:
+            self.store.remove_append_listener(appended.set)
+
     def rebuild(self) -> int:
         """Drop the projection's tables and fold the whole journal again."""
         with self._transaction() as sql:

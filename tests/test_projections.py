@@ -222,3 +222,27 @@ def test_cli_projections_status_and_rebuild(store_url: str) -> None:
     )  # fmt: skip
     assert bad.returncode == 1 and '"not_found"' in bad.stdout
     assert sys.executable
+
+
+def test_live_mode_follows_new_events_promptly(any_store_url: str) -> None:
+    import threading
+
+    app = Application(any_store_url)
+    app.operation("t.ok")(lambda ctx, params: None)
+    runner = ProjectionRunner(app.store, OperationStatus())
+    stop = threading.Event()
+    follower = threading.Thread(target=runner.follow, args=(stop, 5.0))
+    follower.start()
+    try:
+        for _ in range(3):
+            app.run("t.ok", {}, actor="a", tenant="t")
+            target = app.store.last_position()
+            deadline = time.monotonic() + 2  # well inside the 5 s poll: woken by the append
+            while runner.position() < target and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert runner.position() == target
+    finally:
+        stop.set()
+        follower.join(timeout=10)
+        app.close()
+    assert not follower.is_alive()
