@@ -561,19 +561,16 @@ def build_parser() -> argparse.ArgumentParser:
     checkpoint.add_argument("--actor", help="principal id recorded (default: $USER)")
     checkpoint.set_defaults(handler=cmd_journal_checkpoint)
 
-    hold = commands.add_parser("hold", help="keep an operation whatever its retention")
-    common(hold)
-    hold.add_argument("operation_id")
-    hold.add_argument("--reason", required=True)
-    hold.add_argument("--actor", help="principal id recorded (default: $USER)")
-    hold.set_defaults(handler=cmd_hold)
-
-    release = commands.add_parser("release", help="end a hold (privileged)")
-    common(release)
-    release.add_argument("operation_id")
-    release.add_argument("--reason", required=True)
-    release.add_argument("--actor", help="principal id recorded (default: $USER)")
-    release.set_defaults(handler=cmd_release)
+    for name, handler, summary in (
+        ("hold", cmd_hold, "keep an operation whatever its retention"),
+        ("release", cmd_release, "end a hold (privileged)"),
+    ):
+        retention = commands.add_parser(name, help=summary)
+        common(retention)
+        retention.add_argument("operation_id")
+        retention.add_argument("--reason", required=True)
+        retention.add_argument("--actor", help="principal id recorded (default: $USER)")
+        retention.set_defaults(handler=handler)
 
     purge = commands.add_parser("purge", help="purge what is past retention (OL-10)")
     common(purge)

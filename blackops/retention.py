@@ -24,6 +24,7 @@ from domain.errors import Forbidden, InvalidRequest
 from domain.events import NewEvent
 from domain.json_text import scalar_text
 from domain.lifecycle import TERMINAL, EventType
+from domain.operation import Operation
 from domain.retention import PRIVILEGED_KINDS, Retention
 from journal.operations import OperationJournal, pending_append
 from journal.outcomes import OUTCOME_RECORDED, outcome_stream
@@ -98,34 +99,24 @@ class RetentionService:
     # -- hold and release --------------------------------------------------------------------
 
     def hold(self, operation_id: str, *, reason: str, actor: Actor) -> dict[str, Any]:
-        operation = self.journal.load(operation_id)
-        text = _reason(reason)
-        context = {
-            "actor": actor.to_dict(),
-            "operation_id": operation.id,
-            "tenant": operation.tenant,
-        }
-        operation.record(
-            EventType.HELD, self._now(), context, {"reason": text, "by": actor.to_dict()}
-        )
-        self.journal.save(operation)
-        return operation.hold or {}
+        return self._record(EventType.HELD, operation_id, reason, actor).hold or {}
 
     def release(self, operation_id: str, *, reason: str, actor: Actor) -> None:
         if actor.kind not in PRIVILEGED_KINDS:
             kinds = ", ".join(sorted(PRIVILEGED_KINDS))
             raise Forbidden(f"only a privileged actor ({kinds}) may release a hold")
+        self._record(EventType.RELEASED, operation_id, reason, actor)
+
+    def _record(self, kind: EventType, operation_id: str, reason: str, actor: Actor) -> Operation:
         operation = self.journal.load(operation_id)
-        text = _reason(reason)
-        context = {
-            "actor": actor.to_dict(),
-            "operation_id": operation.id,
-            "tenant": operation.tenant,
-        }
-        operation.record(
-            EventType.RELEASED, self._now(), context, {"reason": text, "by": actor.to_dict()}
-        )
+        data = {"reason": _reason(reason), "by": actor.to_dict()}
+        operation.record(kind, self._now(), self._context(operation, actor), data)
         self.journal.save(operation)
+        return operation
+
+    @staticmethod
+    def _context(operation: Operation, actor: Actor) -> dict[str, Any]:
+        return {"actor": actor.to_dict(), "operation_id": operation.id, "tenant": operation.tenant}
 
     # -- purge -----------------------------------------------------------------------------
 
@@ -193,12 +184,7 @@ class RetentionService:
             "positions": sorted(positions),
         }
         versions = operation.version
-        context = {
-            "actor": actor.to_dict(),
-            "operation_id": operation.id,
-            "tenant": operation.tenant,
-        }
-        operation.record(EventType.PURGED, self._now(), context, data)
+        operation.record(EventType.PURGED, self._now(), self._context(operation, actor), data)
         store.append(pending_append(operation))  # the tombstone first: the newest row
         store.delete_stream_events(operation_id, versions)
         if outcome:
@@ -213,11 +199,7 @@ class RetentionService:
         operation = self.journal.load(operation_id)
         if operation.hold is not None:
             return
-        context = {
-            "actor": actor.to_dict(),
-            "operation_id": operation_id,
-            "tenant": operation.tenant,
-        }
+        context = self._context(operation, actor)
         data = {
             "reason": reason,
             "by": actor.to_dict(),
