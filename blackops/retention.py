@@ -83,6 +83,9 @@ class _Summary:
     held: bool = False
     purged: bool = False
     outcome: bool = False  # an Outcome Record is stored (not purged)
+    #: Content a tombstone accounts for is still there: a purge was cut short.
+    leftover: bool = False
+    outcome_leftover: bool = False
 
 
 def _reason(reason: object) -> str:
@@ -127,6 +130,8 @@ class RetentionService:
         now = self.app.clock.now()
         report = PurgeReport(dry_run)
         for operation_id, summary in sorted(self._scan().items()):
+            if not dry_run and (summary.leftover or summary.outcome_leftover):
+                self._finish(operation_id)  # a purge cut short (crash): delete what it listed
             if summary.purged or summary.terminal_at is None:
                 continue
             policy = self._policy(summary.type)
@@ -190,6 +195,19 @@ class RetentionService:
         if outcome:
             store.delete_stream_events(outcome_stream(operation_id), len(outcome))
 
+    def _finish(self, operation_id: str) -> None:
+        """Delete what existing tombstones account for; safe to repeat."""
+        store = self.app.store
+        events = store.read_stream(operation_id)
+        tombstone = next((e for e in events if e.type == EventType.PURGED.value), None)
+        if tombstone is not None:
+            store.delete_stream_events(operation_id, tombstone.version - 1)
+            store.delete_stream_events(outcome_stream(operation_id), 1_000_000)
+            return
+        outcome = store.read_stream(outcome_stream(operation_id))
+        if any(e.type == OUTCOME_PURGED for e in outcome):
+            store.delete_stream_events(outcome_stream(operation_id), 1)
+
     def _purge_outcome(self, operation_id: str, actor: Actor, reason: str) -> None:
         store = self.app.store
         stream = outcome_stream(operation_id)
@@ -217,7 +235,12 @@ class RetentionService:
         for event in self.app.store.iter_after(0, 5000):
             if event.stream.startswith("outcome:"):
                 summary = found.setdefault(event.stream.removeprefix("outcome:"), _Summary())
-                summary.outcome = event.type == OUTCOME_RECORDED
+                if event.type == OUTCOME_PURGED:
+                    summary.outcome_leftover = summary.outcome  # record row still present
+                    summary.outcome = False
+                else:
+                    summary.outcome = event.type == OUTCOME_RECORDED
+                    summary.outcome_leftover = summary.outcome and summary.purged
                 continue
             if not event.type.startswith("operation.") and not event.type.startswith("attempt."):
                 continue
@@ -233,6 +256,9 @@ class RetentionService:
             elif event.type == EventType.RELEASED.value:
                 summary.held = False
             elif event.type == EventType.PURGED.value:
+                # Rows before the tombstone were seen: its deletion did not happen yet.
+                summary.leftover = summary.type != ""
+                summary.outcome_leftover = summary.outcome_leftover or summary.outcome
                 summary.purged = True
         return found
 

@@ -57,8 +57,9 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
             "SELECT position, leaf FROM {schema}.blackops_leaves WHERE position > %s "
             "ORDER BY position LIMIT %s"
         )
-        # A predecessor version never disappears once stored, so this check may run
-        # before the table lock; staleness is the primary key's job.
+        # This check may run before the table lock: a predecessor disappears only in a
+        # retention purge, and that appends a tombstone (a later version) first, so a
+        # racing append then meets the primary key. Staleness is the key's job.
         self._gap_check = self._sql(
             "SELECT count(*) AS found FROM {schema}.{table} t "
             "JOIN unnest(%s::text[], %s::bigint[]) AS p(id, v) "

@@ -15,6 +15,7 @@ from domain.events import RecordedEvent
 from projections.framework import SQL
 
 #: The public status an event leaves its operation in (OL-2: no Finalizing/Supervising).
+PURGED = "operation.purged"
 STATUS_AFTER = {
     "operation.received": "received",
     "operation.accepted": "accepted",
@@ -58,6 +59,14 @@ class OperationStatus:
                     "updated_at": event.at,
                     "new": True,
                 }
+                continue
+            if event.type == "operation.purged":
+                # Retention forgot it: so does every read model (a rebuild never sees it).
+                rows.pop(event.stream, None)
+                sql.execute(
+                    "DELETE FROM {p}blackops_operation_status WHERE operation_id = %s",
+                    (event.stream,),
+                )
                 continue
             if not event.type.startswith(("operation.", "attempt.")):
                 continue
@@ -119,10 +128,19 @@ class OperationCounts:
 
     def apply(self, sql: SQL, events: Sequence[RecordedEvent]) -> None:
         """Net count changes of the whole batch, then three statements (not per event)."""
-        seen = _load_seen(sql, {e.stream for e in events if e.type in STATUS_AFTER})
+        relevant = {e.stream for e in events if e.type in STATUS_AFTER or e.type == PURGED}
+        seen = _load_seen(sql, relevant)
         deltas: dict[tuple[str, str, str], int] = {}
         changed: dict[str, tuple[str, str, str]] = {}
+        forgotten: set[str] = set()
         for event in events:
+            if event.type == PURGED:
+                if event.stream in seen:
+                    tenant, kind, before = seen.pop(event.stream)
+                    deltas[(tenant, kind, before)] = deltas.get((tenant, kind, before), 0) - 1
+                changed.pop(event.stream, None)
+                forgotten.add(event.stream)
+                continue
             status = STATUS_AFTER.get(event.type)
             if status is None:
                 continue
@@ -148,6 +166,10 @@ class OperationCounts:
             "VALUES (%s, %s, %s, %s) ON CONFLICT (operation_id) "
             "DO UPDATE SET status = excluded.status",
             [(stream, *row) for stream, row in sorted(changed.items())],
+        )
+        sql.executemany(
+            "DELETE FROM {p}blackops_operation_counts_seen WHERE operation_id = %s",
+            [(stream,) for stream in sorted(forgotten)],
         )
         # A count back at zero is no count: live and rebuilt tables stay row-for-row equal.
         sql.execute("DELETE FROM {p}blackops_operation_counts WHERE count = 0")

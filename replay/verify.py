@@ -183,12 +183,15 @@ def verify_export(lines: Iterable[bytes], manifest: dict[str, Any]) -> VerifyRep
     for number, raw in enumerate(lines, start=1):
         text = raw.rstrip(b"\n")
         if not text:
-            continue
+            continue  # blank lines carry nothing and are not counted
         try:
             # Re-canonicalised from the parsed content: how the line is spelled proves nothing.
             event, entry = parse_line_canonical(text, number)
         except ObservedLineError as bad:
-            report.problems.append(Problem("modified", 0, str(bad)))
+            # Unreadable: name the position the manifest expects on this line.
+            index = len(found)
+            position = expected[index][0] if index < len(expected) else 0
+            report.problems.append(Problem("modified", position, str(bad)))
             return report
         found.append((event.position, leaf_hash(entry)))
     report.events = len(found)
@@ -205,9 +208,14 @@ def _first_difference(
 ) -> Problem | None:
     in_file = {p for p, _ in found}
     in_manifest = {p for p, _ in expected}
+    earlier: set[int] = set()
     for index in range(max(len(found), len(expected))):
         have = found[index] if index < len(found) else None
         want = expected[index] if index < len(expected) else None
+        if have is not None and have[0] in earlier:
+            return Problem("inserted", have[0], "a line repeats an event already in the file")
+        if have is not None:
+            earlier.add(have[0])
         if have == want:
             continue
         if want is not None and want[0] not in in_file:

@@ -398,3 +398,14 @@ def test_fixed_vectors_match(tmp_path: Path) -> None:
         == expected_root
         == reference_root([bytes.fromhex(h) for _, h in committed["leaves"]]).hex()
     )
+
+
+def test_offline_verification_names_unreadable_and_repeated_lines(filled: Application) -> None:
+    lines, manifest = exported(filled)
+    truncated = [*lines[:4], lines[4][:20] + b"\n", *lines[5:]]
+    first = verify_export(truncated, manifest).problems[0]
+    assert (first.kind, first.position) == ("modified", numbered(lines[4]))
+    repeated = [*lines[:4], lines[2], *lines[4:]]
+    first = verify_export(repeated, manifest).problems[0]
+    assert (first.kind, first.position) == ("inserted", numbered(lines[2]))
+    assert verify_export([b"\n", *lines, b"\n"], manifest).ok  # blank lines carry nothing

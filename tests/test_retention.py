@@ -200,3 +200,49 @@ def test_cli_and_http_hold_release_purge(store_url: str, clock: FakeClock) -> No
     assert hold.returncode == 0 and json.loads(hold.stdout)["hold"]["reason"] == "again"
     release = run("release", operation_id, "--reason", "fine", "--json", store=store_url)
     assert release.returncode == 0  # CLI users are operators with the store's credentials
+
+
+def test_a_purge_cut_short_is_finished_by_the_next_run(
+    retained: Application, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash between the tombstone and the deletion (review finding): the next purge
+    deletes what the tombstone accounts for; nothing stays behind a tombstone."""
+    operation_id = retained.submit("order.place", {"n": 8}, actor="a", tenant="t")
+    settle(retained)
+    clock.advance(10 * DAY)
+    store = retained.store
+    real_delete = store.delete_stream_events
+
+    def crash(*args: Any) -> int:
+        raise RuntimeError("the process died here")
+
+    monkeypatch.setattr(store, "delete_stream_events", crash)
+    with pytest.raises(RuntimeError):
+        retained.purge(actor="janitor")
+    monkeypatch.setattr(store, "delete_stream_events", real_delete)
+    assert len(retained.store.read_stream(operation_id)) > 1  # tombstone + leftovers
+    retained.purge(actor="janitor")
+    [tombstone] = retained.store.read_stream(operation_id)
+    assert tombstone.type == "operation.purged"
+    assert retained.store.read_stream(f"outcome:{operation_id}") == []
+    assert verify_store(retained.store).ok
+
+
+def test_projections_forget_purged_operations_as_a_rebuild_does(
+    retained: Application, clock: FakeClock
+) -> None:
+    """The live read models drop a purged operation, so they still equal a rebuild."""
+    ids = [retained.submit("order.place", {"n": n}, actor="a", tenant="t") for n in range(3)]
+    settle(retained)
+    assert len(retained.list_operations()["items"]) == 3  # live projections caught up
+    retained.operation_counts()
+    clock.advance(10 * DAY)
+    retained.purge(actor="janitor")
+    assert retained.list_operations()["items"] == []
+    assert retained.operation_counts() == {}
+    for name in ("operation_status", "operation_counts"):
+        runner = retained.projections.runner(name)
+        live = sorted(runner.query(f"SELECT * FROM {{p}}blackops_{name}"))
+        runner.rebuild()
+        assert sorted(runner.query(f"SELECT * FROM {{p}}blackops_{name}")) == live
+    assert all(retained.status(i)["purged"] for i in ids)
