@@ -501,16 +501,17 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--idempotency-key", help="the same key returns the same operation")
     submit.set_defaults(handler=cmd_op_submit)
 
-    outcome = op.add_parser("outcome", help="a Deferred Completed operation's Outcome Record")
-    common(outcome)
-    outcome.add_argument("operation_id")
-    outcome.set_defaults(handler=cmd_op_outcome)
+    def by_id(name: str, summary: str, handler: Callable[..., int]) -> argparse.ArgumentParser:
+        """An ``op`` command about one operation: ``blackops op NAME ID``."""
+        command = op.add_parser(name, help=summary)
+        common(command)
+        command.add_argument("operation_id")
+        command.set_defaults(handler=handler)
+        return command
 
-    redrive = op.add_parser("redrive", help="submit a new operation from a dead letter one")
-    common(redrive)
-    redrive.add_argument("operation_id")
+    by_id("outcome", "a Deferred Completed operation's Outcome Record", cmd_op_outcome)
+    redrive = by_id("redrive", "submit a new operation from a dead letter one", cmd_op_redrive)
     redrive.add_argument("--actor", help="principal id recorded as the actor (default: $USER)")
-    redrive.set_defaults(handler=cmd_op_redrive)
 
     listing = op.add_parser("list", help="operations by creation time, filtered")
     common(listing)
@@ -519,15 +520,8 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--limit", type=int, default=100)
     listing.set_defaults(handler=cmd_op_list)
 
-    status = op.add_parser("status", help="an operation's public status")
-    common(status)
-    status.add_argument("operation_id")
-    status.set_defaults(handler=cmd_op_status)
-
-    events = op.add_parser("events", help="an operation's lifecycle events")
-    common(events)
-    events.add_argument("operation_id")
-    events.set_defaults(handler=cmd_op_events)
+    by_id("status", "an operation's public status", cmd_op_status)
+    by_id("events", "an operation's lifecycle events", cmd_op_events)
 
     projections = commands.add_parser("projections", help="read models built from the journal")
     projection_commands = projections.add_subparsers(dest="projections", required=True)

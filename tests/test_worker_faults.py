@@ -172,6 +172,13 @@ class Fleet:
         for worker in self.workers:
             worker.close()
 
+    def stop_gracefully(self) -> None:
+        """SIGTERM every worker; each must drain and exit 0."""
+        for worker in self.workers:
+            worker.signal(signal.SIGTERM)
+        for worker in self.workers:
+            assert worker.wait_exit(60) == 0
+
 
 @pytest.fixture
 def fleet(tmp_path: Path) -> Iterator[Fleet]:
@@ -726,10 +733,7 @@ def test_postgres_crash_and_restart_loses_nothing_accepted(
             f"{recovered:.1f}s after the restart; {unfinished} of {len(before)} finished after "
             f"the crash; claims lost {lost}; handler re-runs {reruns}"
         )
-        for worker in fleet.workers:
-            worker.signal(signal.SIGTERM)
-        for worker in fleet.workers:
-            assert worker.wait_exit(60) == 0
+        fleet.stop_gracefully()
     finally:
         app.close()
 
@@ -845,10 +849,7 @@ def test_ten_thousand_operations_four_workers_twenty_percent_failures(
             f"in {drained:.1f}s: {dict(counts)}; attempts per operation "
             f"{dict(sorted(attempts.items()))}; claims lost {claim_losses}"
         )
-        for worker in fleet.workers:
-            worker.signal(signal.SIGTERM)
-        for worker in fleet.workers:
-            assert worker.wait_exit(60) == 0
+        fleet.stop_gracefully()
     finally:
         app.close()
 
