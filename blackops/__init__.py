@@ -2,6 +2,15 @@
 
 from blackops.application import Application
 from blackops.results import Failure, OperationResult, Rejection
+from blackops.workflow_api import (
+    InvalidStepArgument,
+    RetryPolicy,
+    StepFailed,
+    WaitTimeout,
+    WorkflowEvent,
+    WorkflowStepError,
+)
+from blackops.workflows import WorkflowBinding, WorkflowInstance
 from domain.context import Actor, ExecutionContext
 from domain.documents import DocumentError, canonical_document
 from domain.errors import BlackOpsError
@@ -15,11 +24,19 @@ __all__ = [
     "DocumentError",
     "ExecutionContext",
     "Failure",
+    "InvalidStepArgument",
     "OperationRejected",
     "OperationResult",
     "Rejection",
     "Retention",
+    "RetryPolicy",
     "Retryable",
+    "StepFailed",
     "Supervision",
+    "WaitTimeout",
+    "WorkflowBinding",
+    "WorkflowEvent",
+    "WorkflowInstance",
+    "WorkflowStepError",
     "canonical_document",
 ]

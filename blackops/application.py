@@ -16,6 +16,10 @@ from blackops.ids import derived_id, new_id
 from blackops.inline import InlineRunner, received_data
 from blackops.outcomes import OutcomeRecord, outcome_record
 from blackops.results import OperationResult, status_view
+from blackops.workflow_code import Env, LocalProvider, WorkflowResource
+from blackops.workflow_engine import WorkflowEngine
+from blackops.workflow_instances import InstanceService
+from blackops.workflows import WorkflowBinding
 from domain.clock import Clock, format_instant
 from domain.context import Actor, ExecutionContext, check_traceparent
 from domain.documents import canonical_document
@@ -86,6 +90,8 @@ class Application:
         self._handlers: dict[str, HandlerSpec] = {}
         self._store: EventStore | None = None
         self._projections: Projections | None = None
+        self._workflows = LocalProvider()
+        self._instances: InstanceService | None = None
         self._lock = threading.Lock()
 
     # -- configuration ---------------------------------------------------------------------
@@ -287,16 +293,68 @@ class Application:
         await asyncio.to_thread(self._work_until_idle)
 
     def _work_until_idle(self) -> None:
-        engine = self.engine(f"local-{os.getpid()}-{id(self):x}")
-        while attempts := engine.claim(100):
-            for index, attempt in enumerate(attempts):
-                ending = engine.execute(attempt)
-                engine.commit([ending])
-                if ending.raised is not None:
-                    # Hand the rest back before the interrupt propagates.
-                    rest = attempts[index + 1 :]
-                    engine.commit([type(ending)(a, interrupt=ending.interrupt) for a in rest])
-                    raise ending.raised
+        worker_id = f"local-{os.getpid()}-{id(self):x}"
+        engine = self.engine(worker_id)
+        workflows = self.workflow_engine(worker_id)
+        while True:
+            acted = 0
+            while attempts := engine.claim(100):
+                acted += len(attempts)
+                for index, attempt in enumerate(attempts):
+                    ending = engine.execute(attempt)
+                    engine.commit([ending])
+                    if ending.raised is not None:
+                        # Hand the rest back before the interrupt propagates.
+                        rest = attempts[index + 1 :]
+                        engine.commit([type(ending)(a, interrupt=ending.interrupt) for a in rest])
+                        raise ending.raised
+            acted += workflows.run_until_idle()
+            if not acted:
+                return
+
+    # -- workflows -------------------------------------------------------------------------
+
+    def register_workflow(
+        self,
+        cls: type,
+        *,
+        uid: str | None = None,
+        space: str = "default",
+        env: dict[str, Any] | None = None,
+    ) -> WorkflowBinding:
+        """A local Workflow resource whose only Version is ``cls`` (python-contract §1).
+
+        ``uid`` defaults to the class name; ``env`` is the declared environment the
+        class is constructed with (``self.env.NAME``).
+        """
+        check_tenant(space)
+        resource = self._workflows.register(cls, uid=uid or cls.__name__, space=space, env=Env(env))
+        return WorkflowBinding(self, resource)
+
+    def workflow(self, uid: str) -> WorkflowBinding:
+        """The binding of a registered workflow (``not_found`` if there is none)."""
+        return WorkflowBinding(self, self._workflows.resource(uid))
+
+    def workflows(self) -> list[WorkflowResource]:
+        return self._workflows.resources()
+
+    @property
+    def code_provider(self) -> LocalProvider:
+        return self._workflows
+
+    @property
+    def instances(self) -> InstanceService:
+        store = self.store
+        with self._lock:
+            if self._instances is None or self._instances.store is not store:
+                self._instances = InstanceService(store, self.clock)
+            return self._instances
+
+    def workflow_engine(self, worker_id: str, *, lease_seconds: float = 30.0) -> WorkflowEngine:
+        """Claims and commits workflow contexts of this application's workflows."""
+        check_worker_id(worker_id)
+        check_lease_seconds(lease_seconds)
+        return WorkflowEngine(self.store, self._workflows, self.clock, worker_id, lease_seconds)
 
     def worker(self, **options: Any) -> Worker:
         """A worker for this application (``start()`` / ``stop()``); see blackops.worker."""

@@ -80,7 +80,7 @@ class Ending:
 def _abandon(item: object) -> None:
     if isinstance(item, Ending):
         item.attempt.abandoned = True
-    elif isinstance(item, Attempt):
+    elif hasattr(item, "abandoned"):  # an Attempt, or a workflow context
         item.abandoned = True
 
 
@@ -157,7 +157,7 @@ class DeferredEngine:
             group.append((ending.appends, ending))
         if claim_limit > 0:
             group.extend(self._prepare_claims(claim_limit, now))
-        committed = self._commit_group(group)
+        committed = commit_group(self.store, group)
         return (
             [item for item in committed if isinstance(item, Ending)],
             [item for item in committed if isinstance(item, Attempt)],
@@ -276,31 +276,34 @@ class DeferredEngine:
             attempt.abandoned = True
         return lost
 
-    def _commit_group(self, group: list[tuple[list[Append], T]]) -> list[T]:
-        """Append every item's streams in one transaction; drop items that lost a race.
 
-        ``backend_unavailable`` propagates (the caller retries the same appends). Any
-        other refusal would fail the whole group for ever, so the group is committed
-        item by item instead and an item the journal refuses is dropped: its attempt
-        is abandoned, and its lease ends like a crashed worker's (bounded by P23).
-        """
-        pending = [item for item in group if any(a.events for a in item[0])]
-        while pending:
-            try:
-                self.store.append(*(a for appends, _ in pending for a in appends))
-            except FencingError as refused:
-                keep = [i for i in pending if all(a.stream != refused.stream for a in i[0])]
-                if len(keep) == len(pending):
-                    raise
-                pending = keep
-                continue
-            except BackendUnavailable:
+def commit_group(store: EventStore, group: list[tuple[list[Append], T]]) -> list[T]:
+    """Append every item's streams in one transaction; drop items that lost a race.
+
+    Shared by Deferred attempts and workflow contexts (group commit). Returns the
+    payloads of the items that were committed. ``backend_unavailable`` propagates
+    (the caller retries the same appends). Any other refusal would fail the whole
+    group for ever, so the group is committed item by item instead and an item the
+    journal refuses is dropped: its attempt is abandoned, and its lease ends like a
+    crashed worker's (bounded by P23).
+    """
+    pending = [item for item in group if any(a.events for a in item[0])]
+    while pending:
+        try:
+            store.append(*(a for appends, _ in pending for a in appends))
+        except FencingError as refused:
+            keep = [i for i in pending if all(a.stream != refused.stream for a in i[0])]
+            if len(keep) == len(pending):
                 raise
-            except BlackOpsError as refused:
-                if len(pending) == 1:
-                    log.error("journal refused %s: %s", pending[0][1], refused)
-                    _abandon(pending[0][1])
-                    return []
-                return [p for item in pending for p in self._commit_group([item])]
-            return [payload for _, payload in pending]
-        return []
+            pending = keep
+            continue
+        except BackendUnavailable:
+            raise
+        except BlackOpsError as refused:
+            if len(pending) == 1:
+                log.error("journal refused %s: %s", pending[0][1], refused)
+                _abandon(pending[0][1])
+                return []
+            return [p for item in pending for p in commit_group(store, [item])]
+        return [payload for _, payload in pending]
+    return []

@@ -161,6 +161,16 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
                     renewed.append(operation_id)
             return renewed
 
+    def held_leases(self, leases: Sequence[tuple[str, int]], worker: str) -> list[str]:
+        with self._database_lock:
+            return [
+                operation_id
+                for operation_id, token in leases
+                if (row := self._work.get(operation_id)) is not None
+                and row.fencing_token == token
+                and row.worker == worker
+            ]
+
     def next_due(self, types: Sequence[str]) -> int | None:
         with self._database_lock:
             return min(

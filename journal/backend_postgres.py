@@ -180,6 +180,10 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
         with self.datastore.transaction(commit=True) as curs:
             return self.work.renew(curs, leases, worker, now, until)
 
+    def held_leases(self, leases: Sequence[tuple[str, int]], worker: str) -> list[str]:
+        with self.datastore.transaction(commit=False) as curs:
+            return self.work.held(curs, leases, worker)
+
     def next_due(self, types: Sequence[str]) -> int | None:
         with self.datastore.transaction(commit=False) as curs:
             return self.work.next_due(curs, types)

@@ -105,6 +105,10 @@ class BlackOpsSQLiteRecorder(SQLiteApplicationRecorder):
         with self.datastore.transaction(commit=True) as c:
             return self.work.renew(c, leases, worker, now, until)
 
+    def held_leases(self, leases: Sequence[tuple[str, int]], worker: str) -> list[str]:
+        with self.datastore.transaction(commit=False) as c:
+            return self.work.held(c, leases, worker)
+
     def next_due(self, types: Sequence[str]) -> int | None:
         with self.datastore.transaction(commit=False) as c:
             return self.work.next_due(c, types)

@@ -64,6 +64,8 @@ class _Recorder(Protocol):
         self, leases: Sequence[tuple[str, int]], worker: str, now: int, until: int
     ) -> list[str]: ...
 
+    def held_leases(self, leases: Sequence[tuple[str, int]], worker: str) -> list[str]: ...
+
     def next_due(self, types: Sequence[str]) -> int | None: ...
 
     def work_rows(self) -> list[WorkRow]: ...
@@ -345,6 +347,13 @@ class EventStore:
             return []
         with _backend_errors():
             return self._recorder.renew_leases(leases, worker, now, until)
+
+    def held_leases(self, leases: Sequence[tuple[str, int]], worker: str) -> list[str]:
+        """The ``(id, token)`` leases whose rows still name ``worker`` and that token."""
+        if not leases:
+            return []
+        with _backend_errors():
+            return self._recorder.held_leases(leases, worker)
 
     def next_due(self, types: Sequence[str]) -> int | None:
         """The earliest due time (microseconds) among ``types``, or None."""

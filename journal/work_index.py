@@ -9,6 +9,11 @@ position 0. One row per Deferred operation that is not terminal:
 - ``attempt.retry_scheduled``  -> due at the retry time
 - a terminal event             -> row deleted
 
+Workflow instances (``workflow.*``) have rows too, of type ``workflow:<uid>``: due at
+creation, at the end of a running context's lease, at ``data.wake_at`` after a
+context stopped (timer, retry, event, termination) and, once terminal, when the
+retention period ends (the purge timer); ``workflow.purged`` deletes the row.
+
 Heartbeats move ``due_at`` forward outside the journal (decisions O4); a rebuild
 resets it to the claim's original expiry, which at worst lets another worker claim
 early, and fencing refuses the old holder's commit.
@@ -22,6 +27,8 @@ from datetime import UTC, datetime
 
 from domain.json_text import load_canonical
 from domain.lifecycle import EventType
+from domain.workflow import RETENTION_SECONDS, Topic
+from domain.workflow import TERMINAL_TOPICS as _WORKFLOW_TERMINAL
 
 NAME = "due_work"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -41,8 +48,34 @@ _TOPICS = frozenset(
         *_TERMINAL_TOPICS,
     }
 )
-#: Events after which a worker may have something new to claim (wakes workers).
-WAKING_TOPICS = frozenset({EventType.ACCEPTED.value, EventType.ATTEMPT_RETRY_SCHEDULED.value})
+#: Workflow instance events that move an instance's row (``data.wake_at`` says when).
+_WORKFLOW_WAKES = frozenset(
+    {
+        Topic.STEP_RETRY_SCHEDULED,
+        Topic.STEP_SUSPENDED,
+        Topic.EVENT_ACCEPTED,
+        Topic.TERMINATION_REQUESTED,
+    }
+)
+_WORKFLOW_TOPICS = frozenset(
+    {Topic.CREATED, Topic.CONTEXT_STARTED, Topic.PURGED, *_WORKFLOW_WAKES, *_WORKFLOW_TERMINAL}
+)
+#: Events after which a worker may have something new to claim, or a context it runs
+#: must stop (wakes workers).
+WAKING_TOPICS = frozenset(
+    {
+        EventType.ACCEPTED.value,
+        EventType.ATTEMPT_RETRY_SCHEDULED.value,
+        Topic.CREATED,
+        Topic.EVENT_ACCEPTED,
+        Topic.TERMINATION_REQUESTED,
+    }
+)
+
+
+def workflow_row_type(workflow: str) -> str:
+    """The ``operation_type`` column of a workflow instance's row: its resource."""
+    return f"workflow:{workflow}"
 
 
 def micros(instant: str) -> int:
@@ -73,6 +106,9 @@ def changes(events: Iterable[tuple[str, str, bytes]]) -> list[RowChange]:
     """Net row changes for ``(stream, topic, state)`` triples in append order."""
     by_id: dict[str, RowChange] = {}
     for stream, topic, state in events:
+        if topic in _WORKFLOW_TOPICS:
+            _workflow_change(by_id, stream, topic, state)
+            continue
         if topic not in _TOPICS:
             continue
         if topic in _TERMINAL_TOPICS:
@@ -100,6 +136,40 @@ def changes(events: Iterable[tuple[str, str, bytes]]) -> list[RowChange]:
             change.due_at = micros(data["due_at"])
             change.worker, change.set_worker = None, True
     return list(by_id.values())
+
+
+def _workflow_change(by_id: dict[str, RowChange], stream: str, topic: str, state: bytes) -> None:
+    """An instance's row: due at creation, at its lease's end while a context runs, and
+    at ``wake_at`` after a context stops (timer, retry, lifetime) or an event wakes it."""
+    if topic == Topic.PURGED:
+        change = by_id.setdefault(stream, RowChange(stream))
+        if change.create is not None:
+            del by_id[stream]
+        else:
+            change.delete = True
+        return
+    body = load_canonical(state)
+    data = body["data"]
+    if topic == Topic.EVENT_ACCEPTED and data.get("wake_at") is None:
+        return
+    change = by_id.setdefault(stream, RowChange(stream))
+    if topic == Topic.CREATED:
+        change.create = (workflow_row_type(data["workflow"]), body["context"]["tenant"])
+        change.due_at = micros(body["at"])
+        change.fencing_token = 0
+    elif topic == Topic.CONTEXT_STARTED:
+        change.due_at = micros(data["lease_expires_at"])
+        change.fencing_token = data["fencing_token"]
+        change.worker, change.set_worker = data["worker"], True
+    elif topic in _WORKFLOW_TERMINAL:
+        # The row stays as the retention timer: due when the history may be purged.
+        change.due_at = micros(body["at"]) + RETENTION_SECONDS * 1_000_000
+        change.worker, change.set_worker = None, True
+    else:
+        change.due_at = micros(data["wake_at"])
+        if topic == Topic.TERMINATION_REQUESTED:
+            change.fencing_token = data["fencing_token"]
+        change.worker, change.set_worker = None, True
 
 
 @dataclass(slots=True)

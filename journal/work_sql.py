@@ -146,6 +146,24 @@ class WorkTables:
             renewed.extend(_first(row) for row in cursor.fetchall())
         return renewed
 
+    def held(self, cursor: Cursor, leases: Sequence[tuple[str, int]], worker: str) -> list[str]:
+        """Which of ``(id, token)`` rows still name this worker and token (a read only:
+        a worker asks it often to learn at once that an owner was fenced)."""
+        where, args = self._in([operation_id for operation_id, _ in leases])
+        cursor.execute(
+            self._q(
+                f"SELECT operation_id, fencing_token FROM {self.due} "
+                f"WHERE operation_id {where} AND worker = %s"
+            ),
+            (*args, worker),
+        )
+        tokens = dict(leases)
+        return [
+            str(values[0])
+            for values in map(_values, cursor.fetchall())
+            if tokens.get(str(values[0])) == int(values[1])
+        ]
+
     def next_due(self, cursor: Cursor, types: Sequence[str]) -> int | None:
         where, args = self._in(types)
         cursor.execute(

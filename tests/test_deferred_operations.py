@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from blackops import Application, ExecutionContext, OperationRejected, Retryable, Supervision
 from blackops.attempts import MAX_CLAIM_LOSSES
-from blackops.deferred import Attempt, Ending
+from blackops.deferred import Attempt, Ending, commit_group
 from blackops.testing import FakeClock
 from domain.clock import format_instant
 from domain.errors import BackendUnavailable, BlackOpsError, NotFound
@@ -486,7 +486,7 @@ def test_two_claimants_racing_exactly_one_attempt_per_token(
         attempt = engine._claim_one(operation, now, until)
         assert isinstance(attempt, Attempt) and attempt.ctx.fencing_token == 1
         claims.append((engine, [pending_append(operation)], attempt))
-    won = [a for engine, appends, a in claims for a in engine._commit_group([(appends, a)])]
+    won = [a for engine, appends, a in claims for a in commit_group(engine.store, [(appends, a)])]
     assert [a.ctx.worker for a in won] == ["w-1"]
     started = [e for e in app.events(operation_id) if e["type"] == "attempt.started"]
     assert [(e["data"]["fencing_token"], e["data"]["worker"]) for e in started] == [(1, "w-1")]

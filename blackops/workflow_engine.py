@@ -1,0 +1,345 @@
+"""The workflow engine: claims instance contexts and commits their steps, in groups.
+
+It shares the Deferred machinery (``blackops/deferred.py``, ``journal/work_index.py``):
+instances have rows in the same due-work index (type ``workflow:<uid>``), workers
+reserve due rows the same way, renew the same leases (heartbeats outside the
+journal), and commit through the same group commit. A claim appends
+``workflow.context_started`` with a fencing token one higher than any before it;
+every later append of that context is made at the version the context last saw. If
+the stream moved, the engine folds what was appended and decides again, unless it
+now sees that its owner was fenced (a newer context, a termination request, an
+end), in which case the context is told to stop and can never commit.
+
+Where the context's code runs is not this module's business: under
+``work_until_idle`` in the calling thread (:meth:`run_until_idle`), in a worker in a
+killable executor process (``blackops/workflow_worker.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from blackops.deferred import RESERVATION_HOLD, check_lease_seconds, commit_group
+from blackops.workflow_code import CodeProvider, WorkflowCode
+from blackops.workflow_context import ContextEnd, ContextPlan, run_context
+from domain.clock import Clock
+from domain.errors import BackendUnavailable
+from domain.events import NewEvent
+from domain.workflow import InstanceState, Topic, fold, micros_instant, to_micros
+from domain.workflow_rules import (
+    Event,
+    Owner,
+    Suspension,
+    decide_claim,
+    decide_end,
+    decide_step,
+    is_fenced,
+)
+from journal.instances import refresh
+from journal.store import Append, EventStore
+from journal.work_index import workflow_row_type
+
+log = logging.getLogger("blackops.workflows")
+#: How often one decision is retried after the stream moved under it.
+_REBASES = 20
+
+
+def event_context(state: InstanceState, owner: Owner | None = None) -> dict[str, Any]:
+    """The execution context on every instance event: who asked (the creation's
+    actor and correlation), and which context, worker and token act now."""
+    origin = state.origin
+    return {
+        "instance_id": state.instance_id,
+        "workflow": state.workflow,
+        "tenant": state.space,
+        "actor": origin.get("actor"),
+        "correlation_id": origin.get("correlation_id"),
+        "causation_id": origin.get("causation_id"),
+        "traceparent": origin.get("traceparent"),
+        "context": owner.context if owner else 0,
+        "worker": owner.worker if owner else None,
+        "fencing_token": owner.token if owner else None,
+    }
+
+
+def stamp(state: InstanceState, events: Sequence[Event], at: str, ctx: dict[str, Any]) -> Append:
+    """The append of ``events`` at the version ``state`` was folded to."""
+    return Append(state.stream, state.version, [NewEvent(t, at, ctx, d) for t, d in events])
+
+
+def fold_in(state: InstanceState, append: Append) -> None:
+    """Apply our own committed append to the in-memory state."""
+    for event in append.events:
+        state.apply(event.type, event.at, event.data, event.context)
+
+
+@dataclass(eq=False)
+class HeldContext:
+    """A context this engine claimed: the instance as the context last saw it."""
+
+    state: InstanceState
+    owner: Owner
+    code: WorkflowCode
+    plan: ContextPlan
+    suspension: Suspension | None = None
+    abandoned: bool = False
+
+    @property
+    def lease(self) -> tuple[str, int]:
+        return self.state.stream, self.owner.token
+
+    @property
+    def context(self) -> dict[str, Any]:
+        return event_context(self.state, self.owner)
+
+
+def plan_for(state: InstanceState, code: WorkflowCode, context: int) -> ContextPlan:
+    return ContextPlan(
+        stream=state.stream,
+        workflow=state.workflow,
+        version=code.version,
+        instance_id=state.instance_id,
+        params=state.params,
+        steps={name: record.to_plan() for name, record in state.steps.items()},
+        context=context,
+    )
+
+
+class WorkflowEngine:
+    def __init__(
+        self,
+        store: EventStore,
+        provider: CodeProvider,
+        clock: Clock,
+        worker_id: str,
+        lease_seconds: float = 30.0,
+    ) -> None:
+        self.store = store
+        self.provider = provider
+        self.clock = clock
+        self.worker_id = worker_id
+        self.lease_seconds = check_lease_seconds(lease_seconds)
+
+    @property
+    def types(self) -> list[str]:
+        return [workflow_row_type(uid) for uid in self.provider.workflows()]
+
+    def _now(self) -> int:
+        return to_micros(self.clock.now())
+
+    # -- claiming --------------------------------------------------------------------------
+
+    def claim(self, limit: int) -> tuple[list[HeldContext], int]:
+        """Claim up to ``limit`` due instances. Returns the contexts now held and how many
+        rows were acted on (contexts started, instances ended or purged)."""
+        now = self.clock.now()
+        micros = to_micros(now)
+        hold = now + min(timedelta(seconds=self.lease_seconds), RESERVATION_HOLD)
+        streams = self.store.reserve_due_streams(
+            micros, to_micros(hold), self.worker_id, self.types, limit
+        )
+        group: list[tuple[list[Append], tuple[InstanceState, Append, HeldContext | None]]] = []
+        purges: list[tuple[InstanceState, list[int]]] = []
+        at = micros_instant(micros)
+        for stream, events in streams.items():
+            if not events or not events[-1].type.startswith("workflow."):
+                continue
+            state = fold(stream, events)
+            if state.purged or not state.exists:
+                continue
+            owner = Owner(state.contexts + 1, state.fencing_token + 1, self.worker_id)
+            code = self._pick(state)
+            version = code.version if code is not None else "unavailable"
+            kind, decided = decide_claim(state, micros, owner, version, self.lease_seconds)
+            if kind == "purge":
+                purges.append((state, [e.position for e in events]))
+                continue
+            if not decided or (kind == "context" and code is None):
+                continue
+            ctx = event_context(state, owner if kind == "context" else None)
+            append = stamp(state, decided, at, ctx)
+            held = None
+            if kind == "context":
+                assert code is not None
+                held = HeldContext(state, owner, code, plan_for(state, code, owner.context))
+            group.append(([append], (state, append, held)))
+        committed = commit_group(self.store, group)
+        helds = []
+        for state, append, held in committed:
+            fold_in(state, append)
+            if held is not None:
+                helds.append(held)
+        for state, positions in purges:
+            self.purge(state, positions)
+        return helds, len(committed) + len(purges)
+
+    def _pick(self, state: InstanceState) -> WorkflowCode | None:
+        try:
+            return self.provider.pick(state.workflow)
+        except LookupError:
+            return None
+
+    # -- step requests ---------------------------------------------------------------------
+
+    def request(
+        self, items: Sequence[tuple[HeldContext, tuple[Any, ...]]]
+    ) -> list[tuple[Any, ...]]:
+        """Decide and commit the step requests of many contexts in one transaction.
+
+        Each reply is sent only after its decision is committed (DW-DO-3).
+        """
+        now = self._now()
+        at = micros_instant(now)
+        replies: dict[HeldContext, tuple[Any, ...]] = {}
+        todo = [held for held, _ in items]
+        requests = dict(items)
+        for _ in range(_REBASES):
+            group: list[tuple[list[Append], tuple[HeldContext, Append, tuple[Any, ...]]]] = []
+            for held in todo:
+                if held.abandoned or is_fenced(held.state, held.owner):
+                    replies[held] = ("stop", "fenced", "")
+                    continue
+                decision = decide_step(held.state, requests[held], now)
+                held.suspension = decision.suspension
+                if not decision.events:
+                    replies[held] = decision.reply
+                    continue
+                append = stamp(held.state, decision.events, at, held.context)
+                group.append(([append], (held, append, decision.reply)))
+            committed = commit_group(self.store, group)
+            for held, append, reply in committed:
+                fold_in(held.state, append)
+                replies[held] = reply
+            done = {held for held, _, _ in committed}
+            todo = [held for _, (held, _, _) in group if held not in done]
+            if not todo:
+                break
+            for held in todo:  # the stream moved: fold it in and decide again
+                refresh(self.store, held.state)
+        for held in todo:
+            replies[held] = ("stop", "fenced", "")
+        return [replies[held] for held, _ in items]
+
+    # -- ends ------------------------------------------------------------------------------
+
+    def finish(self, items: Sequence[tuple[HeldContext, ContextEnd | None]]) -> None:
+        """Record how contexts ended, after their code stopped: sleeping, waiting, a
+        retry, a terminal state, or termination (``None``: the process running it
+        died or was killed by us)."""
+        now = self._now()
+        at = micros_instant(now)
+        ends = dict(items)
+        todo = [held for held, _ in items]
+        for _ in range(_REBASES):
+            group: list[tuple[list[Append], tuple[HeldContext, Append]]] = []
+            for held in todo:
+                end = ends[held]
+                events = decide_end(
+                    held.state,
+                    held.owner,
+                    now,
+                    kind=end.kind if end is not None else "lost",
+                    reason=end.reason if end is not None else None,
+                    message=end.message if end is not None else "",
+                    output=end.output if end is not None else None,
+                    suspension=held.suspension if end is not None else None,
+                )
+                if events:
+                    append = stamp(held.state, events, at, held.context)
+                    group.append(([append], (held, append)))
+            committed = commit_group(self.store, group)
+            for held, append in committed:
+                fold_in(held.state, append)
+            done = {held for held, _ in committed}
+            todo = [held for _, (held, _) in group if held not in done]
+            if not todo:
+                return
+            for held in todo:
+                refresh(self.store, held.state)
+
+    # -- leases ----------------------------------------------------------------------------
+
+    def renew(self, helds: Sequence[HeldContext]) -> list[HeldContext]:
+        """Heartbeat; returns (and marks abandoned) the contexts whose lease was lost."""
+        live = [h for h in helds if not h.abandoned]
+        if not live:
+            return []
+        now = self.clock.now()
+        until = now + timedelta(seconds=self.lease_seconds)
+        kept = set(
+            self.store.renew_leases(
+                [h.lease for h in live], self.worker_id, to_micros(now), to_micros(until)
+            )
+        )
+        lost = [h for h in live if h.state.stream not in kept]
+        for held in lost:
+            held.abandoned = True
+        return lost
+
+    def fenced(self, helds: Sequence[HeldContext]) -> list[HeldContext]:
+        """A cheap read: the contexts whose rows no longer name this worker and token
+        (terminated, or claimed by another worker). They must be stopped at once."""
+        live = [h for h in helds if not h.abandoned]
+        if not live:
+            return []
+        kept = set(self.store.held_leases([h.lease for h in live], self.worker_id))
+        return [h for h in live if h.state.stream not in kept]
+
+    # -- retention -------------------------------------------------------------------------
+
+    def purge(self, state: InstanceState, positions: list[int]) -> None:
+        """Purge a terminal instance whose retention ended (DW-RET-1): a tombstone, then
+        the history is deleted; ``get`` then answers ``unknown_instance``."""
+        stream_events = self.store.read_stream(state.stream)
+        earlier = [e for e in stream_events if e.type == Topic.PURGED]
+        listed = sorted({*positions, *(p for e in earlier for p in e.data.get("positions", []))})
+        data = {
+            "instance_id": state.instance_id,
+            "workflow": state.workflow,
+            "status": state.status,
+            "terminal_at": micros_instant(state.terminal_at or 0),
+            "reason": "retention",
+            "versions": state.version,
+            "positions": listed,
+        }
+        at = micros_instant(self._now())
+        actor = {"id": self.worker_id, "kind": "system"}
+        ctx = {**event_context(state), "actor": actor}
+        try:
+            self.store.append(
+                Append(state.stream, state.version, [NewEvent(Topic.PURGED, at, ctx, data)])
+            )
+        except BackendUnavailable:
+            raise
+        except Exception as refused:  # someone else purged or acted first
+            log.info("purge of %s skipped: %s", state.stream, refused)
+            return
+        self.store.delete_stream_events(state.stream, state.version)
+
+    # -- in this process -------------------------------------------------------------------
+
+    def run_until_idle(self) -> int:
+        """Run every due context in this thread (``work_until_idle``); returns how many
+        rows were acted on. Effects run here, so they cannot be killed: ``terminate``
+        stops such a context at its next step."""
+        total = 0
+        while True:
+            helds, acted = self.claim(50)
+            total += acted
+            if not acted:
+                return total
+            for held in helds:
+                end = run_context(held.plan, held.code.cls, held.code.env, _InlineHost(self, held))
+                self.finish([(held, end)])
+
+
+class _InlineHost:
+    def __init__(self, engine: WorkflowEngine, held: HeldContext) -> None:
+        self.engine, self.held = engine, held
+
+    def request(self, message: tuple[Any, ...]) -> tuple[Any, ...]:
+        return self.engine.request([(self.held, message)])[0]

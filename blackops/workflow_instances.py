@@ -1,0 +1,228 @@
+"""Callers' side of instances: create, get, status, send_event, terminate (spec §2).
+
+Synchronous core (plain functions over the journal) used by the async Python binding
+(``blackops/workflows.py``), the HTTP routes and the CLI. Every write is an append at
+the version the caller read, so it is ordered with the instance's contexts; a caller
+that lost a race folds what was appended and decides again.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from blackops.workflow_code import WorkflowResource
+from blackops.workflow_engine import event_context, stamp
+from domain.clock import Clock
+from domain.context import Actor
+from domain.documents import canonical_document, canonical_envelope
+from domain.errors import BackendUnavailable, FencingError
+from domain.events import NewEvent
+from domain.workflow import (
+    LIFETIME_SECONDS,
+    MAX_QUEUED_BYTES,
+    MAX_QUEUED_EVENTS,
+    EventQueueFull,
+    InstanceExists,
+    InstanceState,
+    InstanceTerminal,
+    Topic,
+    UnknownInstance,
+    check_text,
+    micros_instant,
+    to_micros,
+)
+from domain.workflow_rules import SECOND, terminated
+from journal.instances import instance_stream, load_instance, refresh
+from journal.store import Append, EventStore
+
+_RACES = 50
+
+
+class InstanceService:
+    def __init__(self, store: EventStore, clock: Clock, *, poll: float = 0.02) -> None:
+        self.store = store
+        self.clock = clock
+        self.poll = poll
+        #: Called after a termination request so local workers look at once.
+        self.on_terminate: list[Callable[[], None]] = []
+
+    def _now(self) -> int:
+        return to_micros(self.clock.now())
+
+    # -- create / get ----------------------------------------------------------------------
+
+    def create(
+        self,
+        resource: WorkflowResource,
+        instance_id: str | None,
+        params: Any,
+        actor: Actor,
+        *,
+        correlation_id: str | None = None,
+        causation_id: str | None = None,
+    ) -> str:
+        if instance_id is None:
+            instance_id = str(uuid.uuid4())  # decisions D5
+        check_text(instance_id, "instance id", "invalid_request")
+        if params is not None:
+            canonical_document(params)  # invalid_params / document_too_large (DW-DOC-5)
+        stream = instance_stream(resource.uid, instance_id)
+        state = load_instance(self.store, stream)
+        if state.exists:
+            raise InstanceExists(instance_id)
+        now = self._now()
+        data: dict[str, Any] = {
+            "workflow": resource.uid,
+            "instance_id": instance_id,
+            "lifetime_ends_at": micros_instant(now + LIFETIME_SECONDS * SECOND),
+        }
+        if params is not None:
+            data["params"] = params
+        ctx = {
+            "instance_id": instance_id,
+            "workflow": resource.uid,
+            "tenant": resource.space,
+            "actor": actor.to_dict(),
+            "correlation_id": correlation_id or str(uuid.uuid4()),
+            "causation_id": causation_id,
+            "traceparent": None,
+            "context": 0,
+            "worker": None,
+            "fencing_token": None,
+        }
+        event = NewEvent(Topic.CREATED, micros_instant(now), ctx, data)
+        try:
+            self.store.append(Append(stream, state.version, [event]))
+        except FencingError:
+            raise InstanceExists(instance_id) from None  # another create won (DW-INST-2)
+        return instance_id
+
+    def load(self, resource: WorkflowResource, instance_id: object) -> InstanceState:
+        if type(instance_id) is not str or not 1 <= len(instance_id) <= 256:
+            raise UnknownInstance(str(instance_id)[:256])
+        state = load_instance(self.store, instance_stream(resource.uid, instance_id))
+        if not state.exists:
+            raise UnknownInstance(instance_id)  # DW-INST-3: unknown, or purged
+        return state
+
+    def status(self, resource: WorkflowResource, instance_id: str) -> dict[str, Any]:
+        return self.load(resource, instance_id).status_view()
+
+    # -- events ----------------------------------------------------------------------------
+
+    def send_event(
+        self,
+        resource: WorkflowResource,
+        instance_id: str,
+        event_type: object,
+        payload: Any,
+        actor: Actor,
+    ) -> int:
+        """Accept an event durably and give it the instance's next sequence number
+        (DW-EVT-1); returns that number."""
+        check_text(event_type, "event type", "invalid_request")
+        assert isinstance(event_type, str)
+        entry: dict[str, Any] = {"type": event_type}
+        if payload is not None:
+            canonical_document(payload)
+            entry["payload"] = payload
+        size = len(canonical_envelope(entry))  # stored {type, payload?} (DW-EVT-3)
+        state = self.load(resource, instance_id)
+        for _ in range(_RACES):
+            if state.is_terminal:
+                raise InstanceTerminal(instance_id, state.status)
+            now = self._now()
+            wait = state.waiting_for()
+            direct = (
+                wait is not None
+                and wait.config.get("type") == event_type
+                and wait.due_at is not None
+                and now <= wait.due_at  # after the deadline the timeout wins (D11)
+                and not any(e.direct for e in state.queue)
+            )
+            if not direct and (
+                state.queued_count + 1 > MAX_QUEUED_EVENTS
+                or state.queued_bytes + size > MAX_QUEUED_BYTES
+            ):
+                raise EventQueueFull(
+                    f"instance {instance_id!r} holds {state.queued_count} unconsumed events "
+                    f"({state.queued_bytes} bytes); the limits are {MAX_QUEUED_EVENTS} events "
+                    f"and {MAX_QUEUED_BYTES} bytes"
+                )
+            data: dict[str, Any] = {
+                "seq": state.next_seq,
+                "type": event_type,
+                "size": size,
+                "direct": direct,
+            }
+            if payload is not None:
+                data["payload"] = payload
+            at = micros_instant(now)
+            if direct:
+                data["wake_at"] = at
+            ctx = {**event_context(state), "actor": actor.to_dict()}
+            try:
+                self.store.append(stamp(state, [(Topic.EVENT_ACCEPTED, data)], at, ctx))
+            except FencingError:
+                refresh(self.store, state)
+                continue
+            return int(data["seq"])
+        raise BackendUnavailable("the instance kept changing; the event was not accepted")
+
+    # -- terminate -------------------------------------------------------------------------
+
+    def terminate(
+        self, resource: WorkflowResource, instance_id: str, actor: Actor, *, timeout: float = 60.0
+    ) -> None:
+        """Fence the owner, stop its code, then publish ``terminated`` (DW-TERM-1).
+
+        With no context running the instance ends at once (decisions D13). Otherwise a
+        ``workflow.termination_requested`` fences the running context's owner, whose
+        worker kills the executor process running it and, once it has exited, records
+        ``terminated``. If that worker died, its lease runs out (its executors die with
+        it) and the stop is proven by that. Returns only once ``terminated`` is in the
+        journal; if stop cannot be proven within ``timeout`` seconds it raises
+        ``backend_unavailable`` and the request stays in force.
+        """
+        state = self.load(resource, instance_id)
+        deadline = time.monotonic() + timeout
+        for _ in range(10_000):
+            if state.is_terminal:  # already terminal: success (DW-TERM-1)
+                return
+            now = self._now()
+            at = micros_instant(now)
+            ctx = {**event_context(state), "actor": actor.to_dict()}
+            try:
+                if not state.context_open:
+                    self.store.append(stamp(state, [terminated(state, "no_context")], at, ctx))
+                    return
+                if state.termination_requested_at is None:
+                    lease = int(state.lease_seconds * SECOND)
+                    data = {
+                        "fencing_token": state.fencing_token + 1,
+                        "wake_at": micros_instant(now + lease),
+                    }
+                    self.store.append(stamp(state, [(Topic.TERMINATION_REQUESTED, data)], at, ctx))
+                    for listener in list(self.on_terminate):
+                        listener()
+                elif now >= state.termination_requested_at + int(state.lease_seconds * SECOND):
+                    # The owner's lease has run out since the request (it could not renew
+                    # it): its worker abandoned the context and killed its executor.
+                    self.store.append(stamp(state, [terminated(state, "lease_expired")], at, ctx))
+                    return
+            except FencingError:
+                pass
+            refresh(self.store, state)
+            if state.is_terminal:
+                continue
+            if time.monotonic() > deadline:
+                raise BackendUnavailable(
+                    f"instance {instance_id!r}: the running context's stop is not proven yet; "
+                    "termination stays requested, call terminate() again to wait"
+                )
+            if state.termination_requested_at is not None:
+                time.sleep(self.poll)
+        raise BackendUnavailable("termination could not be recorded")
