@@ -21,6 +21,7 @@ rest and reschedules them at once for other workers.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -39,6 +40,7 @@ from blackops.deferred import (
     check_lease_seconds,
     check_worker_id,
 )
+from blackops.workflow_worker import WorkflowRunner
 from domain.errors import BlackOpsError, InvalidRequest
 from journal.locator import postgres_connect
 from journal.work_index import moment_micros
@@ -66,6 +68,7 @@ class Worker:
         grace_seconds: float = 30.0,
         worker_id: str | None = None,
         wake_delay: float = 0.005,
+        workflow_processes: int = 4,
     ) -> None:
         if type(concurrency) is not int or not 1 <= concurrency <= 1024:
             raise InvalidRequest("concurrency must be an integer from 1 to 1024")
@@ -83,6 +86,8 @@ class Worker:
         self.heartbeat_seconds = heartbeat_seconds or self.lease_seconds / 3
         if self.heartbeat_seconds > self.lease_seconds / 2:
             raise InvalidRequest("heartbeat_seconds must be at most half of lease_seconds")
+        if type(workflow_processes) is not int or not 1 <= workflow_processes <= 256:
+            raise InvalidRequest("workflow_processes must be an integer from 1 to 256")
         self.prefetch = concurrency if prefetch is None else prefetch
         if type(self.prefetch) is not int or not 0 <= self.prefetch <= 10_000:
             raise InvalidRequest("prefetch must be an integer from 0 to 10000")
@@ -109,6 +114,15 @@ class Worker:
         self._last_renewal = time.monotonic()
         self._next_heartbeat = 0.0
         self.completed = 0  # attempt ends committed by this worker (for reports)
+        #: Workflow contexts run in executor processes (blackops/workflow_worker.py).
+        self.workflows: WorkflowRunner | None = None
+        if app.workflows():
+            self.workflows = WorkflowRunner(
+                app.workflow_engine(self.id, lease_seconds=self.lease_seconds),
+                processes=workflow_processes,
+                heartbeat_seconds=self.heartbeat_seconds,
+                poll_seconds=self.poll_seconds,
+            )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -116,6 +130,10 @@ class Worker:
         if self._thread is not None:
             raise RuntimeError("this worker was already started")
         self.app.store.add_wake_listener(self._wake.set)
+        if self.workflows is not None:
+            self.app.store.add_wake_listener(self.workflows.wake)
+            self.app.instances.on_terminate.append(self.workflows.wake)
+            self.workflows.start()
         self._thread = threading.Thread(target=self._loop, name=f"blackops-{self.id}", daemon=True)
         self._thread.start()
         if self.app.store.wake_channel is not None:
@@ -156,6 +174,11 @@ class Worker:
         finally:
             self.app.store.remove_wake_listener(self._wake.set)
             self._pool.shutdown(wait=False, cancel_futures=True)
+            if self.workflows is not None:
+                self.app.store.remove_wake_listener(self.workflows.wake)
+                with contextlib.suppress(ValueError):
+                    self.app.instances.on_terminate.remove(self.workflows.wake)
+                self.workflows.stop(self.grace_seconds)
             self._stopped.set()
 
     def _work(self) -> None:
@@ -316,6 +339,8 @@ class Worker:
                         for _ in conn.notifies(timeout=0.5, stop_after=1):
                             self._notified.set()
                             self._wake.set()
+                            if self.workflows is not None:
+                                self.workflows.wake()
             except psycopg.Error as error:
                 log.info("worker %s: LISTEN connection lost (%s); retrying", self.id, error)
                 self._stop_requested.wait(backoff)

@@ -234,6 +234,10 @@ class WorkflowEngine:
         at = micros_instant(now)
         ends = dict(items)
         todo = [held for held, _ in items]
+        for held in todo:
+            if ends[held] is None or held.abandoned:
+                # Stopped from outside (fenced, lease lost): learn why from the journal.
+                refresh(self.store, held.state)
         for _ in range(_REBASES):
             group: list[tuple[list[Append], tuple[HeldContext, Append]]] = []
             for held in todo:

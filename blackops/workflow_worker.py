@@ -1,0 +1,386 @@
+"""Workflow contexts in a worker: killable executor processes, one coordinator thread.
+
+Each context runs in an **executor process**, forked from the worker after the
+application's code is loaded, one context at a time. Only plain data crosses: the
+context's plan goes in, step requests come out, replies go back. The coordinator
+thread of the worker does every journal write: each turn it commits the step
+requests of all executors in one transaction (group commit) and only then replies,
+so every step result is committed before its context goes on (DW-DO-3), and many
+instances share each commit.
+
+Why processes: an effect may run for ever (decisions D15) and a thread cannot be
+stopped. To stop a context for certain (``terminate()``, a lost lease, the lifetime
+limit) the coordinator SIGKILLs its executor and waits for it to exit; only then is
+``terminated`` (or the other end) published (DW-TERM-1, DW-FENCE-1). Executors die
+with the worker (``PR_SET_PDEATHSIG``), so a worker killed with SIGKILL leaves no
+context running: after its lease ends, the stop is proven by that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from blackops.workflow_code import CodeProvider
+from blackops.workflow_context import ContextEnd, ContextPlan, run_context
+from blackops.workflow_engine import HeldContext, WorkflowEngine
+from domain.errors import BlackOpsError
+from domain.workflow import to_micros
+
+log = logging.getLogger("blackops.workflows")
+#: After a ``stop`` reply the code has this long to unwind before it is killed.
+STOP_GRACE_SECONDS = 5.0
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class _PipeHost:
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def request(self, message: tuple[Any, ...]) -> tuple[Any, ...]:
+        self.conn.send(("step", message))
+        reply: tuple[Any, ...] = self.conn.recv()
+        return reply
+
+
+def _executor_main(conn: Connection, provider: CodeProvider) -> None:
+    """The executor process: run one context at a time, for as long as it is asked."""
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the worker decides when we stop
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    host = _PipeHost(conn)
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message[0] != "run":
+            return
+        plan: ContextPlan = message[1]
+        try:
+            code = provider.load(plan.workflow, plan.version)
+            end = run_context(plan, code.cls, code.env, host)
+        except (EOFError, OSError):
+            return
+        except Exception as error:  # the code could not even be loaded
+            end = ContextEnd("stopped", "fenced", f"executor failed: {type(error).__name__}")
+        try:
+            conn.send(("end", end))
+        except (EOFError, OSError):
+            return
+
+
+@dataclass(eq=False)
+class Executor:
+    process: multiprocessing.process.BaseProcess
+    conn: Connection
+    held: HeldContext | None = None
+    stop_sent_at: float | None = None
+    stop_end: ContextEnd | None = None
+
+    def kill(self) -> None:
+        """SIGKILL and wait for the exit: afterwards the context's code has stopped."""
+        if self.process.pid is not None and self.process.is_alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGKILL)
+        self.process.join()
+        self.conn.close()
+
+
+class WorkflowRunner:
+    """Runs due workflow contexts of one application in ``processes`` executors."""
+
+    def __init__(
+        self,
+        engine: WorkflowEngine,
+        *,
+        processes: int = 4,
+        heartbeat_seconds: float = 10.0,
+        poll_seconds: float = 0.02,
+        fence_check_seconds: float = 0.05,
+    ) -> None:
+        self.engine = engine
+        self.processes = processes
+        self.heartbeat_seconds = heartbeat_seconds
+        self.poll_seconds = poll_seconds
+        self.fence_check_seconds = fence_check_seconds
+        self._mp = multiprocessing.get_context("fork")
+        self._executors: list[Executor] = []
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+        self._stop = threading.Event()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_renewal = time.monotonic()
+        self._next_heartbeat = 0.0
+        self._next_fence_check = 0.0
+        self._next_due: int | None = None
+        self._grace = 10.0
+        self.steps_committed = 0
+        self.contexts_ended = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> WorkflowRunner:
+        self._thread = threading.Thread(target=self._main, name="blackops-workflows", daemon=True)
+        self._thread.start()
+        return self
+
+    def wake(self) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_w, b"x")
+
+    def stop(self, grace_seconds: float = 10.0) -> None:
+        self._grace = grace_seconds
+        self._stop.set()
+        self.wake()
+        if self._thread is not None:
+            self._stopped.wait()
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    @property
+    def running(self) -> int:
+        return sum(1 for e in self._executors if e.held is not None)
+
+    def _spawn(self) -> Executor:
+        parent, child = self._mp.Pipe()
+        process = self._mp.Process(
+            target=_executor_main, args=(child, self.engine.provider), daemon=True
+        )
+        process.start()
+        child.close()
+        return Executor(process, parent)
+
+    # -- the coordinator -------------------------------------------------------------------
+
+    def _main(self) -> None:
+        try:
+            # Forked from this thread: PR_SET_PDEATHSIG also fires if it ends.
+            self._executors = [self._spawn() for _ in range(self.processes)]
+            while not self._stop.is_set():
+                self._turn()
+            self._drain(self._grace)
+        except Exception:
+            log.exception("workflow runner stopped by an unexpected error")
+        finally:
+            for executor in self._executors:
+                executor.kill()
+            self._stopped.set()
+
+    def _turn(self) -> None:
+        idle = [e for e in self._executors if e.held is None]
+        self._next_due = None
+        if idle and self._anything_due():
+            try:
+                helds, _ = self.engine.claim(len(idle))
+            except BlackOpsError as error:
+                log.warning("workflow claim failed: %s", error)
+                helds = []
+                self._stop.wait(min(1.0, self.poll_seconds * 10))
+            for executor, held in zip(idle, helds, strict=False):
+                self._assign(executor, held)
+        busy = [e for e in self._executors if e.held is not None]
+        timeout = self._timeout(busy)
+        ready = wait([e.conn for e in busy] + [self._wake_r], timeout)
+        if self._wake_r in ready:
+            with contextlib.suppress(BlockingIOError, OSError):
+                os.read(self._wake_r, 4096)
+        by_conn = {id(e.conn): e for e in busy}
+        requests: list[tuple[Executor, tuple[Any, ...]]] = []
+        ends: list[tuple[Executor, ContextEnd | None]] = []
+        for conn in ready:
+            found = by_conn.get(id(conn))
+            if found is None:
+                continue
+            executor = found
+            try:
+                message = executor.conn.recv()
+            except (EOFError, OSError):
+                ends.append((executor, None))  # it died under the context
+                continue
+            if message[0] == "step":
+                requests.append((executor, message[1]))
+            else:
+                ends.append((executor, message[1]))
+        if requests:
+            self._answer(requests)
+        if ends:
+            self._end(ends)
+        self._supervise(busy)
+
+    def _assign(self, executor: Executor, held: HeldContext) -> None:
+        executor.held, executor.stop_sent_at, executor.stop_end = held, None, None
+        try:
+            executor.conn.send(("run", held.plan))
+        except (OSError, ValueError):
+            self._replace(executor)
+
+    def _answer(self, requests: list[tuple[Executor, tuple[Any, ...]]]) -> None:
+        items = [(e.held, m) for e, m in requests if e.held is not None]
+        try:
+            replies = self.engine.request(items)
+        except BlackOpsError as error:
+            # Nothing was acknowledged: stop these contexts; their leases bring them back.
+            log.warning("workflow step commit failed: %s", error)
+            replies = [("stop", "fenced", "")] * len(items)
+        for (executor, _), reply in zip(requests, replies, strict=True):
+            if reply[0] == "stop":
+                executor.stop_sent_at = time.monotonic()
+            else:
+                self.steps_committed += 1
+            with contextlib.suppress(OSError, ValueError):
+                executor.conn.send(reply)  # if it died, the next wait() sees EOF
+
+    def _end(self, ends: list[tuple[Executor, ContextEnd | None]]) -> None:
+        items = []
+        for executor, end in ends:
+            held = executor.held
+            if held is None:
+                continue
+            if end is None:  # the process is gone: replace it (proven stopped)
+                self._replace(executor)
+            else:
+                executor.held = None
+            items.append((held, end))
+        self._finish(items)
+
+    def _finish(self, items: list[tuple[HeldContext, ContextEnd | None]]) -> None:
+        try:
+            self.engine.finish(items)
+            self.contexts_ended += len(items)
+        except BlackOpsError as error:
+            log.warning(
+                "workflow context end not recorded (the lease will bring it back): %s", error
+            )
+
+    def _replace(self, executor: Executor) -> None:
+        """Kill ``executor`` (if alive), wait for it, and start a fresh one in its place."""
+        executor.kill()
+        executor.held = None
+        index = self._executors.index(executor)
+        if not self._stop.is_set():
+            self._executors[index] = self._spawn()
+
+    def _stop_context(self, executor: Executor, end: ContextEnd | None) -> None:
+        held = executor.held
+        self._replace(executor)
+        if held is not None:
+            held.abandoned = True
+            self._finish([(held, end)])
+
+    # -- leases, fences, lifetimes ---------------------------------------------------------
+
+    def _supervise(self, busy: list[Executor]) -> None:
+        busy = [e for e in busy if e.held is not None]
+        if not busy:
+            self._last_renewal = time.monotonic()
+            return
+        now = time.monotonic()
+        clock_now = to_micros(self.engine.clock.now())
+        for executor in busy:
+            held = executor.held
+            assert held is not None
+            if clock_now >= held.state.lifetime_ends_at:
+                self._stop_context(executor, None)  # recorded as lifetime_exceeded
+            elif (
+                executor.stop_sent_at is not None
+                and now - executor.stop_sent_at > STOP_GRACE_SECONDS
+            ):
+                log.warning("context of %s ignored its stop; killing it", held.state.stream)
+                suspend = held.suspension is not None
+                self._stop_context(executor, ContextEnd("stopped", "suspend") if suspend else None)
+        busy = [e for e in busy if e.held is not None]
+        helds = [e.held for e in busy if e.held is not None]
+        lost: list[HeldContext] = []
+        try:
+            if now >= self._next_heartbeat:
+                self._next_heartbeat = now + self.heartbeat_seconds
+                lost = self.engine.renew(helds)
+                self._last_renewal = now
+            elif now >= self._next_fence_check:
+                self._next_fence_check = now + self.fence_check_seconds
+                lost = self.engine.fenced(helds)
+        except BlackOpsError as error:
+            log.warning("workflow lease check failed: %s", error)
+            self._next_heartbeat = now + min(1.0, self.heartbeat_seconds)
+        if now - self._last_renewal >= 0.8 * self.engine.lease_seconds:
+            lost = helds  # renewals failed for most of a lease: stop before it can end
+        for held in lost:
+            for executor in busy:
+                if executor.held is held:
+                    self._stop_context(executor, None)
+
+    def _anything_due(self) -> bool:
+        types = self.engine.types
+        try:
+            due = self.engine.store.next_due(types)
+        except BlackOpsError:
+            return False
+        self._next_due = due
+        return due is not None and due <= to_micros(self.engine.clock.now())
+
+    def _timeout(self, busy: list[Executor]) -> float:
+        timeout = self.poll_seconds
+        if busy:
+            timeout = min(timeout, self.fence_check_seconds)
+        due = self._next_due
+        if due is not None:
+            now = to_micros(self.engine.clock.now())
+            timeout = min(timeout, max(0.0, (due - now) / 1_000_000))
+        return max(timeout, 0.001)
+
+    def _drain(self, grace: float) -> None:
+        """Let running contexts reach their end for ``grace`` seconds, then kill them.
+
+        A killed context's lease is released at once (its code is proven stopped),
+        so another worker takes it over without waiting out the lease.
+        """
+        deadline = time.monotonic() + grace
+        while any(e.held is not None for e in self._executors) and time.monotonic() < deadline:
+            busy = [e for e in self._executors if e.held is not None]
+            ready = wait([e.conn for e in busy], min(0.1, max(0.0, deadline - time.monotonic())))
+            requests: list[tuple[Executor, tuple[Any, ...]]] = []
+            ends: list[tuple[Executor, ContextEnd | None]] = []
+            for executor in busy:
+                if executor.conn in ready:
+                    try:
+                        message = executor.conn.recv()
+                    except (EOFError, OSError):
+                        ends.append((executor, None))
+                        continue
+                    (requests if message[0] == "step" else ends).append((executor, message[1]))
+            if requests:
+                self._answer(requests)
+            if ends:
+                self._end(ends)
+        self._stop.set()
+        leftovers = [e for e in self._executors if e.held is not None]
+        released = []
+        for executor in leftovers:
+            held = executor.held
+            executor.kill()
+            executor.held = None
+            if held is not None:
+                released.append(held.lease)
+                self._finish([(held, None)])
+        if released:
+            with contextlib.suppress(BlackOpsError):
+                now = to_micros(self.engine.clock.now())
+                self.engine.store.renew_leases(released, self.engine.worker_id, now, now)
