@@ -25,7 +25,7 @@ from replay.observed import ObservedLineError, parse_line_canonical
 
 TREE_HEAD_TYPES = frozenset({"journal.checkpoint", "journal.exported"})
 #: Retention tombstones: the versions before them were deleted, their positions listed.
-PURGE_TYPES = ("operation.purged", "outcome.purged")
+PURGE_TYPES = ("operation.purged", "outcome.purged", "workflow.purged")
 HASH = "sha256"
 TREE = "RFC 6962 Merkle tree (leaf SHA-256(0x00||entry), node SHA-256(0x01||left||right))"
 CANONICALISATION = "RFC 8785"
