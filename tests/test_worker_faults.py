@@ -72,6 +72,7 @@ class WorkerProcess:
         grace: float = 5.0,
         poll: float = 0.1,
         env: dict[str, str] | None = None,
+        app: str = "fault_apps:app",
     ) -> None:
         self.label = label
         self.log_path = folder / f"worker-{label}.log"
@@ -79,7 +80,7 @@ class WorkerProcess:
             *_worker_command(),
             "worker",
             "--app",
-            "fault_apps:app",
+            app,
             "--store",
             store,
             "--concurrency",

@@ -1,0 +1,181 @@
+"""Workflow fault tests with real processes, on SQLite and PostgreSQL.
+
+- SIGKILL a worker while a step effect runs: its executor dies with it, the step runs
+  again in another worker (DW-DO-4 allows that), the history holds exactly one
+  committed result for it, and the instance completes.
+- Creates racing on many processes: exactly one wins (DW-INST-2).
+- terminate() of a context whose effect never returns: when it returns, the status is
+  terminated and the effect's process is gone (DW-TERM-1, DW-FENCE-1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_worker_faults import ROOT, TESTS, Fleet, wait_for
+from workflow_fault_apps import build_app
+
+from blackops import Application
+from domain.events import RecordedEvent
+
+APP = "workflow_fault_apps:app"
+
+
+@pytest.fixture
+def wf_app(store_url: str) -> Iterator[Application]:
+    application = build_app(store_url)
+    try:
+        yield application
+    finally:
+        application.close()
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[Fleet]:
+    workers = Fleet(tmp_path)
+    try:
+        yield workers
+    finally:
+        workers.close()
+        print(workers.report())  # shown by pytest only when the test fails
+
+
+@pytest.fixture
+def marker_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "wf-markers"
+    folder.mkdir()
+    return folder
+
+
+def history(app: Application, instance_id: str) -> list[RecordedEvent]:
+    binding = app.workflow("Blocking")
+    return app.store.read_stream(app.instances.load(binding.resource, instance_id).stream)
+
+
+def status(app: Application, instance_id: str) -> str:
+    return str(app.instances.status(app.workflow("Blocking").resource, instance_id)["status"])
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead too: it runs no code.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def starts(folder: Path, instance_id: str) -> list[int]:
+    return sorted(int(p.read_text()) for p in folder.glob(f"{instance_id}.*.start"))
+
+
+def test_sigkill_mid_effect_reruns_the_step_once_and_completes(
+    wf_app: Application, fleet: Fleet, store_url: str, marker_dir: Path
+) -> None:
+    """DW-DO-4, DW-DO-3, DW-FENCE-1: a SIGKILLed worker's executor dies with it; the
+    effect runs again elsewhere and exactly one result is committed for the step."""
+    (marker_dir / "hold").write_text("")
+    env = {"WF_MARKER_DIR": str(marker_dir)}
+    instance = asyncio.run(wf_app.workflow("Blocking").create(id="killed"))
+    first = fleet.start(store_url, "A", app=APP, lease=2.0, env=env)
+    wait_for(lambda: len(starts(marker_dir, "killed")) == 1, 60, "the effect to start in A")
+    [executor_pid] = starts(marker_dir, "killed")
+    assert executor_pid != first.pid  # the effect runs in an executor process
+    first.signal(9)
+    first.wait_exit(10)
+    wait_for(lambda: not alive(executor_pid), 10, "A's executor to die with A")
+    (marker_dir / "hold").unlink()
+    fleet.start(store_url, "B", app=APP, lease=2.0, env=env)
+    wait_for(lambda: status(wf_app, instance.id) == "complete", 60, "completion in B")
+
+    events = history(wf_app, instance.id)
+    slow = [e for e in events if e.type == "workflow.step_completed" and e.data["name"] == "slow"]
+    assert len(slow) == 1  # one committed result, though the effect ran twice
+    assert len(starts(marker_dir, "killed")) == 2
+    contexts = [e for e in events if e.type == "workflow.context_started"]
+    assert [c.data["worker"] for c in contexts] == [first.id, fleet.workers[1].id]
+    assert contexts[1].data["previous_lost"] is True
+    assert contexts[1].data["fencing_token"] > contexts[0].data["fencing_token"]
+    # The committed result is B's: A never committed after it was killed.
+    assert slow[0].context["worker"] == fleet.workers[1].id
+    output = wf_app.instances.status(wf_app.workflow("Blocking").resource, instance.id)
+    assert output["output"]["slow_pid"] != executor_pid
+
+
+def test_terminate_stops_a_never_returning_effect_in_another_process(
+    wf_app: Application, fleet: Fleet, store_url: str, marker_dir: Path
+) -> None:
+    """DW-TERM-1, DW-FENCE-1: terminate() from this process returns once the worker in
+    another process killed the executor; the effect's process is gone by then."""
+    (marker_dir / "hold").write_text("")
+    env = {"WF_MARKER_DIR": str(marker_dir)}
+    binding = wf_app.workflow("Blocking")
+    instance = asyncio.run(binding.create(id="stuck"))
+    fleet.start(store_url, "A", app=APP, lease=30.0, env=env)
+    wait_for(lambda: len(starts(marker_dir, "stuck")) == 1, 60, "the effect to start")
+    [executor_pid] = starts(marker_dir, "stuck")
+    began = time.monotonic()
+    asyncio.run(instance.terminate())
+    took = time.monotonic() - began
+    assert not alive(executor_pid)
+    assert asyncio.run(instance.status()) == {"status": "terminated"}
+    assert took < 25  # the owner stopped it; nobody waited out the 30 s lease
+    types = [e.type for e in history(wf_app, "stuck")]
+    assert types[-2:] == ["workflow.termination_requested", "workflow.terminated"]
+    assert history(wf_app, "stuck")[-1].data["stopped"] == "owner_stopped"
+
+
+_RACER = textwrap.dedent(
+    """
+    import asyncio, sys, time
+    from pathlib import Path
+    from workflow_fault_apps import build_app
+    app = build_app(sys.argv[1])
+    go = Path(sys.argv[2])
+    app.store  # open before the start signal
+    while not go.exists():
+        time.sleep(0.001)
+    try:
+        asyncio.run(app.workflow("Blocking").create(id="contested", params={"who": sys.argv[3]}))
+        print("won")
+    except Exception as error:
+        print(getattr(error, "code", repr(error)))
+    """
+)
+
+
+def test_creates_racing_on_many_processes_exactly_one_wins(
+    wf_app: Application, store_url: str, tmp_path: Path
+) -> None:
+    """DW-INST-2: the journal's unique (stream, version) decides; the rest get
+    instance_exists."""
+    go = tmp_path / "go"
+    path = os.pathsep.join([str(TESTS), str(ROOT), os.environ.get("PYTHONPATH", "")])
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RACER, store_url, str(go), str(n)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": path},
+        )
+        for n in range(6)
+    ]
+    time.sleep(1.5)  # let them all open the store
+    go.write_text("")
+    answers = [racer.communicate(timeout=60) for racer in racers]
+    results = [out.strip() for out, _ in answers]
+    assert sorted(results) == ["instance_exists"] * 5 + ["won"], answers
+    events = history(wf_app, "contested")
+    assert [e.type for e in events] == ["workflow.created"]
