@@ -350,6 +350,16 @@ class Application:
                 self._instances = InstanceService(store, self.clock)
             return self._instances
 
+    def instance_counts(self, uid: str) -> dict[str, Any]:
+        """``instanceCounts`` of a registered workflow, from the projection (DW-OBS-1)."""
+        resource = self._workflows.resource(uid)
+        return self.projections.instance_counts(resource.uid)
+
+    def list_instances(self, uid: str, **filters: Any) -> dict[str, Any]:
+        """Instances of a registered workflow (``status``, ``limit``, ``cursor``)."""
+        resource = self._workflows.resource(uid)
+        return self.projections.list_instances(resource.uid, **filters)
+
     def workflow_engine(self, worker_id: str, *, lease_seconds: float = 30.0) -> WorkflowEngine:
         """Claims and commits workflow contexts of this application's workflows."""
         check_worker_id(worker_id)

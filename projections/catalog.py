@@ -8,11 +8,14 @@ from typing import Any
 from domain.errors import InvalidRequest, NotFound
 from journal.store import EventStore
 from projections.framework import Projection, ProjectionRunner
+from projections.instances import InstanceCounts, InstanceStatus, empty_counts
 from projections.operations import STATUS_AFTER, OperationCounts, OperationStatus
 
 SHIPPED: dict[str, type[Any]] = {
     "operation_status": OperationStatus,
     "operation_counts": OperationCounts,
+    "instance_status": InstanceStatus,
+    "instance_counts": InstanceCounts,
 }
 STATUSES = sorted(set(STATUS_AFTER.values()))
 
@@ -102,6 +105,57 @@ class Projections:
             )
             per_type[status] = int(count)
         return counts
+
+    def instance_counts(self, workflow: str) -> dict[str, Any]:
+        """``instanceCounts`` of one Workflow resource (all seven statuses, DW-OBS-1) and
+        the journal position they are as of (``observedPosition``)."""
+        runner = self.runner("instance_counts")
+        runner.catch_up()
+        position = runner.position()
+        counts = empty_counts()
+        for status, count in runner.query(
+            "SELECT status, count FROM {p}blackops_instance_counts WHERE workflow = %s",
+            (workflow,),
+        ):
+            counts[str(status)] = int(count)
+        return {"instanceCounts": counts, "observedPosition": position}
+
+    def list_instances(
+        self,
+        workflow: str,
+        *,
+        status: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """Instances of one Workflow resource by creation time, optionally by status."""
+        if status is not None and status not in empty_counts():
+            raise InvalidRequest(f"status must be one of {', '.join(empty_counts())}")
+        if not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise InvalidRequest("limit must be from 1 to 1000")
+        runner = self.runner("instance_status")
+        runner.catch_up()
+        where, params = ["workflow = %s"], [workflow]
+        if status is not None:
+            where.append("status = %s")
+            params.append(status)
+        if cursor is not None:
+            after_at, after_stream = _decode_cursor(cursor)
+            where.append("(created_at > %s OR (created_at = %s AND stream > %s))")
+            params += [after_at, after_at, after_stream]
+        rows = runner.query(
+            "SELECT stream, instance_id, status, created_at, updated_at "
+            f"FROM {{p}}blackops_instance_status WHERE {' AND '.join(where)} "
+            "ORDER BY created_at, stream LIMIT %s",
+            (*params, limit + 1),
+        )
+        items = [
+            {"id": r[1], "status": r[2], "createdAt": r[3], "updatedAt": r[4]} for r in rows[:limit]
+        ]
+        next_cursor = (
+            _encode_cursor(rows[limit - 1][3], rows[limit - 1][0]) if len(rows) > limit else None
+        )
+        return {"items": items, "next": next_cursor}
 
 
 def _encode_cursor(created_at: str, operation_id: str) -> str:

@@ -64,6 +64,19 @@ class SQL:
             return []
         return [tuple(r.values()) if isinstance(r, dict) else tuple(r) for r in rows]
 
+    def select_in(
+        self, text: str, column: str, values: Sequence[Any], chunk: int = 500
+    ) -> list[tuple[Any, ...]]:
+        """``text`` (a SELECT ending in WHERE) with ``column IN values``, in chunks."""
+        found: list[tuple[Any, ...]] = []
+        for start in range(0, len(values), chunk):
+            part = list(values[start : start + chunk])
+            if self.sqlite:
+                found += self.execute(f"{text} {column} IN ({','.join(['%s'] * len(part))})", part)
+            else:
+                found += self.execute(f"{text} {column} = ANY(%s)", (part,))
+        return found
+
     def executemany(self, text: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
             self.cursor.executemany(self.q(text), [tuple(r) for r in rows])

@@ -74,8 +74,9 @@ class Case:
         wait_start = done_at + self.sleep  # DW-SLEEP-1: deadline fixed at the first call
         deadline = wait_start + self.timeout
         # DW-WAIT-4 / D11: accepted at or before the deadline wins; after it, the timeout.
-        got = self.go_at is not None and self.go_at <= deadline
-        ended_at = max(wait_start, self.go_at) if got else deadline + 1
+        go_at = self.go_at
+        got = go_at is not None and go_at <= deadline
+        ended_at = max(wait_start, go_at) if go_at is not None and got else deadline + 1
         output = {"runs": self.fails + 1, "got": {"n": 1} if got else None}
         return {
             "view": {"status": "complete", "output": output},

@@ -1,0 +1,183 @@
+"""Workflow instance projections: status by instance, and ``instanceCounts`` per resource.
+
+``instance_status`` holds one row per instance (workflow uid, Space, instance id,
+status, created/updated time). ``instance_counts`` counts instances per (workflow,
+status) for the seven statuses of DW-INST-4 / DW-OBS-1; it moves a count at each
+status change, which is why the framework applies each event exactly once. A
+purged instance (``workflow.purged``) leaves both, as retention says (DW-RET-1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from domain.events import RecordedEvent
+from domain.workflow import STATUSES, Topic
+from projections.framework import SQL
+
+_FIXED = {
+    Topic.CREATED: "queued",
+    Topic.CONTEXT_STARTED: "running",
+    Topic.STEP_RETRY_SCHEDULED: "running",  # decisions D1
+    Topic.COMPLETED: "complete",
+    Topic.ERRORED: "errored",
+    Topic.TERMINATED: "terminated",
+}
+
+
+def status_after(event: RecordedEvent) -> str | None:
+    """The status an instance event leaves its instance in (None: unchanged)."""
+    if event.type == Topic.STEP_SUSPENDED:
+        return "sleeping" if event.data["kind"] == "sleep" else "waiting"
+    return _FIXED.get(event.type)
+
+
+class InstanceStatus:
+    name = "instance_status"
+
+    def tables(self, prefix: str) -> list[str]:
+        return [
+            f"CREATE TABLE IF NOT EXISTS {prefix}blackops_instance_status ("
+            "stream TEXT PRIMARY KEY, workflow TEXT NOT NULL, space TEXT NOT NULL, "
+            "instance_id TEXT NOT NULL, status TEXT NOT NULL, created_at TEXT NOT NULL, "
+            "updated_at TEXT NOT NULL)",
+            f"CREATE INDEX IF NOT EXISTS blackops_instance_status_listing "
+            f"ON {prefix}blackops_instance_status (workflow, created_at, stream)",
+        ]
+
+    def drop(self, prefix: str) -> list[str]:
+        return [f"DROP TABLE IF EXISTS {prefix}blackops_instance_status"]
+
+    def apply(self, sql: SQL, events: Sequence[RecordedEvent]) -> None:
+        rows: dict[str, list[Any]] = {}
+        gone: set[str] = set()
+        for event in events:
+            if event.type == Topic.PURGED:
+                rows.pop(event.stream, None)
+                gone.add(event.stream)
+                continue
+            status = status_after(event)
+            if status is None:
+                continue
+            if event.type == Topic.CREATED:
+                gone.discard(event.stream)
+                rows[event.stream] = [
+                    event.stream,
+                    event.data["workflow"],
+                    event.context["tenant"],
+                    event.data["instance_id"],
+                    status,
+                    event.at,
+                    event.at,
+                ]
+                continue
+            row = rows.get(event.stream) or _load_row(sql, event.stream)
+            if row is None:
+                continue  # its beginning was purged before this projection saw it
+            row[4], row[6] = status, event.at
+            rows[event.stream] = row
+        sql.executemany(
+            "DELETE FROM {p}blackops_instance_status WHERE stream = %s",
+            [(stream,) for stream in sorted(gone)],
+        )
+        sql.executemany(
+            "INSERT INTO {p}blackops_instance_status (stream, workflow, space, instance_id, "
+            "status, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (stream) DO UPDATE SET status = excluded.status, "
+            "created_at = excluded.created_at, instance_id = excluded.instance_id, "
+            "updated_at = excluded.updated_at",
+            list(rows.values()),
+        )
+
+
+def _load_row(sql: SQL, stream: str) -> list[Any] | None:
+    found = sql.execute(
+        "SELECT stream, workflow, space, instance_id, status, created_at, updated_at "
+        "FROM {p}blackops_instance_status WHERE stream = %s",
+        (stream,),
+    )
+    return list(found[0]) if found else None
+
+
+class InstanceCounts:
+    name = "instance_counts"
+
+    def tables(self, prefix: str) -> list[str]:
+        return [
+            f"CREATE TABLE IF NOT EXISTS {prefix}blackops_instance_counts ("
+            "workflow TEXT NOT NULL, status TEXT NOT NULL, count BIGINT NOT NULL, "
+            "PRIMARY KEY (workflow, status))",
+            f"CREATE TABLE IF NOT EXISTS {prefix}blackops_instance_counts_seen ("
+            "stream TEXT PRIMARY KEY, workflow TEXT NOT NULL, status TEXT NOT NULL)",
+        ]
+
+    def drop(self, prefix: str) -> list[str]:
+        return [
+            f"DROP TABLE IF EXISTS {prefix}blackops_instance_counts",
+            f"DROP TABLE IF EXISTS {prefix}blackops_instance_counts_seen",
+        ]
+
+    def apply(self, sql: SQL, events: Sequence[RecordedEvent]) -> None:
+        """Net count changes of the whole batch, then a few statements (not per event)."""
+        relevant = sorted({e.stream for e in events if e.type.startswith("workflow.")})
+        seen: dict[str, tuple[str, str] | None] = dict.fromkeys(relevant)
+        for stream, workflow, status in sql.select_in(
+            "SELECT stream, workflow, status FROM {p}blackops_instance_counts_seen WHERE",
+            "stream",
+            relevant,
+        ):
+            seen[str(stream)] = (str(workflow), str(status))
+        deltas: dict[tuple[str, str], int] = {}
+
+        def known(stream: str) -> tuple[str, str] | None:
+            return seen.get(stream)
+
+        def move(key: tuple[str, str], by: int) -> None:
+            deltas[key] = deltas.get(key, 0) + by
+
+        for event in events:
+            if event.type == Topic.PURGED:
+                before = known(event.stream)
+                if before is not None:
+                    move(before, -1)
+                seen[event.stream] = None
+                continue
+            status = status_after(event)
+            if status is None:
+                continue
+            before = None if event.type == Topic.CREATED else known(event.stream)
+            if event.type == Topic.CREATED:
+                workflow = str(event.data["workflow"])
+            elif before is None:
+                continue  # its beginning was purged before this projection saw it
+            else:
+                workflow = before[0]
+                if before[1] == status:
+                    continue
+                move(before, -1)
+            move((workflow, status), 1)
+            seen[event.stream] = (workflow, status)
+        sql.executemany(
+            "INSERT INTO {p}blackops_instance_counts AS c (workflow, status, count) "
+            "VALUES (%s, %s, %s) ON CONFLICT (workflow, status) "
+            "DO UPDATE SET count = c.count + excluded.count",
+            [(*key, delta) for key, delta in sorted(deltas.items()) if delta],
+        )
+        sql.executemany(
+            "DELETE FROM {p}blackops_instance_counts_seen WHERE stream = %s",
+            [(stream,) for stream, value in sorted(seen.items()) if value is None],
+        )
+        sql.executemany(
+            "INSERT INTO {p}blackops_instance_counts_seen (stream, workflow, status) "
+            "VALUES (%s, %s, %s) ON CONFLICT (stream) DO UPDATE SET status = excluded.status, "
+            "workflow = excluded.workflow",
+            [(stream, *value) for stream, value in sorted(seen.items()) if value is not None],
+        )
+        # A count back at zero is no count: live and rebuilt tables stay row-for-row equal.
+        sql.execute("DELETE FROM {p}blackops_instance_counts WHERE count = 0")
+
+
+def empty_counts() -> dict[str, int]:
+    """``instanceCounts`` with all seven statuses (DW-OBS-1)."""
+    return dict.fromkeys(STATUSES, 0)

@@ -1,0 +1,142 @@
+"""Instance projections (issue 6, DW-OBS-1 instance side, DW-RET-1): status by instance
+and instanceCounts per Workflow resource, exact against the journal's own fold, rebuilt
+from position 0 and from an Observed JSONL export with the same result."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from typing import Any
+
+from blackops import Application, WaitTimeout
+from blackops.testing import FakeClock
+from domain.events import RecordedEvent
+from domain.workflow import STATUSES
+from journal.store import EventStore
+from projections.framework import ProjectionRunner
+from projections.instances import InstanceCounts, InstanceStatus
+from replay.export import export_journal
+from replay.replayer import replay
+
+
+class Shapes:
+    """Ends in the status ``params["end"]`` asks for."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+
+    async def run(self, event: Any, step: Any) -> dict[str, Any] | None:
+        end = event.params["end"]
+        if end == "errored":
+            raise ValueError("asked to fail")
+        if end == "running":  # a do waiting out its retry delay (decisions D1)
+            policy = {"maxAttempts": 2, "initialDelaySeconds": 600}
+            await step.do("fail once", _fail, retry_policy=policy)
+        if end in ("sleeping", "terminated"):
+            await step.sleep("long", 3600)
+        if end == "waiting":
+            try:
+                await step.wait_for_event("never", type="never", timeout_seconds=7200)
+            except WaitTimeout:
+                return None
+        return {"end": end}
+
+
+def _fail() -> dict[str, Any]:
+    raise RuntimeError("once")
+
+
+PLAN = ["queued", "running", "sleeping", "waiting", "complete", "errored", "terminated"]
+
+
+def populate(app: Application, clock: FakeClock) -> dict[str, str]:
+    """Two instances per status (one of which is later purged) and a second resource."""
+    binding = app.register_workflow(Shapes)
+    other = app.register_workflow(Shapes, uid="Other")
+    expected: dict[str, str] = {}
+
+    async def drive() -> None:
+        old = await binding.create(id="old", params={"end": "complete"})
+        await app.work_until_idle()
+        assert (await old.status())["status"] == "complete"
+        clock.advance(2_592_000)  # DW-RET-1: purged on the next pass
+        await other.create(id="elsewhere", params={"end": "complete"})
+        for end in PLAN:
+            for n in range(2):
+                await binding.create(id=f"{end}-{n}", params={"end": end})
+                expected[f"{end}-{n}"] = end
+        queued = [f"queued-{n}" for n in range(2)]
+        # Only the queued ones must not start: run everything else first.
+        for instance_id in queued:
+            await (await binding.get(instance_id)).terminate()
+            expected[instance_id] = "terminated"
+        await app.work_until_idle()
+        for n in range(2):
+            await (await binding.get(f"terminated-{n}")).terminate()
+        for n in range(2):
+            await binding.create(id=f"late-{n}", params={"end": "complete"})
+            expected[f"late-{n}"] = "queued"
+
+    asyncio.run(drive())
+    return expected
+
+
+def rows(runner: ProjectionRunner, table: str) -> list[tuple[Any, ...]]:
+    return sorted(runner.query(f"SELECT * FROM {{p}}{table}"))
+
+
+def test_instance_counts_and_statuses_equal_the_journal(any_store_url: str) -> None:
+    """DW-OBS-1 (instanceCounts of all seven statuses), DW-RET-1 (purged: gone)."""
+    clock = FakeClock()
+    app = Application(any_store_url, clock=clock)
+    try:
+        expected = populate(app, clock)
+        observed = app.instance_counts("Shapes")
+        counts = observed["instanceCounts"]
+        assert set(counts) == set(STATUSES)
+        want = dict.fromkeys(STATUSES, 0)
+        for status in expected.values():
+            want[status] += 1
+        assert counts == want
+        assert observed["observedPosition"] == app.store.last_position()
+        assert app.instance_counts("Other")["instanceCounts"]["complete"] == 1  # its own
+        for instance_id, status in expected.items():
+            folded = app.instances.status(app.workflow("Shapes").resource, instance_id)
+            assert folded["status"] == status, instance_id
+        listed = app.list_instances("Shapes", limit=5)
+        seen = [item["id"] for item in listed["items"]]
+        while listed["next"]:
+            listed = app.list_instances("Shapes", limit=5, cursor=listed["next"])
+            seen += [item["id"] for item in listed["items"]]
+        assert sorted(seen) == sorted(expected)  # "old" was purged: not listed
+        waiting = app.list_instances("Shapes", status="waiting")["items"]
+        assert sorted(item["id"] for item in waiting) == ["waiting-0", "waiting-1"]
+        for name in ("instance_status", "instance_counts"):
+            runner = app.projections.runner(name)
+            live = rows(runner, "blackops_" + name)
+            runner.rebuild()
+            assert rows(runner, "blackops_" + name) == live
+    finally:
+        app.close()
+
+
+def test_instance_projections_rebuilt_from_jsonl_equal_live(store_url: str) -> None:
+    """OL-11 for the instance projections: the JSONL export alone rebuilds them."""
+    clock = FakeClock()
+    app = Application(store_url, clock=clock)
+    try:
+        populate(app, clock)
+        out = io.BytesIO()
+        export_journal(app.store, out)
+        for projection in (InstanceStatus(), InstanceCounts()):
+            live_runner = app.projections.runner(projection.name)
+            live_runner.catch_up()
+            live = rows(live_runner, "blackops_" + projection.name)
+            fresh = ProjectionRunner(EventStore("memory://"), type(projection)())
+            batch: list[RecordedEvent] = []
+            replay(out.getvalue().splitlines(keepends=True), batch.append)
+            with fresh._transaction() as sql:
+                fresh.projection.apply(sql, batch)
+            assert rows(fresh, "blackops_" + projection.name) == live
+    finally:
+        app.close()
