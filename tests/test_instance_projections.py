@@ -8,7 +8,9 @@ import asyncio
 import io
 from typing import Any
 
-from blackops import Application, WaitTimeout
+import pytest
+
+from blackops import Application, BlackOpsError, WaitTimeout
 from blackops.testing import FakeClock
 from domain.events import RecordedEvent
 from domain.workflow import STATUSES
@@ -17,6 +19,7 @@ from projections.framework import ProjectionRunner
 from projections.instances import InstanceCounts, InstanceStatus
 from replay.export import export_journal
 from replay.replayer import replay
+from replay.verify import verify_store
 
 
 class Shapes:
@@ -138,5 +141,37 @@ def test_instance_projections_rebuilt_from_jsonl_equal_live(store_url: str) -> N
             with fresh._transaction() as sql:
                 fresh.projection.apply(sql, batch)
             assert rows(fresh, "blackops_" + projection.name) == live
+    finally:
+        app.close()
+
+
+def test_purged_instances_still_verify_and_their_id_is_free_again(any_store_url: str) -> None:
+    """DW-RET-1, OL-11: after the retention purge the journal still verifies (the
+    tombstone accounts for the deleted events), get answers unknown_instance, and the id
+    may be created again with an empty history."""
+    clock = FakeClock()
+    app = Application(any_store_url, clock=clock)
+    try:
+        binding = app.register_workflow(Shapes)
+
+        async def drive() -> None:
+            first = await binding.create(id="again", params={"end": "complete"})
+            await app.work_until_idle()
+            assert (await first.status())["status"] == "complete"
+            clock.advance(2_592_000 - 1)
+            await app.work_until_idle()
+            assert (await first.status())["status"] == "complete"  # kept for 30 days
+            clock.advance(1)
+            await app.work_until_idle()
+
+        asyncio.run(drive())
+        with pytest.raises(BlackOpsError) as refused:
+            asyncio.run(binding.get("again"))
+        assert refused.value.code == "unknown_instance"
+        report = verify_store(app.store)
+        assert report.problems == [], report.problems
+        again = asyncio.run(binding.create(id="again", params={"end": "complete"}))
+        asyncio.run(app.work_until_idle())
+        assert asyncio.run(again.status()) == {"status": "complete", "output": {"end": "complete"}}
     finally:
         app.close()
