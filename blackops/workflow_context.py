@@ -120,7 +120,7 @@ class Step:
         except ValueError as error:
             raise InvalidStepArgument(str(error)) from None
         call = self._start(name)
-        return self._ask(call, ("sleep", name, seconds), WaitTimeout)
+        return self._ask(call, "sleep", ("sleep", name, seconds))
 
     def wait_for_event(
         self, name: str, *, type: str, timeout_seconds: int
@@ -134,7 +134,7 @@ class Step:
         except (InvalidRequest, ValueError) as error:
             raise InvalidStepArgument(str(error)) from None
         call = self._start(name)
-        return self._ask(call, ("wait", name, type, timeout_seconds), WaitTimeout)
+        return self._ask(call, "wait", ("wait", name, type, timeout_seconds))
 
     # -- bookkeeping -----------------------------------------------------------------------
 
@@ -181,8 +181,20 @@ class Step:
         self._genuine.append(failure)
         return _Ready(None, failure)
 
-    def _settle(self, call: _Call, reply: tuple[Any, ...], timeout_type: type[Exception]) -> Any:
+    def _settle(self, call: _Call, kind: str, reply: tuple[Any, ...]) -> Any:
         call.settled = True
+        if reply[0] in ("ok", "failed"):
+            # Completed now: a later call of this name in this context replays it (and
+            # is checked for its kind) exactly like one completed in an earlier context.
+            self._new_names.discard(call.name)
+            ok = reply[0] == "ok"
+            self._plan.steps[call.name] = {
+                "kind": kind,
+                "completed": True,
+                "succeeded": ok,
+                "result": reply[1] if ok else None,
+                "error": None if ok else {"name": reply[2], "message": reply[1]},
+            }
         if reply[0] == "ok":
             return reply[1]
         if reply[0] == "failed":
@@ -191,10 +203,8 @@ class Step:
             raise failure
         self._halt(reply[1], reply[2] if len(reply) > 2 else "")
 
-    async def _ask(
-        self, call: _Call, message: tuple[Any, ...], timeout_type: type[Exception]
-    ) -> Any:
-        return self._settle(call, self._host.request(message), timeout_type)
+    async def _ask(self, call: _Call, kind: str, message: tuple[Any, ...]) -> Any:
+        return self._settle(call, kind, self._host.request(message))
 
     async def _do(
         self, call: _Call, effect: Callable[[], Any], policy: RetryPolicy, attempt: int
@@ -215,7 +225,7 @@ class Step:
         if self._stop is not None:  # the effect called a step and stopped the context
             raise self._stop
         message = ("do", call.name, attempt, ok, payload, policy.to_document())
-        return self._settle(call, self._host.request(message), StepFailed)
+        return self._settle(call, "do", self._host.request(message))
 
 
 class _Ready:

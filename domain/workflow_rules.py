@@ -137,6 +137,9 @@ def decide_step(state: InstanceState, request: tuple[Any, ...], now: int) -> Ste
         return StepDecision([], ("stop", "lifetime_exceeded", "the instance outlived its lifetime"))
     kind, name = request[0], request[1]
     record = state.steps.get(name)
+    if record is not None and record.kind != kind:  # decisions D7, DW-STEP-2
+        message = f"step {name[:64]!r} was a {record.kind} step, now called as {kind}"
+        return StepDecision([], ("stop", "step_definition_mismatch", message))
     if record is not None and record.completed:  # a stale plan: answer from the journal
         if record.succeeded:
             return StepDecision([], ("ok", record.result))
