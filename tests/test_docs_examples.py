@@ -44,3 +44,12 @@ def test_operations_guide_deferred_testing_example_runs() -> None:
     app = namespace["app"]
     events = app.events(namespace["operation_id"])  # type: ignore[attr-defined]
     assert events[-1]["type"] == "operation.completed"
+
+
+def test_workflows_guide_example_runs() -> None:
+    """docs/workflows.md: the first example runs as written (its asserts are the checks)."""
+    text = (ROOT / "docs" / "workflows.md").read_text()
+    block = re.search(r"```python\n(.*?)```", text, re.DOTALL)
+    assert block is not None and "asyncio.run(main())" in block.group(1)
+    namespace: dict[str, object] = {"__name__": "docs_workflows"}
+    exec(compile(block.group(1), "docs/workflows.md", "exec"), namespace)
