@@ -69,6 +69,7 @@ class Worker:
         worker_id: str | None = None,
         wake_delay: float = 0.005,
         workflow_processes: int = 4,
+        contexts_per_process: int | None = None,
     ) -> None:
         if type(concurrency) is not int or not 1 <= concurrency <= 1024:
             raise InvalidRequest("concurrency must be an integer from 1 to 1024")
@@ -120,6 +121,7 @@ class Worker:
             self.workflows = WorkflowRunner(
                 app.workflow_engine(self.id, lease_seconds=self.lease_seconds),
                 processes=workflow_processes,
+                contexts_per_process=contexts_per_process,
                 heartbeat_seconds=self.heartbeat_seconds,
                 poll_seconds=self.poll_seconds,
             )

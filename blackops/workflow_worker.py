@@ -90,6 +90,7 @@ class Executor:
     process: multiprocessing.process.BaseProcess
     conn: Connection
     held: HeldContext | None = None
+    contexts: int = 0
     stop_sent_at: float | None = None
     stop_end: ContextEnd | None = None
 
@@ -113,8 +114,12 @@ class WorkflowRunner:
         heartbeat_seconds: float = 10.0,
         poll_seconds: float = 0.02,
         fence_check_seconds: float = 0.05,
+        contexts_per_process: int | None = None,
     ) -> None:
         self.engine = engine
+        #: Replace an executor after this many contexts (1: every context starts in a
+        #: freshly forked process, so no module state of an earlier context survives).
+        self.contexts_per_process = contexts_per_process
         self.processes = processes
         self.heartbeat_seconds = heartbeat_seconds
         self.poll_seconds = poll_seconds
@@ -249,17 +254,32 @@ class WorkflowRunner:
                 executor.conn.send(reply)  # if it died, the next wait() sees EOF
 
     def _end(self, ends: list[tuple[Executor, ContextEnd | None]]) -> None:
-        items = []
+        items: list[tuple[HeldContext, ContextEnd | None]] = []
         for executor, end in ends:
             held = executor.held
             if held is None:
                 continue
+            executor.contexts += 1
             if end is None:  # the process is gone: replace it (proven stopped)
                 self._replace(executor)
+            elif self.contexts_per_process and executor.contexts >= self.contexts_per_process:
+                self._replace(executor)  # a fresh process: fresh module state (DW-REPLAY-1)
             else:
                 executor.held = None
             items.append((held, end))
         self._finish(items)
+        # A context whose process died is proven stopped: due again at once, here or
+        # elsewhere, instead of after its lease.
+        self._release([held for held, end in items if end is None])
+
+    def _release(self, helds: list[HeldContext]) -> None:
+        if not helds:
+            return
+        with contextlib.suppress(BlackOpsError):
+            now = to_micros(self.engine.clock.now())
+            self.engine.store.renew_leases(
+                [h.lease for h in helds], self.engine.worker_id, now, now
+            )
 
     def _finish(self, items: list[tuple[HeldContext, ContextEnd | None]]) -> None:
         try:
@@ -378,9 +398,6 @@ class WorkflowRunner:
             executor.kill()
             executor.held = None
             if held is not None:
-                released.append(held.lease)
+                released.append(held)
                 self._finish([(held, None)])
-        if released:
-            with contextlib.suppress(BlackOpsError):
-                now = to_micros(self.engine.clock.now())
-                self.engine.store.renew_leases(released, self.engine.worker_id, now, now)
+        self._release(released)

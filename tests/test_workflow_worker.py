@@ -1,0 +1,163 @@
+"""Workflow contexts in a worker's executor processes (real processes, both stores).
+
+- effects run in executor processes, never in the worker's own process;
+- an executor killed from outside: its context is proven stopped and runs again;
+- ``contexts_per_process=1`` starts every context in a fresh process (no module state
+  of an earlier context survives, DW-REPLAY-1), the default reuses executors;
+- a worker stopped with contexts still running releases them at once to another worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from blackops import Application
+
+LEAK = {"n": 0}  # module state that workflow code must not rely on
+
+
+class Leaky:
+    """Non-conforming on purpose: it counts its contexts in module state."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+
+    async def run(self, event: Any, step: Any) -> dict[str, Any]:
+        LEAK["n"] += 1
+        seen = LEAK["n"]
+        first = await step.do("first", lambda: {"seen": seen, "pid": os.getpid()})
+        await step.sleep("pause", 1)
+        second = await step.do("second", lambda: {"seen": seen, "pid": os.getpid()})
+        return {"first": first, "second": second}
+
+
+class Holding:
+    """Its effect waits while ``params["hold"]`` exists and writes its pid first."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+
+    async def run(self, event: Any, step: Any) -> dict[str, Any]:
+        hold = Path(event.params["hold"])
+        pids = Path(event.params["pids"])
+
+        def effect() -> dict[str, Any]:
+            with pids.open("a") as out:
+                out.write(f"{os.getpid()}\n")
+            while hold.exists():
+                time.sleep(0.02)
+            return {"pid": os.getpid()}
+
+        return await step.do("held", effect)  # type: ignore[no-any-return]
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def run_leaky(store_url: str, contexts_per_process: int | None) -> dict[str, Any]:
+    app = Application(store_url)
+    binding = app.register_workflow(Leaky)
+    worker = app.worker(
+        workflow_processes=1, contexts_per_process=contexts_per_process, lease_seconds=5
+    ).start()
+    try:
+        inst = asyncio.run(binding.create())
+        wait_until(lambda: asyncio.run(inst.status())["status"] == "complete", 30, "completion")
+        output: dict[str, Any] = asyncio.run(inst.status())["output"]
+        return output
+    finally:
+        worker.stop(1)
+        app.close()
+
+
+def test_fresh_process_per_context_leaves_no_module_state(store_url: str) -> None:
+    """DW-REPLAY-1 (strict mode), DW-ABI-2: every context starts from fresh module state."""
+    output = run_leaky(store_url, contexts_per_process=1)
+    assert output["first"]["seen"] == output["second"]["seen"] == 1
+    assert output["first"]["pid"] != output["second"]["pid"] != os.getpid()
+    assert LEAK["n"] == 0  # workflow code never ran in the worker's own process
+
+
+def test_reused_executors_keep_module_state_which_is_why_code_must_not_use_it(
+    store_url: str,
+) -> None:
+    """DW-REPLAY-1 (default mode): an executor runs one context after another, so module
+    state written outside steps would survive; conforming code has none."""
+    output = run_leaky(store_url, contexts_per_process=None)
+    assert output["first"]["pid"] == output["second"]["pid"]
+    assert output["second"]["seen"] == output["first"]["seen"] + 1
+
+
+def test_an_executor_killed_from_outside_is_replaced_and_its_context_runs_again(
+    store_url: str, tmp_path: Path
+) -> None:
+    """DW-DO-4, DW-FENCE-1: the killed context's effect runs again in a new executor;
+    one result is committed."""
+    hold, pids = tmp_path / "hold", tmp_path / "pids"
+    hold.write_text("")
+    app = Application(store_url)
+    binding = app.register_workflow(Holding)
+    worker = app.worker(workflow_processes=2, lease_seconds=3).start()
+    try:
+        inst = asyncio.run(binding.create(params={"hold": str(hold), "pids": str(pids)}))
+        wait_until(lambda: pids.exists() and pids.read_text().strip() != "", 30, "the effect")
+        first = int(pids.read_text().split()[0])
+        os.kill(first, signal.SIGKILL)
+        wait_until(lambda: len(pids.read_text().split()) >= 2, 30, "the effect to run again")
+        hold.unlink()
+        wait_until(lambda: asyncio.run(inst.status())["status"] == "complete", 30, "completion")
+        output = asyncio.run(inst.status())["output"]
+        assert output["pid"] != first
+        stream = app.instances.load(binding.resource, inst.id).stream
+        events = app.store.read_stream(stream)
+        held = [e for e in events if e.type == "workflow.step_completed"]
+        assert [e.data["name"] for e in held] == ["held"]
+        contexts = [e for e in events if e.type == "workflow.context_started"]
+        assert len(contexts) == 2 and contexts[1].data["previous_lost"] is True
+    finally:
+        worker.stop(1)
+        app.close()
+
+
+def test_stopping_a_worker_hands_running_contexts_to_another_at_once(
+    store_url: str, tmp_path: Path
+) -> None:
+    """A stopped worker kills what is still running after its grace period and releases
+    the leases: another worker takes over well before the 30 s lease would end."""
+    hold, pids = tmp_path / "hold", tmp_path / "pids"
+    hold.write_text("")
+    app = Application(store_url)
+    binding = app.register_workflow(Holding)
+    first = app.worker(workflow_processes=1, lease_seconds=30, worker_id="first").start()
+    second = None
+    try:
+        inst = asyncio.run(binding.create(params={"hold": str(hold), "pids": str(pids)}))
+        wait_until(lambda: pids.exists() and pids.read_text().strip() != "", 30, "the effect")
+        began = time.monotonic()
+        first.stop(0.2)
+        hold.unlink()
+        second = app.worker(workflow_processes=1, lease_seconds=30, worker_id="second").start()
+        wait_until(lambda: asyncio.run(inst.status())["status"] == "complete", 20, "completion")
+        assert time.monotonic() - began < 15
+        stream = app.instances.load(binding.resource, inst.id).stream
+        workers = [
+            e.data["worker"]
+            for e in app.store.read_stream(stream)
+            if e.type == "workflow.context_started"
+        ]
+        assert workers == ["first", "second"]
+    finally:
+        if second is not None:
+            second.stop(1)
+        app.close()
