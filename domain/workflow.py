@@ -294,10 +294,10 @@ class InstanceState:
         self.version += 1
         handler = _APPLY.get(topic)
         if handler is not None:
-            handler(self, instant_micros(at), data, context)
+            handler(self, at, data, context)  # handlers parse ``at`` only if they need it
 
 
-def _created(s: InstanceState, at: int, d: Mapping[str, Any], ctx: Mapping[str, Any]) -> None:
+def _created(s: InstanceState, at: str, d: Mapping[str, Any], ctx: Mapping[str, Any]) -> None:
     version = s.version
     fresh = InstanceState(s.stream, version=version, exists=True)
     for name in InstanceState.__slots__:
@@ -305,11 +305,11 @@ def _created(s: InstanceState, at: int, d: Mapping[str, Any], ctx: Mapping[str, 
     s.workflow, s.instance_id = d["workflow"], d["instance_id"]
     s.space, s.origin = ctx.get("tenant", ""), dict(ctx)
     s.params = d.get("params")
-    s.created_at = at
+    s.created_at = instant_micros(at)
     s.lifetime_ends_at = instant_micros(d["lifetime_ends_at"])
 
 
-def _context_started(s: InstanceState, at: int, d: Mapping[str, Any], _: Mapping[str, Any]) -> None:
+def _context_started(s: InstanceState, at: str, d: Mapping[str, Any], _: Mapping[str, Any]) -> None:
     s.contexts = d["context"]
     s.fencing_token = d["fencing_token"]
     s.context_open = True
@@ -328,7 +328,7 @@ def _record(s: InstanceState, d: Mapping[str, Any]) -> StepRecord:
     return record
 
 
-def _step_completed(s: InstanceState, at: int, d: Mapping[str, Any], _: Mapping[str, Any]) -> None:
+def _step_completed(s: InstanceState, at: str, d: Mapping[str, Any], _: Mapping[str, Any]) -> None:
     record = _record(s, d)
     record.completed, record.due_at = True, None
     record.succeeded = d["outcome"] == "succeeded"
@@ -341,7 +341,7 @@ def _step_completed(s: InstanceState, at: int, d: Mapping[str, Any], _: Mapping[
         s.queue = [e for e in s.queue if e.seq != consumed]
 
 
-def _retry_scheduled(s: InstanceState, at: int, d: Mapping[str, Any], _: Mapping[str, Any]) -> None:
+def _retry_scheduled(s: InstanceState, at: str, d: Mapping[str, Any], _: Mapping[str, Any]) -> None:
     record = _record(s, d)
     record.failed_attempts = d["attempt"]
     record.due_at = instant_micros(d["due_at"])
@@ -349,7 +349,7 @@ def _retry_scheduled(s: InstanceState, at: int, d: Mapping[str, Any], _: Mapping
     s.status = "running"  # decisions D1
 
 
-def _suspended(s: InstanceState, at: int, d: Mapping[str, Any], _: Mapping[str, Any]) -> None:
+def _suspended(s: InstanceState, at: str, d: Mapping[str, Any], _: Mapping[str, Any]) -> None:
     record = _record(s, d)
     record.due_at = instant_micros(d["due_at"])
     s.context_open = False
@@ -357,21 +357,25 @@ def _suspended(s: InstanceState, at: int, d: Mapping[str, Any], _: Mapping[str, 
     s.status = "sleeping" if d["kind"] == "sleep" else "waiting"
 
 
-def _event_accepted(s: InstanceState, at: int, d: Mapping[str, Any], _: Mapping[str, Any]) -> None:
-    s.queue.append(QueuedEvent(d["seq"], d["type"], d.get("payload"), at, d["size"], d["direct"]))
+def _event_accepted(s: InstanceState, at: str, d: Mapping[str, Any], _: Mapping[str, Any]) -> None:
+    s.queue.append(
+        QueuedEvent(
+            d["seq"], d["type"], d.get("payload"), instant_micros(at), d["size"], d["direct"]
+        )
+    )
     s.next_seq = d["seq"] + 1
 
 
 def _termination_requested(
-    s: InstanceState, at: int, d: Mapping[str, Any], _: Mapping[str, Any]
+    s: InstanceState, at: str, d: Mapping[str, Any], _: Mapping[str, Any]
 ) -> None:
-    s.termination_requested_at = at
+    s.termination_requested_at = instant_micros(at)
     s.fencing_token = d["fencing_token"]
 
 
 def _terminal(status: str) -> Any:
-    def apply(s: InstanceState, at: int, d: Mapping[str, Any], _: Mapping[str, Any]) -> None:
-        s.status, s.terminal_at, s.context_open = status, at, False
+    def apply(s: InstanceState, at: str, d: Mapping[str, Any], _: Mapping[str, Any]) -> None:
+        s.status, s.terminal_at, s.context_open = status, instant_micros(at), False
         s.queue = []  # DW-EVT-4: unmatched events are purged with the terminal transition
         if status == "complete":
             s.output = d.get("output")
@@ -381,7 +385,7 @@ def _terminal(status: str) -> Any:
     return apply
 
 
-def _purged(s: InstanceState, at: int, d: Mapping[str, Any], _: Mapping[str, Any]) -> None:
+def _purged(s: InstanceState, at: str, d: Mapping[str, Any], _: Mapping[str, Any]) -> None:
     version = s.version
     fresh = InstanceState(s.stream, version=version, purged=True)
     for name in InstanceState.__slots__:
