@@ -20,10 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from private_postgres import PrivateServer, private_postgres  # noqa: F401 (fixture)
 from test_worker_faults import ROOT, TESTS, Fleet, wait_for
 from workflow_fault_apps import build_app
 
-from blackops import Application
+from blackops import Application, BlackOpsError
 from domain.events import RecordedEvent
 
 APP = "workflow_fault_apps:app"
@@ -179,3 +180,76 @@ def test_creates_racing_on_many_processes_exactly_one_wins(
     assert sorted(results) == ["instance_exists"] * 5 + ["won"], answers
     events = history(wf_app, "contested")
     assert [e.type for e in events] == ["workflow.created"]
+
+
+@pytest.mark.faults
+@pytest.mark.postgres
+def test_workflows_ride_out_a_postgres_crash_and_commit_each_step_once(
+    private_postgres: PrivateServer,  # noqa: F811
+    fleet: Fleet,
+) -> None:
+    """DW-DO-3, DW-DO-4, DW-TERM-2: two workers ride out an immediate PostgreSQL shutdown.
+
+    While it is down, create answers backend_unavailable; afterwards every instance
+    created before or after completes, and each step has exactly one committed result.
+    """
+    server = private_postgres
+    if not server.running:
+        server.start()
+    url = server.url(f"wfcrash_{os.getpid()}_{int(time.time())}")
+    app = build_app(url)
+    binding = app.workflow("Steady")
+    try:
+        before = [asyncio.run(binding.create()).id for _ in range(40)]
+        for label in "AB":
+            fleet.start(url, label, app=APP, lease=3.0, poll=0.2)
+
+        def finished(ids: list[str]) -> int:
+            return sum(
+                app.instances.status(binding.resource, i)["status"] == "complete" for i in ids
+            )
+
+        wait_for(lambda: finished(before) >= 4, 60, "some instances to complete")
+        done_at_crash = finished(before)
+        server.stop("immediate")
+        try:
+            with pytest.raises(BlackOpsError) as refused:
+                asyncio.run(binding.create())
+            assert refused.value.code == "backend_unavailable"
+            assert all(w.process.poll() is None for w in fleet.workers), "a worker died"
+        finally:
+            server.start()
+
+        def reads_again() -> bool:
+            try:
+                app.instances.status(binding.resource, before[0])
+            except BlackOpsError as error:
+                if error.code != "backend_unavailable":
+                    raise
+                return False
+            return True
+
+        wait_for(reads_again, 60, "the store to answer again")
+        assert done_at_crash < len(before), "the crash came too late: nothing was left to do"
+        after = [asyncio.run(binding.create()).id for _ in range(10)]
+        everything = before + after
+        wait_for(
+            lambda: finished(everything) == len(everything),
+            120,
+            "every instance to complete after the restart",
+            fleet.report,
+            interval=0.25,
+        )
+        for instance_id in everything:
+            stream = app.instances.load(binding.resource, instance_id).stream
+            names = [
+                e.data["name"]
+                for e in app.store.read_stream(stream)
+                if e.type == "workflow.step_completed"
+            ]
+            assert names == ["one", "two", "three"], (instance_id, names)
+            assert app.instances.status(binding.resource, instance_id)["output"] == {"total": 3}
+        assert all(w.process.poll() is None for w in fleet.workers), "a worker died"
+        fleet.stop_gracefully()
+    finally:
+        app.close()

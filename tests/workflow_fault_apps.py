@@ -39,9 +39,29 @@ class Blocking:
         return {"slow_pid": slow["pid"]}
 
 
+class Steady:
+    """Three steps of 0.1 s each: a run spans a database outage."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+
+    async def run(self, event: Any, step: Any) -> dict[str, Any]:
+        total = 0
+        for name in ("one", "two", "three"):
+            got = await step.do(name, lambda: _pause(0.1))
+            total += got["n"]
+        return {"total": total}
+
+
+def _pause(seconds: float) -> dict[str, Any]:
+    time.sleep(seconds)
+    return {"n": 1}
+
+
 def build_app(store: str | None = None) -> Application:
     application = Application(store)
     application.register_workflow(Blocking)
+    application.register_workflow(Steady)
     application.operation("wf.noop")(_noop)
     return application
 
