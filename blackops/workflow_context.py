@@ -88,6 +88,7 @@ class Step:
     _calls: list[_Call] = field(default_factory=list)
     _new_names: set[str] = field(default_factory=set)
     _stop: ContextStop | None = None
+    _host_failure: BaseException | None = None
     #: Host errors this context raised: genuineness is identity (DW-HERR-1).
     _genuine: list[BaseException] = field(default_factory=list)
 
@@ -181,6 +182,16 @@ class Step:
         self._genuine.append(failure)
         return _Ready(None, failure)
 
+    def _request(self, message: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Ask the host; if the host itself fails (the journal is unreachable, the worker
+        is going away), the context is lost, not the workflow's fault: remembered here so
+        :func:`run_context` re-raises it whatever the app does with it."""
+        try:
+            return self._host.request(message)
+        except BaseException as failure:
+            self._host_failure = failure
+            raise
+
     def _settle(self, call: _Call, kind: str, reply: tuple[Any, ...]) -> Any:
         call.settled = True
         if reply[0] in ("ok", "failed"):
@@ -204,7 +215,7 @@ class Step:
         self._halt(reply[1], reply[2] if len(reply) > 2 else "")
 
     async def _ask(self, call: _Call, kind: str, message: tuple[Any, ...]) -> Any:
-        return self._settle(call, kind, self._host.request(message))
+        return self._settle(call, kind, self._request(message))
 
     async def _do(
         self, call: _Call, effect: Callable[[], Any], policy: RetryPolicy, attempt: int
@@ -220,12 +231,12 @@ class Step:
             ok, payload = True, value
         except DocumentError as error:
             ok, payload = False, f"the effect did not return a document: {error.message}"[:500]
-        except Exception as error:
+        except BaseException as error:  # decisions D9: raising anything fails the attempt
             ok, payload = False, error_message(error)
         if self._stop is not None:  # the effect called a step and stopped the context
             raise self._stop
         message = ("do", call.name, attempt, ok, payload, policy.to_document())
-        return self._settle(call, "do", self._host.request(message))
+        return self._settle(call, "do", self._request(message))
 
 
 class _Ready:
@@ -262,14 +273,24 @@ def run_context(plan: ContextPlan, cls: type, env: Any, host: Host) -> ContextEn
         finally:
             if loop is not None:
                 loop.close()
-    except ContextStop as stop:
-        return _stopped(step, stop)
-    except Exception as error:
+    except BaseException as error:  # DW-HERR-2: anything else escaping run is run_threw
+        if step._host_failure is not None:
+            raise step._host_failure from None
         if step._stop is not None:
             return _stopped(step, step._stop)
+        if isinstance(error, ContextStop):  # a stop of another context's step object
+            return ContextEnd(
+                "errored", "run_threw", "run used the step object of another execution context"
+            )
+        if any(not call.settled for call in step._calls):  # DW-STEP-2: settled (rejected)
+            return ContextEnd(
+                "errored", "step_definition_mismatch", "run ended while a step was still unsettled"
+            )
         if any(error is genuine for genuine in step._genuine) and isinstance(error, StepFailed):
             return ContextEnd("errored", "step_failed", error_message(error))
         return ContextEnd("errored", "run_threw", error_message(error))
+    if step._host_failure is not None:
+        raise step._host_failure
     if step._stop is not None:  # the app caught a stop and returned anyway
         return _stopped(step, step._stop)
     if any(not call.settled for call in step._calls):

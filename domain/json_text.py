@@ -123,11 +123,47 @@ def _value(text: str, pos: int) -> tuple[Any, int, dict[str, Any] | list[Any] | 
 
 
 def load_canonical(data: bytes) -> Any:
-    """Read JSON bytes we wrote ourselves: orjson, or this parser past orjson's depth."""
+    """Read JSON bytes we wrote ourselves: orjson, or this parser past orjson's depth.
+
+    Documents hold only safe integers (|n| <= 2**53 - 1), so an integer literal beyond
+    that range can only be a float whose RFC 8785 form has no fraction (``2.0**60`` is
+    written ``1152921504606846976``): it is read back as the float it was.
+    """
     try:
-        return orjson.loads(data)
+        value = orjson.loads(data)
     except orjson.JSONDecodeError:
-        return parse_json(data.decode("utf-8"))
+        value = parse_json(data.decode("utf-8"))
+    if _LONG_DIGITS.search(data) is not None:  # rare: only then walk the value
+        value = _unsafe_ints_to_floats(value)
+    return value
+
+
+_LONG_DIGITS = re.compile(rb"\d{16}")
+_MAX_SAFE = 2**53 - 1
+
+
+def _unsafe_ints_to_floats(root: Any) -> Any:
+    def fix(value: Any) -> Any:
+        if type(value) is int and not -_MAX_SAFE <= value <= _MAX_SAFE:
+            return float(value)
+        return value
+
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if type(node) is dict:
+            for key, item in node.items():
+                if type(item) in (dict, list):
+                    stack.append(item)
+                else:
+                    node[key] = fix(item)
+        elif type(node) is list:
+            for index, item in enumerate(node):
+                if type(item) in (dict, list):
+                    stack.append(item)
+                else:
+                    node[index] = fix(item)
+    return fix(root)
 
 
 def scalar_text(text: str, limit: int | None = None) -> str:
