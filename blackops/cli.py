@@ -1,5 +1,5 @@
 """The ``blackops`` command (python-contract §5): serve, worker, op run / submit / status /
-outcome / events / redrive.
+outcome / events / redrive, wf list / create / status / send / terminate.
 
 Exit status: 0 success (an operation ``completed``), 1 an error with a taxonomy
 code, 2 usage, 3 the operation was rejected, 4 the operation failed. ``--json``
@@ -23,6 +23,7 @@ import orjson
 from blackops.application import Application
 from blackops.jsonbody import parse_document, render_json
 from blackops.loading import load_application
+from blackops.workflow_code import WorkflowResource
 from domain.context import Actor
 from domain.errors import BlackOpsError, InvalidRequest
 
@@ -63,10 +64,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     token = load_or_create_token()
     url = f"http://{args.host}:{args.port}"
     types = application.operation_types
+    workflows = [resource.uid for resource in application.workflows()]
     example = types[0] if types else "TYPE"
     application.store  # open (and create) the journal before taking requests  # noqa: B018
     worker = None
-    if args.worker and types:
+    if args.worker and (types or workflows):
         worker = application.worker(concurrency=args.concurrency).start()
     started = {
         "url": url,
@@ -74,6 +76,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "token": token,
         "store": application.store_display,
         "types": types,
+        "workflows": workflows,
         "worker": worker.id if worker else None,
     }
 
@@ -85,6 +88,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"  url       {url}   (OpenAPI {url}/openapi.json, docs {url}/docs)\n"
             f"  token     {token}\n"
             f"  types     {', '.join(types) or '-'}\n"
+            f"  workflows {', '.join(workflows) or '-'}\n"
             f"  worker    {in_process}\n"
             f"Try it:\n"
             f"  export TOKEN={token}\n"
@@ -92,6 +96,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"       -H \"Authorization: Bearer $TOKEN\" -H 'content-type: application/json' \\\n"
             f"       -d '{{}}'\n"
             f'  curl -s {url}/v1/operations/OPERATION_ID -H "Authorization: Bearer $TOKEN"'
+            + _workflow_hint(application, url)
         )
 
     _emit(started, args.json, banner)
@@ -110,19 +115,30 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _describe(started: dict[str, Any]) -> str:
+def _workflow_hint(application: Application, url: str) -> str:
+    """The banner's curl for the first workflow, if the app registers any."""
+    resources = application.workflows()
+    if not resources:
+        return ""
+    first = resources[0]
+    instances = f"{url}/v1/spaces/{first.space}/workflows/{first.uid}/instances"
     return (
-        f"{', '.join(started['types'])} on {started['store']} "
-        f"(concurrency {started['concurrency']})"
+        f"\n  curl -s -X POST {instances} \\\n"
+        f'       -H "Authorization: Bearer $TOKEN" -d \'{{}}\'   # body: {{"id"?, "params"?}}'
     )
+
+
+def _describe(started: dict[str, Any]) -> str:
+    runs = ", ".join([*started["types"], *started["workflows"]])
+    return f"{runs} on {started['store']} (concurrency {started['concurrency']})"
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run a worker until SIGTERM/SIGINT, then drain for the grace period and exit."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     application = _application(args)
-    if not application.operation_types:
-        raise InvalidRequest("the worker's --app registers no operation types")
+    if not application.operation_types and not application.workflows():
+        raise InvalidRequest("the worker's --app registers no operation types and no workflows")
     worker = application.worker(
         concurrency=args.concurrency,
         lease_seconds=args.lease_seconds,
@@ -139,6 +155,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     started = {
         "worker": worker.id,
         "types": application.operation_types,
+        "workflows": [resource.uid for resource in application.workflows()],
         "store": application.store_display,
         "concurrency": args.concurrency,
     }
@@ -447,6 +464,97 @@ def cmd_op_events(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- workflow instances (wf) ---------------------------------------------------------------
+
+
+def _workflow(args: argparse.Namespace) -> tuple[Application, WorkflowResource]:
+    """The ``--app`` application and its workflow ``UID`` (``not_found`` if none)."""
+    application = _application(args)
+    return application, application.workflow(args.uid).resource
+
+
+def _document_flag(text: str | None) -> dict[str, Any] | None:
+    """``--params`` / ``--payload``: left out means none (DW-DOC-4); else a strict object."""
+    return None if text is None else parse_document(text)
+
+
+def cmd_wf_list(args: argparse.Namespace) -> int:
+    resources = _application(args).workflows()
+    body = {
+        "workflows": [
+            {"uid": r.uid, "space": r.space, "className": r.class_name} for r in resources
+        ]
+    }
+
+    def human() -> str:
+        lines = [f"{r.uid:<24} {r.space:<16} {r.class_name}" for r in resources]
+        return "\n".join(lines) or "no workflows"
+
+    _emit(body, args.json, human)
+    return EXIT_OK
+
+
+def cmd_wf_create(args: argparse.Namespace) -> int:
+    application, resource = _workflow(args)
+    params = _document_flag(args.params)
+    instance_id = application.instances.create(resource, args.id, params, _cli_actor(args))
+    # A new instance is queued (decisions D2), whatever a worker does next.
+    _emit({"id": instance_id, "status": "queued"}, args.json, lambda: instance_id)
+    return EXIT_OK
+
+
+def cmd_wf_status(args: argparse.Namespace) -> int:
+    """Exit 0 whenever status() answers, for an errored run too (DW-INST-4)."""
+    application, resource = _workflow(args)
+    status = application.instances.status(resource, args.instance_id)
+
+    def human() -> str:
+        lines = [status["status"]]
+        if "output" in status:
+            lines.append(f"output  {render_json(status['output']).decode()}")
+        if "error" in status:
+            error = status["error"]
+            message = f": {error['message']}" if "message" in error else ""
+            lines.append(f"error   {error['reason']}{message}")
+        return "\n".join(lines)
+
+    _emit(status, args.json, human)
+    return EXIT_OK
+
+
+def cmd_wf_send(args: argparse.Namespace) -> int:
+    application, resource = _workflow(args)
+    payload = _document_flag(args.payload)
+    sequence = application.instances.send_event(
+        resource, args.instance_id, args.type, payload, _cli_actor(args)
+    )
+    body = {"id": args.instance_id, "type": args.type, "sequence": sequence}
+    _emit(body, args.json, lambda: f"accepted as event {sequence}")
+    return EXIT_OK
+
+
+def cmd_wf_terminate(args: argparse.Namespace) -> int:
+    """Returns once the instance's code has provably stopped (DW-TERM-1)."""
+    application, resource = _workflow(args)
+    application.instances.terminate(
+        resource, args.instance_id, _cli_actor(args), timeout=args.timeout
+    )
+    # An instance that had already ended keeps its status (decisions P41).
+    status = application.instances.status(resource, args.instance_id)["status"]
+    _emit({"id": args.instance_id, "status": status}, args.json, lambda: status)
+    return EXIT_OK
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 86_400:
+        raise argparse.ArgumentTypeError("must be a number of seconds from 0 to 86400")
+    return value
+
+
 # -- parser --------------------------------------------------------------------------------
 
 
@@ -534,6 +642,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_rebuild.add_argument("--batch", type=int, default=1000, help="events per transaction")
     p_rebuild.set_defaults(handler=cmd_projections_rebuild)
 
+    add_wf_commands(commands, common)
+
     journal = commands.add_parser("journal", help="the canonical journal")
     journal_commands = journal.add_subparsers(dest="journal", required=True)
     export = journal_commands.add_parser("export", help="write Observed JSONL (OL-11)")
@@ -588,6 +698,55 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--state", help="file keeping the last delivered position")
     replay.set_defaults(handler=cmd_replay)
     return parser
+
+
+def add_wf_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: Callable[[argparse.ArgumentParser], None],
+) -> None:
+    """``blackops wf ...``: the registered workflows of ``--app`` and their instances."""
+    wf = commands.add_parser("wf", help="workflow instances")
+    wf_commands = wf.add_subparsers(dest="wf", required=True)
+
+    listing = wf_commands.add_parser("list", help="the workflows --app registers")
+    common(listing)
+    listing.set_defaults(handler=cmd_wf_list)
+
+    def instance_command(
+        name: str, summary: str, handler: Callable[..., int], *, with_id: bool = True
+    ) -> argparse.ArgumentParser:
+        command = wf_commands.add_parser(name, help=summary)
+        common(command)
+        command.add_argument("uid", help="the workflow's uid (see wf list)")
+        if with_id:
+            command.add_argument(
+                "instance_id", help="the instance id (after -- if it starts with -)"
+            )
+        command.set_defaults(handler=handler)
+        return command
+
+    def acting(command: argparse.ArgumentParser) -> None:
+        command.add_argument("--actor", help="principal id recorded as the actor (default: $USER)")
+
+    create = instance_command("create", "create an instance (queued)", cmd_wf_create, with_id=False)
+    create.add_argument("--id", help="instance id, 1-256 characters (default: a UUID)")
+    create.add_argument("--params", help="params document as JSON (default: none)")
+    acting(create)
+
+    instance_command("status", "an instance's status()", cmd_wf_status)
+
+    send = instance_command("send", "accept an event for an instance", cmd_wf_send)
+    send.add_argument("--type", required=True, help="event type, 1-256 characters")
+    send.add_argument("--payload", help="payload document as JSON (default: none)")
+    acting(send)
+
+    terminate = instance_command(
+        "terminate", "terminate an instance once its code has stopped", cmd_wf_terminate
+    )
+    terminate.add_argument(
+        "--timeout", type=_seconds, default=60.0, help="seconds to wait for the proof of stop"
+    )
+    acting(terminate)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,10 +1,12 @@
-"""HTTP API (python-contract §4) on FastAPI: operations, status, events, OpenAPI."""
+"""HTTP API (python-contract §4) on FastAPI: operations, status, events, workflow
+instances, OpenAPI."""
 
 from __future__ import annotations
 
 import hmac
 import logging
 from typing import Any
+from urllib.parse import quote, unquote_to_bytes
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -13,12 +15,13 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from blackops.application import Application
+from blackops.application import Application, check_tenant
 from blackops.jsonbody import MAX_RAW_BYTES, parse_document, render_json
 from blackops.results import OperationResult
+from blackops.workflow_code import WorkflowResource
 from domain.context import Actor
 from domain.documents import DocumentError
-from domain.errors import HTTP_STATUS, BlackOpsError, InvalidRequest, Unauthorized
+from domain.errors import HTTP_STATUS, BlackOpsError, InvalidRequest, NotFound, Unauthorized
 from journal.store import PAGE_LIMIT_MAX
 from replay.export import observed_lines
 
@@ -35,6 +38,29 @@ _DOCUMENT_BODY = {
     "content": {"application/json": {"schema": {"type": "object"}}},
     "description": "The operation's params document (RFC 8785 rules, at most 1 MiB).",
 }
+
+
+INSTANCES = "/v1/spaces/{space}/workflows/{uid}/instances"
+
+
+def _envelope(properties: dict[str, Any], required: list[str], what: str) -> dict[str, Any]:
+    schema = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        schema["required"] = required
+    return {
+        "required": bool(required),
+        "content": {"application/json": {"schema": schema}},
+        "description": what,
+    }
+
+
+_DOC = {"type": "object", "description": "a document (RFC 8785 rules, at most 1 MiB)"}
+_ID_TEXT = {"type": "string", "minLength": 1, "maxLength": 256}
+_CREATE_BODY = _envelope(
+    {"id": _ID_TEXT, "params": _DOC}, [], "Optional instance id (else a UUID) and params."
+)
+_EVENT_BODY = _envelope({"type": _ID_TEXT, "payload": _DOC}, ["type"], "The event to accept.")
+_TERMINATE_BODY = _envelope({}, [], "Empty, or {}.")
 
 
 class JSON(JSONResponse):
@@ -79,6 +105,70 @@ async def _read_body(request: Request) -> bytes:
             raise DocumentError("document_too_large", f"request body is over {MAX_RAW_BYTES} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _request_object(raw: bytes, allowed: tuple[str, ...]) -> dict[str, Any]:
+    """An instance route's body: one JSON object with only ``allowed`` keys (empty = {}).
+
+    The whole body goes through the strict parser (P13), so hostile JSON text in a body
+    that carries documents is refused as ``invalid_params`` wherever it is; the
+    envelope's own shape is ``invalid_request`` (decisions P41).
+    """
+    if raw.lstrip(b" \t\r\n")[:1] not in (b"", b"{"):
+        raise InvalidRequest("the body must be a JSON object")
+    try:
+        body = parse_document(raw, empty_is={})
+    except DocumentError as error:
+        if allowed or error.code != "invalid_params":
+            raise
+        # A body that may hold no document has no params to blame.
+        raise InvalidRequest(f"the body must be empty or {{}}: {error.message}") from None
+    unknown = sorted(set(body) - set(allowed))
+    if unknown:
+        # repr() escapes lone surrogates, so the answer always encodes.
+        named = ", ".join(repr(key[:64]) for key in unknown[:5])
+        keys = ", ".join(allowed) or "none"
+        raise InvalidRequest(f"unknown body keys {named} (allowed: {keys})")
+    return body
+
+
+def _optional_document(body: dict[str, Any], key: str) -> Any:
+    """An optional document of the body: absent is none; ``null`` is not a document
+    (DW-DOC-4: only leaving it out means none)."""
+    if key not in body:
+        return None
+    if body[key] is None:
+        raise InvalidRequest(f"{key} must be an object; leave it out for none", "invalid_params")
+    return body[key]
+
+
+def _raw_instance_id(request: Request, space: str, uid: str, action: str | None) -> str:
+    """The instance id exactly as sent: one percent-encoded path segment of UTF-8.
+
+    Routing sees the decoded path, where ``%2F`` is already a ``/`` (so the routes take
+    a ``path`` parameter) and invalid UTF-8 has become U+FFFD; the raw path still says
+    what the client meant (decisions P42).
+    """
+    raw = request.scope.get("raw_path")
+    if not isinstance(raw, bytes):  # optional in ASGI; uvicorn and the TestClient set it
+        return str(request.path_params["instance_id"])
+    route = [b"v1", b"spaces", space.encode(), b"workflows", uid.encode(), b"instances"]
+    count = len(route) + 1 + (action is not None)
+    segments = [unquote_to_bytes(segment) for segment in raw.split(b"/")[-count:]]
+    if segments[: len(route)] != route or (action and segments[-1] != action.encode()):
+        raise NotFound("no such route: an instance id is one path segment (send '/' as %2F)")
+    try:
+        return segments[len(route)].decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidRequest("the instance id in the path is not percent-encoded UTF-8") from None
+
+
+def instance_path(resource: WorkflowResource, instance_id: str) -> str:
+    """The instance's URL path; ``.`` and ``..`` are encoded, or clients would drop them."""
+    segment = quote(instance_id, safe="")
+    if segment in (".", ".."):
+        segment = segment.replace(".", "%2E")
+    return f"/v1/spaces/{resource.space}/workflows/{resource.uid}/instances/{segment}"
 
 
 def _prefers_async(prefer: str) -> bool:
@@ -255,5 +345,102 @@ def create_http_app(application: Application, token: str) -> FastAPI:
     async def operation_events(operation_id: str, _: Actor = Depends(principal)) -> Response:
         events = await run_in_threadpool(application.events, operation_id)
         return JSON({"operationId": operation_id, "events": events})
+
+    # -- workflow instances (durable-workflow §2) -----------------------------------------
+
+    def workflow_in(space: str, uid: str) -> WorkflowResource:
+        """Workflow ``uid`` of Space ``space``; another Space's is as unknown as none at all,
+        so no caller learns what exists elsewhere."""
+        check_tenant(space)
+        try:
+            resource = application.workflow(uid).resource
+        except NotFound:
+            resource = None
+        if resource is None or resource.space != space:
+            raise NotFound(f"no workflow {uid[:128]!r} in space {space!r}")  # uids fit 128
+        return resource
+
+    @api.post(
+        INSTANCES,
+        status_code=201,
+        openapi_extra={"requestBody": _CREATE_BODY},
+        summary="Create an instance (201, status queued, Location of its status)",
+    )
+    async def create_instance(
+        space: str, uid: str, request: Request, actor: Actor = Depends(principal)
+    ) -> Response:
+        resource = workflow_in(space, uid)
+        raw = await _read_body(request)
+
+        def parse_and_create() -> str:
+            body = _request_object(raw, ("id", "params"))
+            if "id" in body and type(body["id"]) is not str:
+                raise InvalidRequest("id must be a string of 1-256 characters")
+            params = _optional_document(body, "params")
+            return application.instances.create(resource, body.get("id"), params, actor)
+
+        instance_id = await run_in_threadpool(parse_and_create)
+        location = instance_path(resource, instance_id)
+        body = {"id": instance_id, "status": "queued"}  # a new instance is queued (D2)
+        return JSON(body, status_code=201, headers={"Location": location})
+
+    @api.get(
+        INSTANCES + "/{instance_id:path}",
+        summary="An instance's status(): {status, output?, error?}",
+    )
+    async def instance_status(
+        space: str, uid: str, instance_id: str, request: Request, _: Actor = Depends(principal)
+    ) -> Response:
+        resource = workflow_in(space, uid)
+        target = _raw_instance_id(request, space, uid, None)
+        return JSON(await run_in_threadpool(lambda: application.instances.status(resource, target)))
+
+    @api.post(
+        INSTANCES + "/{instance_id:path}/events",
+        status_code=202,
+        openapi_extra={"requestBody": _EVENT_BODY},
+        summary="Accept an event durably (202 with its per-instance sequence number)",
+    )
+    async def send_instance_event(
+        space: str, uid: str, instance_id: str, request: Request, actor: Actor = Depends(principal)
+    ) -> Response:
+        resource = workflow_in(space, uid)
+        target = _raw_instance_id(request, space, uid, "events")
+        raw = await _read_body(request)
+
+        def parse_and_send() -> dict[str, Any]:
+            body = _request_object(raw, ("type", "payload"))
+            if "type" not in body:
+                raise InvalidRequest('the body must name the event type: {"type": "..."}')
+            event_type, payload = body["type"], _optional_document(body, "payload")
+            sequence = application.instances.send_event(
+                resource, target, event_type, payload, actor
+            )
+            return {"id": target, "type": event_type, "sequence": sequence}
+
+        return JSON(await run_in_threadpool(parse_and_send), status_code=202)
+
+    @api.post(
+        INSTANCES + "/{instance_id:path}/terminate",
+        openapi_extra={"requestBody": _TERMINATE_BODY},
+        summary="Terminate an instance; answers once its code has provably stopped",
+    )
+    async def terminate_instance(
+        space: str, uid: str, instance_id: str, request: Request, actor: Actor = Depends(principal)
+    ) -> Response:
+        resource = workflow_in(space, uid)
+        target = _raw_instance_id(request, space, uid, "terminate")
+        raw = await _read_body(request)
+
+        def parse_and_terminate() -> str:
+            _request_object(raw, ())
+            # Blocks until the stop is proven (DW-TERM-1), or backend_unavailable.
+            application.instances.terminate(resource, target, actor)
+            # An instance that had already ended keeps its status (decisions P41).
+            status: str = application.instances.status(resource, target)["status"]
+            return status
+
+        status = await run_in_threadpool(parse_and_terminate)
+        return JSON({"id": target, "status": status})
 
     return api
