@@ -757,7 +757,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "json", False):
             sys.stdout.write(orjson.dumps(error.to_body()).decode() + "\n")
         else:
-            sys.stderr.write(f"blackops: {error.code}: {error.message}\n")
+            detail = getattr(error, "detail", "")  # the operator may see the driver's words
+            suffix = f" ({detail.strip()})" if detail else ""
+            sys.stderr.write(f"blackops: {error.code}: {error.message}{suffix}\n")
         return EXIT_ERROR
     return code
 

@@ -21,7 +21,14 @@ from blackops.results import OperationResult
 from blackops.workflow_code import WorkflowResource
 from domain.context import Actor
 from domain.documents import DocumentError
-from domain.errors import HTTP_STATUS, BlackOpsError, InvalidRequest, NotFound, Unauthorized
+from domain.errors import (
+    HTTP_STATUS,
+    BackendUnavailable,
+    BlackOpsError,
+    InvalidRequest,
+    NotFound,
+    Unauthorized,
+)
 from journal.store import PAGE_LIMIT_MAX
 from replay.export import observed_lines
 
@@ -193,6 +200,9 @@ def create_http_app(application: Application, token: str) -> FastAPI:
 
     @api.exception_handler(BlackOpsError)
     async def blackops_error(_: Request, error: BlackOpsError) -> Response:
+        if isinstance(error, BackendUnavailable) and error.detail:
+            # Driver text names hosts and ports: the server log has it, the caller does not.
+            log.warning("backend unavailable: %s (%s)", error.message, error.detail)
         return _error(error)
 
     @api.exception_handler(HTTPException)

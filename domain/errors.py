@@ -101,5 +101,11 @@ class FencingError(Conflict):
 
 
 class BackendUnavailable(BlackOpsError):
-    def __init__(self, message: str = "the journal store cannot be reached") -> None:
+    """The journal cannot be reached. ``detail`` holds the driver's own words (hosts,
+    ports, reasons) for logs and operators; it is never put in an HTTP answer."""
+
+    def __init__(
+        self, message: str = "the journal store cannot be reached", detail: str = ""
+    ) -> None:
         super().__init__("backend_unavailable", message)
+        self.detail = detail

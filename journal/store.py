@@ -96,9 +96,9 @@ def _backend_errors() -> Iterator[None]:
     except IntegrityError:
         raise
     except (OperationalError, InterfaceError) as error:
-        raise BackendUnavailable(f"the journal store cannot be reached: {error}") from error
+        raise BackendUnavailable("the journal store cannot be reached", str(error)) from error
     except PersistenceError as error:
-        raise BackendUnavailable(f"the journal store failed: {error}") from error
+        raise BackendUnavailable("the journal store failed", str(error)) from error
 
 
 class EventStore:
@@ -470,4 +470,4 @@ def _postgres_setup_lock(settings: dict[str, str]) -> Iterator[None]:
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
             yield
     except psycopg.OperationalError as error:
-        raise BackendUnavailable(f"PostgreSQL cannot be reached: {error}") from error
+        raise BackendUnavailable("PostgreSQL cannot be reached", str(error)) from error

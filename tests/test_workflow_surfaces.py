@@ -828,3 +828,21 @@ def test_dw_term_1_terminate_over_http_answers_after_the_code_stopped(
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # killed and reaped before the answer
         assert http.get(at("s-1", "Stuck")).json() == {"status": "terminated"}
+
+
+def test_a_503_names_no_host_port_or_driver_text() -> None:
+    """DW-TERM-2: backend_unavailable, without the database's address in the answer."""
+    from fastapi.testclient import TestClient as Client
+
+    from blackops.http import create_http_app
+
+    unreachable = Application("postgresql://postgres@127.0.0.1:1/x?connect_timeout=1")
+    unreachable.register_workflow(Hidden, space="acme")
+    with Client(create_http_app(unreachable, "t")) as client:
+        answer = client.get(
+            "/v1/spaces/acme/workflows/Hidden/instances/i",
+            headers={"Authorization": "Bearer t"},
+        )
+    assert answer.status_code == 503
+    assert answer.json()["error"]["code"] == "backend_unavailable"
+    assert "127.0.0.1" not in answer.text and "port" not in answer.text
