@@ -69,7 +69,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     application.store  # open (and create) the journal before taking requests  # noqa: B018
     worker = None
     if args.worker and (types or workflows):
-        worker = application.worker(concurrency=args.concurrency).start()
+        worker = application.worker(
+            concurrency=args.concurrency,
+            workflow_processes=args.workflow_processes,
+            contexts_per_process=args.contexts_per_process,
+        ).start()
     started = {
         "url": url,
         "openapi": f"{url}/openapi.json",
@@ -144,6 +148,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         lease_seconds=args.lease_seconds,
         grace_seconds=args.grace_seconds,
         poll_seconds=args.poll_seconds,
+        workflow_processes=args.workflow_processes,
+        contexts_per_process=args.contexts_per_process,
     )
 
     def on_signal(signum: int, _: object) -> None:
@@ -558,6 +564,18 @@ def _seconds(text: str) -> float:
 # -- parser --------------------------------------------------------------------------------
 
 
+def workflow_options(parser: argparse.ArgumentParser) -> None:
+    """Where a worker runs workflow contexts (docs/workflows.md, decisions W3, W13)."""
+    parser.add_argument(
+        "--workflow-processes", type=int, default=4, help="executor processes for contexts"
+    )
+    parser.add_argument(
+        "--contexts-per-process",
+        type=int,
+        help="replace an executor after this many contexts (1: a fresh process each)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="blackops", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -577,6 +595,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--concurrency", type=int, default=4, help="in-process worker threads")
     serve.add_argument("--grace-seconds", type=float, default=10.0)
+    workflow_options(serve)
     serve.set_defaults(handler=cmd_serve)
 
     worker = commands.add_parser("worker", help="claim and run Deferred operations")
@@ -587,6 +606,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--grace-seconds", type=float, default=30.0, help="time to finish on SIGTERM"
     )
     worker.add_argument("--poll-seconds", type=float, help="fallback polling interval")
+    workflow_options(worker)
     worker.set_defaults(handler=cmd_worker)
 
     op = commands.add_parser("op", help="operations").add_subparsers(dest="op", required=True)

@@ -89,6 +89,10 @@ class Worker:
             raise InvalidRequest("heartbeat_seconds must be at most half of lease_seconds")
         if type(workflow_processes) is not int or not 1 <= workflow_processes <= 256:
             raise InvalidRequest("workflow_processes must be an integer from 1 to 256")
+        if contexts_per_process is not None and (
+            type(contexts_per_process) is not int or not 1 <= contexts_per_process <= 10**9
+        ):
+            raise InvalidRequest("contexts_per_process must be a positive integer")
         self.prefetch = concurrency if prefetch is None else prefetch
         if type(self.prefetch) is not int or not 0 <= self.prefetch <= 10_000:
             raise InvalidRequest("prefetch must be an integer from 0 to 10000")

@@ -136,12 +136,14 @@ class InstanceService:
                 raise InstanceTerminal(instance_id, state.status)
             now = self._now()
             wait = state.waiting_for()
+            # Handed straight to the wait (not counted, D12) only if the wait is for this
+            # type, still within its deadline (D11), and nothing queued would serve it first.
             direct = (
                 wait is not None
                 and wait.config.get("type") == event_type
                 and wait.due_at is not None
-                and now <= wait.due_at  # after the deadline the timeout wins (D11)
-                and not any(e.direct for e in state.queue)
+                and now <= wait.due_at
+                and state.matching_event(event_type, wait.due_at) is None
             )
             if not direct and (
                 state.queued_count + 1 > MAX_QUEUED_EVENTS

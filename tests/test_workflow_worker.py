@@ -161,3 +161,19 @@ def test_stopping_a_worker_hands_running_contexts_to_another_at_once(
         if second is not None:
             second.stop(1)
         app.close()
+
+
+def test_worker_options_for_workflows_are_checked_before_the_store_opens(tmp_path: Path) -> None:
+    """Bad executor options are invalid_request and create no journal file."""
+    import pytest
+
+    from blackops import BlackOpsError
+
+    path = tmp_path / "never.db"
+    app = Application(f"sqlite:///{path}")
+    app.register_workflow(Leaky)
+    for options in ({"workflow_processes": 0}, {"contexts_per_process": 0}):
+        with pytest.raises(BlackOpsError) as refused:
+            app.worker(**options)
+        assert refused.value.code == "invalid_request"
+    assert not path.exists()
