@@ -407,6 +407,10 @@ def cmd_purge(args: argparse.Namespace) -> int:
         verb = "would purge" if report.dry_run else "purged"
         lines = [f"{verb} {i.what} {i.operation_id} (due {i.due_at})" for i in report.items]
         lines += [f"held, kept: {operation_id}" for operation_id in report.held]
+        lines += [
+            f"{verb} workflow instance {i['workflow']}/{i['id']} ({i['status']}, due {i['dueAt']})"
+            for i in report.instances
+        ]
         return "\n".join(lines) or "nothing is due"
 
     _emit(report.to_dict(), args.json, human)

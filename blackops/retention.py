@@ -10,6 +10,8 @@ journal's newest row when the deletion runs (SQLite would otherwise reuse the id
 deleted newest rows, and a follower already past them would skip new events).
 
 Candidates are found by one pass over the journal: a batch job, not a hot path.
+Terminal workflow instances past their 2,592,000 s (DW-RET-1) are found through their
+due-work index rows (workers purge them on their own as well).
 """
 
 from __future__ import annotations
@@ -66,12 +68,15 @@ class PurgeReport:
     dry_run: bool
     items: list[PurgeItem] = field(default_factory=list)
     held: list[str] = field(default_factory=list)  # past retention, kept by a hold
+    #: Terminal workflow instances past their 2,592,000 s (DW-RET-1).
+    instances: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "dryRun": self.dry_run,
             "purged" if not self.dry_run else "wouldPurge": [i.to_dict() for i in self.items],
             "held": self.held,
+            "instances": self.instances,
         }
 
 
@@ -164,7 +169,42 @@ class RetentionService:
                 else:
                     self._purge_outcome(operation_id, actor, text)
             report.items.append(item)
+        self._purge_instances(report, actor, text)
         return report
+
+    def _purge_instances(self, report: PurgeReport, actor: Actor, reason: str) -> None:
+        """Terminal workflow instances whose retention ended: their index row (the purge
+        timer) is due. Workers purge these on their own too; this is the batch path."""
+        from blackops.workflow_engine import WorkflowEngine
+        from domain.workflow import micros_instant, to_micros
+        from domain.workflow_rules import RETENTION_MICROS
+        from journal.instances import load_instance
+
+        store = self.app.store
+        now = to_micros(self.app.clock.now())
+        engine = WorkflowEngine(store, self.app.code_provider, self.app.clock, "purge")
+        for row in store.work_rows():
+            if not row.operation_type.startswith("workflow:") or row.due_at > now:
+                continue
+            state = load_instance(store, row.operation_id)
+            if not state.is_terminal or state.terminal_at is None:
+                continue
+            due = state.terminal_at + RETENTION_MICROS
+            if due > now:
+                continue
+            if not report.dry_run:
+                positions = [e.position for e in store.read_stream(state.stream)]
+                if not engine.purge(state, positions, actor=actor.to_dict(), reason=reason):
+                    continue
+            report.instances.append(
+                {
+                    "workflow": state.workflow,
+                    "id": state.instance_id,
+                    "status": state.status,
+                    "since": micros_instant(state.terminal_at),
+                    "dueAt": micros_instant(due),
+                }
+            )
 
     def _purge_operation(self, operation_id: str, actor: Actor, reason: str) -> None:
         store = self.app.store

@@ -295,9 +295,17 @@ class WorkflowEngine:
 
     # -- retention -------------------------------------------------------------------------
 
-    def purge(self, state: InstanceState, positions: list[int]) -> None:
+    def purge(
+        self,
+        state: InstanceState,
+        positions: list[int],
+        *,
+        actor: dict[str, str] | None = None,
+        reason: str = "retention",
+    ) -> bool:
         """Purge a terminal instance whose retention ended (DW-RET-1): a tombstone, then
-        the history is deleted; ``get`` then answers ``unknown_instance``."""
+        the history is deleted; ``get`` then answers ``unknown_instance``. Returns
+        False when someone else acted on the instance first."""
         stream_events = self.store.read_stream(state.stream)
         earlier = [e for e in stream_events if e.type == Topic.PURGED]
         listed = sorted({*positions, *(p for e in earlier for p in e.data.get("positions", []))})
@@ -306,13 +314,12 @@ class WorkflowEngine:
             "workflow": state.workflow,
             "status": state.status,
             "terminal_at": micros_instant(state.terminal_at or 0),
-            "reason": "retention",
+            "reason": reason,
             "versions": state.version,
             "positions": listed,
         }
         at = micros_instant(self._now())
-        actor = {"id": self.worker_id, "kind": "system"}
-        ctx = {**event_context(state), "actor": actor}
+        ctx = {**event_context(state), "actor": actor or {"id": self.worker_id, "kind": "system"}}
         try:
             self.store.append(
                 Append(state.stream, state.version, [NewEvent(Topic.PURGED, at, ctx, data)])
@@ -321,8 +328,9 @@ class WorkflowEngine:
             raise
         except Exception as refused:  # someone else purged or acted first
             log.info("purge of %s skipped: %s", state.stream, refused)
-            return
+            return False
         self.store.delete_stream_events(state.stream, state.version)
+        return True
 
     # -- in this process -------------------------------------------------------------------
 

@@ -175,3 +175,32 @@ def test_purged_instances_still_verify_and_their_id_is_free_again(any_store_url:
         assert asyncio.run(again.status()) == {"status": "complete", "output": {"end": "complete"}}
     finally:
         app.close()
+
+
+def test_app_purge_lists_and_purges_instances_past_retention(any_store_url: str) -> None:
+    """DW-RET-1 through the batch purge (``app.purge`` / ``blackops purge``): a dry run
+    lists the instance and changes nothing; the purge removes it, leaving others."""
+    clock = FakeClock()
+    app = Application(any_store_url, clock=clock)
+    try:
+        binding = app.register_workflow(Shapes)
+        asyncio.run(binding.create(id="done", params={"end": "complete"}))
+        asyncio.run(app.work_until_idle())
+        clock.advance(2_592_000)
+        asyncio.run(binding.create(id="young", params={"end": "complete"}))
+        before = app.store.last_position()
+        dry = app.purge(actor={"id": "ops", "kind": "admin"}, dry_run=True)
+        assert [(i["workflow"], i["id"], i["status"]) for i in dry.instances] == [
+            ("Shapes", "done", "complete")
+        ]
+        assert dry.to_dict()["instances"] == dry.instances
+        assert app.store.last_position() == before  # a dry run changes nothing
+        done = app.purge(actor={"id": "ops", "kind": "admin"})
+        assert [i["id"] for i in done.instances] == ["done"]
+        with pytest.raises(BlackOpsError) as refused:
+            asyncio.run(binding.get("done"))
+        assert refused.value.code == "unknown_instance"
+        assert asyncio.run(asyncio.run(binding.get("young")).status()) == {"status": "queued"}
+        assert app.purge(actor={"id": "ops", "kind": "admin"}).instances == []
+    finally:
+        app.close()
