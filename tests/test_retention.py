@@ -195,7 +195,7 @@ def test_cli_and_http_hold_release_purge(store_url: str, clock: FakeClock) -> No
     app.close()
     cli = run("purge", "--dry-run", "--json", "--app", "examples.shop:app", store=store_url)
     assert cli.returncode == 0, cli.stderr
-    assert json.loads(cli.stdout) == {"dryRun": True, "wouldPurge": [], "held": []}
+    assert json.loads(cli.stdout) == {"dryRun": True, "wouldPurge": [], "held": [], "instances": []}
     hold = run("hold", operation_id, "--reason", "again", "--json", store=store_url)
     assert hold.returncode == 0 and json.loads(hold.stdout)["hold"]["reason"] == "again"
     release = run("release", operation_id, "--reason", "fine", "--json", store=store_url)
