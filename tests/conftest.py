@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 from psycopg import sql
+from worker_fleet import Fleet
 
 from blackops import Application
 from blackops.testing import FakeClock
@@ -112,3 +113,15 @@ def app(store_url: str, clock: FakeClock) -> Iterator[Application]:
         yield application
     finally:
         application.close()
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[Fleet]:
+    """The worker processes of one test (tests/worker_fleet.py), killed at teardown."""
+    workers = Fleet(tmp_path)
+    try:
+        yield workers
+    finally:
+        workers.close()
+        # Shown by pytest only when the test fails.
+        print(workers.report())

@@ -16,12 +16,8 @@ is printed when a test fails.
 from __future__ import annotations
 
 import itertools
-import os
-import re
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -35,161 +31,18 @@ import pytest
 from conftest import postgres_schema_url
 from fault_apps import FLAKY_MAX_ATTEMPTS, build_app, fails
 from private_postgres import PrivateServer, private_postgres  # noqa: F401 (fixture)
+from worker_fleet import Fleet, WorkerProcess, wait_for
 
 from blackops import Application, BlackOpsError
 from domain.errors import BackendUnavailable
 from domain.events import RecordedEvent
 
-ROOT = Path(__file__).resolve().parent.parent
-TESTS = ROOT / "tests"
 TERMINAL = {
     "operation.completed",
     "operation.rejected",
     "operation.failed",
     "operation.dead_lettered",
 }
-
-
-def _worker_command() -> list[str]:
-    script = Path(sys.executable).with_name("blackops")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "blackops.cli"]
-
-
-# -- worker processes ------------------------------------------------------------------------
-
-
-class WorkerProcess:
-    """One ``blackops worker`` subprocess; its stdout and stderr go to a log file."""
-
-    def __init__(
-        self,
-        store: str,
-        label: str,
-        folder: Path,
-        *,
-        concurrency: int = 1,
-        lease: float = 1.5,
-        grace: float = 5.0,
-        poll: float = 0.1,
-        env: dict[str, str] | None = None,
-        app: str = "fault_apps:app",
-    ) -> None:
-        self.label = label
-        self.log_path = folder / f"worker-{label}.log"
-        command = [
-            *_worker_command(),
-            "worker",
-            "--app",
-            app,
-            "--store",
-            store,
-            "--concurrency",
-            str(concurrency),
-            "--lease-seconds",
-            str(lease),
-            "--grace-seconds",
-            str(grace),
-            "--poll-seconds",
-            str(poll),
-        ]
-        path = os.pathsep.join([str(TESTS), str(ROOT), os.environ.get("PYTHONPATH", "")])
-        self._log = self.log_path.open("wb")
-        self.process = subprocess.Popen(
-            command,
-            cwd=ROOT,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONPATH": path, "FAULT_LABEL": label, **(env or {})},
-        )
-        self.pid = self.process.pid
-        self.id = ""
-
-    def output(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-
-    def wait_ready(self, timeout: float = 60) -> str:
-        """Wait for the start line; returns the worker id the journal will name."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = re.search(r"^BlackOps worker (\S+): ", self.output(), re.MULTILINE)
-            if found:
-                self.id = found.group(1)
-                return self.id
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise AssertionError(
-            f"worker {self.label} did not start (exit {self.process.poll()}):\n{self.output()}"
-        )
-
-    def signal(self, signum: int) -> None:
-        os.kill(self.pid, signum)
-
-    def wait_exit(self, timeout: float) -> int:
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(
-                f"worker {self.label} did not exit within {timeout}s:\n{self.output()}"
-            ) from None
-
-    def close(self) -> None:
-        """Kill it if it still runs (SIGCONT first, in case it is stopped) and reap it."""
-        if self.process.poll() is None:
-            for signum in (signal.SIGCONT, signal.SIGKILL):
-                try:
-                    self.signal(signum)
-                except ProcessLookupError:
-                    break
-            self.process.wait(30)
-        self._log.close()
-
-
-class Fleet:
-    """The worker processes of one test; all are killed and reaped at teardown."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.workers: list[WorkerProcess] = []
-
-    def start(self, store: str, label: str, **options: Any) -> WorkerProcess:
-        worker = WorkerProcess(store, label, self.folder, **options)
-        self.workers.append(worker)
-        worker.wait_ready()
-        return worker
-
-    def report(self) -> str:
-        return "\n".join(
-            f"----- worker {w.label} (pid {w.pid}, id {w.id}, exit {w.process.poll()}) -----\n"
-            f"{w.output()}"
-            for w in self.workers
-        )
-
-    def close(self) -> None:
-        for worker in self.workers:
-            worker.close()
-
-    def stop_gracefully(self) -> None:
-        """SIGTERM every worker; each must drain and exit 0."""
-        for worker in self.workers:
-            worker.signal(signal.SIGTERM)
-        for worker in self.workers:
-            assert worker.wait_exit(60) == 0
-
-
-@pytest.fixture
-def fleet(tmp_path: Path) -> Iterator[Fleet]:
-    workers = Fleet(tmp_path)
-    try:
-        yield workers
-    finally:
-        workers.close()
-        # Shown by pytest only when the test fails.
-        print(workers.report())
 
 
 @pytest.fixture
@@ -215,22 +68,6 @@ def fault_app(store_url: str) -> Iterator[Application]:
 
 
 # -- waiting and reading the journal -----------------------------------------------------------
-
-
-def wait_for(
-    condition: Callable[[], bool],
-    timeout: float,
-    what: str,
-    explain: Callable[[], str] = lambda: "",
-    interval: float = 0.05,
-) -> float:
-    """Poll ``condition`` until true; returns the seconds waited, fails saying ``what``."""
-    start = time.monotonic()
-    while not condition():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{explain()}")
-        time.sleep(interval)
-    return time.monotonic() - start
 
 
 def journal(app: Application) -> dict[str, list[RecordedEvent]]:

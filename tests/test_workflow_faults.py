@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from private_postgres import PrivateServer, private_postgres  # noqa: F401 (fixture)
-from test_worker_faults import ROOT, TESTS, Fleet, wait_for
+from worker_fleet import ROOT, TESTS, Fleet, wait_for
 from workflow_fault_apps import build_app
 
 from blackops import Application, BlackOpsError
@@ -37,16 +37,6 @@ def wf_app(store_url: str) -> Iterator[Application]:
         yield application
     finally:
         application.close()
-
-
-@pytest.fixture
-def fleet(tmp_path: Path) -> Iterator[Fleet]:
-    workers = Fleet(tmp_path)
-    try:
-        yield workers
-    finally:
-        workers.close()
-        print(workers.report())  # shown by pytest only when the test fails
 
 
 @pytest.fixture

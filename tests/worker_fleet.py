@@ -1,0 +1,164 @@
+"""Worker processes for fault tests: ``blackops worker`` subprocesses a test can kill,
+freeze, stop and read the output of (used by the operation and workflow fault tests)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+
+
+def _worker_command() -> list[str]:
+    script = Path(sys.executable).with_name("blackops")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "blackops.cli"]
+
+
+# -- worker processes ------------------------------------------------------------------------
+
+
+class WorkerProcess:
+    """One ``blackops worker`` subprocess; its stdout and stderr go to a log file."""
+
+    def __init__(
+        self,
+        store: str,
+        label: str,
+        folder: Path,
+        *,
+        concurrency: int = 1,
+        lease: float = 1.5,
+        grace: float = 5.0,
+        poll: float = 0.1,
+        env: dict[str, str] | None = None,
+        app: str = "fault_apps:app",
+    ) -> None:
+        self.label = label
+        self.log_path = folder / f"worker-{label}.log"
+        command = [
+            *_worker_command(),
+            "worker",
+            "--app",
+            app,
+            "--store",
+            store,
+            "--concurrency",
+            str(concurrency),
+            "--lease-seconds",
+            str(lease),
+            "--grace-seconds",
+            str(grace),
+            "--poll-seconds",
+            str(poll),
+        ]
+        path = os.pathsep.join([str(TESTS), str(ROOT), os.environ.get("PYTHONPATH", "")])
+        self._log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": path, "FAULT_LABEL": label, **(env or {})},
+        )
+        self.pid = self.process.pid
+        self.id = ""
+
+    def output(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+
+    def wait_ready(self, timeout: float = 60) -> str:
+        """Wait for the start line; returns the worker id the journal will name."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = re.search(r"^BlackOps worker (\S+): ", self.output(), re.MULTILINE)
+            if found:
+                self.id = found.group(1)
+                return self.id
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(
+            f"worker {self.label} did not start (exit {self.process.poll()}):\n{self.output()}"
+        )
+
+    def signal(self, signum: int) -> None:
+        os.kill(self.pid, signum)
+
+    def wait_exit(self, timeout: float) -> int:
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"worker {self.label} did not exit within {timeout}s:\n{self.output()}"
+            ) from None
+
+    def close(self) -> None:
+        """Kill it if it still runs (SIGCONT first, in case it is stopped) and reap it."""
+        if self.process.poll() is None:
+            for signum in (signal.SIGCONT, signal.SIGKILL):
+                try:
+                    self.signal(signum)
+                except ProcessLookupError:
+                    break
+            self.process.wait(30)
+        self._log.close()
+
+
+class Fleet:
+    """The worker processes of one test; all are killed and reaped at teardown."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.workers: list[WorkerProcess] = []
+
+    def start(self, store: str, label: str, **options: Any) -> WorkerProcess:
+        worker = WorkerProcess(store, label, self.folder, **options)
+        self.workers.append(worker)
+        worker.wait_ready()
+        return worker
+
+    def report(self) -> str:
+        return "\n".join(
+            f"----- worker {w.label} (pid {w.pid}, id {w.id}, exit {w.process.poll()}) -----\n"
+            f"{w.output()}"
+            for w in self.workers
+        )
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.close()
+
+    def stop_gracefully(self) -> None:
+        """SIGTERM every worker; each must drain and exit 0."""
+        for worker in self.workers:
+            worker.signal(signal.SIGTERM)
+        for worker in self.workers:
+            assert worker.wait_exit(60) == 0
+
+
+def wait_for(
+    condition: Callable[[], bool],
+    timeout: float,
+    what: str,
+    explain: Callable[[], str] = lambda: "",
+    interval: float = 0.05,
+) -> float:
+    """Poll ``condition`` until true; returns the seconds waited, fails saying ``what``."""
+    start = time.monotonic()
+    while not condition():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{explain()}")
+        time.sleep(interval)
+    return time.monotonic() - start
