@@ -112,11 +112,7 @@ def changes(events: Iterable[tuple[str, str, bytes]]) -> list[RowChange]:
         if topic not in _TOPICS:
             continue
         if topic in _TERMINAL_TOPICS:
-            change = by_id.setdefault(stream, RowChange(stream))
-            if change.create is not None:  # accepted and ended in one append: no row
-                del by_id[stream]
-            else:
-                change.delete = True
+            _remove_row(by_id, stream)
             continue
         body = load_canonical(state)
         data = body["data"]
@@ -138,15 +134,19 @@ def changes(events: Iterable[tuple[str, str, bytes]]) -> list[RowChange]:
     return list(by_id.values())
 
 
+def _remove_row(by_id: dict[str, RowChange], stream: str) -> None:
+    change = by_id.setdefault(stream, RowChange(stream))
+    if change.create is not None:  # created and ended in one append: no row at all
+        del by_id[stream]
+    else:
+        change.delete = True
+
+
 def _workflow_change(by_id: dict[str, RowChange], stream: str, topic: str, state: bytes) -> None:
     """An instance's row: due at creation, at its lease's end while a context runs, and
     at ``wake_at`` after a context stops (timer, retry, lifetime) or an event wakes it."""
     if topic == Topic.PURGED:
-        change = by_id.setdefault(stream, RowChange(stream))
-        if change.create is not None:
-            del by_id[stream]
-        else:
-            change.delete = True
+        _remove_row(by_id, stream)
         return
     body = load_canonical(state)
     data = body["data"]
