@@ -78,6 +78,17 @@ def fold_in(state: InstanceState, append: Append) -> None:
 
 
 @dataclass(eq=False)
+class _Item:
+    """One append of a turn: a step request, a context's end, or a claim."""
+
+    kind: str
+    held: HeldContext | None
+    state: InstanceState
+    append: Append
+    reply: tuple[Any, ...] | None
+
+
+@dataclass(eq=False)
 class HeldContext:
     """A context this engine claimed: the instance as the context last saw it."""
 
@@ -131,20 +142,88 @@ class WorkflowEngine:
     def _now(self) -> int:
         return to_micros(self.clock.now())
 
+    # -- one turn: steps, ends and claims together -----------------------------------------
+
+    def cycle(
+        self,
+        requests: Sequence[tuple[HeldContext, tuple[Any, ...]]],
+        ends: Sequence[tuple[HeldContext, ContextEnd | None]],
+        claim_limit: int,
+    ) -> tuple[list[tuple[Any, ...]], list[HeldContext], int]:
+        """Commit step requests, context ends and up to ``claim_limit`` new claims in
+        **one** transaction (group commit), then answer the requests (DW-DO-3: a reply
+        only after its commit).
+
+        Returns the replies (in ``requests`` order), the contexts newly claimed, and how
+        many rows the claims acted on. An item whose stream moved is decided again on
+        its own; the rest of the group still commits.
+        """
+        now = self._now()
+        at = micros_instant(now)
+        replies: dict[HeldContext, tuple[Any, ...]] = {}
+        group: list[tuple[list[Append], _Item]] = []
+        for held, message in requests:
+            append, reply = self._decide_request(held, message, now, at)
+            if append is None:
+                replies[held] = reply
+            else:
+                group.append(([append], _Item("request", held, held.state, append, reply)))
+        ended: list[tuple[HeldContext, ContextEnd | None]] = []
+        for held, end in ends:
+            if end is None or held.abandoned:
+                # Stopped from outside (fenced, lease lost): learn why from the journal.
+                refresh(self.store, held.state)
+            append = self._decide_end(held, end, now, at)
+            if append is not None:
+                ended.append((held, end))
+                group.append(([append], _Item("end", held, held.state, append, None)))
+        purges: list[tuple[InstanceState, list[int]]] = []
+        if claim_limit > 0:
+            claims, purges = self._prepare_claims(claim_limit, now, at)
+            group += [([item.append], item) for item in claims]
+        committed = commit_group(self.store, group)
+        helds: list[HeldContext] = []
+        done: set[int] = set()
+        for item in committed:
+            fold_in(item.state, item.append)
+            done.add(id(item))
+            if item.kind == "request":
+                assert item.held is not None and item.reply is not None
+                replies[item.held] = item.reply
+            elif item.kind == "claim" and item.held is not None:
+                helds.append(item.held)
+        claimed = sum(1 for item in committed if item.kind == "claim")
+        # Lost a race (an event arrived, a termination): fold it in and decide again.
+        retry = [(h, m) for h, m in requests if h not in replies]
+        for held, _ in retry:
+            refresh(self.store, held.state)
+        for held, reply in zip((h for h, _ in retry), self.request(retry), strict=True):
+            replies[held] = reply
+        unfinished = {id(i.held) for _, i in group if i.kind == "end" and id(i) not in done}
+        if unfinished:
+            again = [(h, e) for h, e in ended if id(h) in unfinished]
+            for held, _ in again:
+                refresh(self.store, held.state)
+            self.finish(again)
+        for state, positions in purges:
+            self.purge(state, positions)
+        return [replies[held] for held, _ in requests], helds, claimed + len(purges)
+
     # -- claiming --------------------------------------------------------------------------
 
     def claim(self, limit: int) -> tuple[list[HeldContext], int]:
         """Claim up to ``limit`` due instances. Returns the contexts now held and how many
         rows were acted on (contexts started, instances ended or purged)."""
-        now = self.clock.now()
-        micros = to_micros(now)
-        hold = now + min(timedelta(seconds=self.lease_seconds), RESERVATION_HOLD)
-        streams = self.store.reserve_due_streams(
-            micros, to_micros(hold), self.worker_id, self.types, limit
-        )
-        group: list[tuple[list[Append], tuple[InstanceState, Append, HeldContext | None]]] = []
+        _, helds, acted = self.cycle([], [], limit)
+        return helds, acted
+
+    def _prepare_claims(
+        self, limit: int, now: int, at: str
+    ) -> tuple[list[_Item], list[tuple[InstanceState, list[int]]]]:
+        hold = now + int(min(self.lease_seconds, RESERVATION_HOLD.total_seconds()) * 1_000_000)
+        streams = self.store.reserve_due_streams(now, hold, self.worker_id, self.types, limit)
+        items: list[_Item] = []
         purges: list[tuple[InstanceState, list[int]]] = []
-        at = micros_instant(micros)
         for stream, events in streams.items():
             if not events or not events[-1].type.startswith("workflow."):
                 continue
@@ -154,7 +233,7 @@ class WorkflowEngine:
             owner = Owner(state.contexts + 1, state.fencing_token + 1, self.worker_id)
             code = self._pick(state)
             version = code.version if code is not None else "unavailable"
-            kind, decided = decide_claim(state, micros, owner, version, self.lease_seconds)
+            kind, decided = decide_claim(state, now, owner, version, self.lease_seconds)
             if kind == "purge":
                 purges.append((state, [e.position for e in events]))
                 continue
@@ -166,16 +245,8 @@ class WorkflowEngine:
             if kind == "context":
                 assert code is not None
                 held = HeldContext(state, owner, code, plan_for(state, code, owner.context))
-            group.append(([append], (state, append, held)))
-        committed = commit_group(self.store, group)
-        helds = []
-        for state, append, held in committed:
-            fold_in(state, append)
-            if held is not None:
-                helds.append(held)
-        for state, positions in purges:
-            self.purge(state, positions)
-        return helds, len(committed) + len(purges)
+            items.append(_Item("claim", held, state, append, None))
+        return items, purges
 
     def _pick(self, state: InstanceState) -> WorkflowCode | None:
         try:
@@ -184,6 +255,18 @@ class WorkflowEngine:
             return None
 
     # -- step requests ---------------------------------------------------------------------
+
+    def _decide_request(
+        self, held: HeldContext, message: tuple[Any, ...], now: int, at: str
+    ) -> tuple[Append | None, tuple[Any, ...]]:
+        """The append a step request needs (None: answer at once) and its reply."""
+        if held.abandoned or is_fenced(held.state, held.owner):
+            return None, ("stop", "fenced", "")
+        decision = decide_step(held.state, message, now)
+        held.suspension = decision.suspension
+        if not decision.events:
+            return None, decision.reply
+        return stamp(held.state, decision.events, at, held.context), decision.reply
 
     def request(
         self, items: Sequence[tuple[HeldContext, tuple[Any, ...]]]
@@ -200,16 +283,11 @@ class WorkflowEngine:
         for _ in range(_REBASES):
             group: list[tuple[list[Append], tuple[HeldContext, Append, tuple[Any, ...]]]] = []
             for held in todo:
-                if held.abandoned or is_fenced(held.state, held.owner):
-                    replies[held] = ("stop", "fenced", "")
-                    continue
-                decision = decide_step(held.state, requests[held], now)
-                held.suspension = decision.suspension
-                if not decision.events:
-                    replies[held] = decision.reply
-                    continue
-                append = stamp(held.state, decision.events, at, held.context)
-                group.append(([append], (held, append, decision.reply)))
+                append, reply = self._decide_request(held, requests[held], now, at)
+                if append is None:
+                    replies[held] = reply
+                else:
+                    group.append(([append], (held, append, reply)))
             committed = commit_group(self.store, group)
             for held, append, reply in committed:
                 fold_in(held.state, append)
@@ -226,6 +304,21 @@ class WorkflowEngine:
 
     # -- ends ------------------------------------------------------------------------------
 
+    def _decide_end(
+        self, held: HeldContext, end: ContextEnd | None, now: int, at: str
+    ) -> Append | None:
+        events = decide_end(
+            held.state,
+            held.owner,
+            now,
+            kind=end.kind if end is not None else "lost",
+            reason=end.reason if end is not None else None,
+            message=end.message if end is not None else "",
+            output=end.output if end is not None else None,
+            suspension=held.suspension if end is not None else None,
+        )
+        return stamp(held.state, events, at, held.context) if events else None
+
     def finish(self, items: Sequence[tuple[HeldContext, ContextEnd | None]]) -> None:
         """Record how contexts ended, after their code stopped: sleeping, waiting, a
         retry, a terminal state, or termination (``None``: the process running it
@@ -236,24 +329,12 @@ class WorkflowEngine:
         todo = [held for held, _ in items]
         for held in todo:
             if ends[held] is None or held.abandoned:
-                # Stopped from outside (fenced, lease lost): learn why from the journal.
-                refresh(self.store, held.state)
+                refresh(self.store, held.state)  # stopped from outside: learn why
         for _ in range(_REBASES):
             group: list[tuple[list[Append], tuple[HeldContext, Append]]] = []
             for held in todo:
-                end = ends[held]
-                events = decide_end(
-                    held.state,
-                    held.owner,
-                    now,
-                    kind=end.kind if end is not None else "lost",
-                    reason=end.reason if end is not None else None,
-                    message=end.message if end is not None else "",
-                    output=end.output if end is not None else None,
-                    suspension=held.suspension if end is not None else None,
-                )
-                if events:
-                    append = stamp(held.state, events, at, held.context)
+                append = self._decide_end(held, ends[held], now, at)
+                if append is not None:
                     group.append(([append], (held, append)))
             committed = commit_group(self.store, group)
             for held, append in committed:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import logging
 import multiprocessing
 import os
@@ -61,6 +62,8 @@ class _PipeHost:
 def _executor_main(conn: Connection, provider: CodeProvider) -> None:
     """The executor process: run one context at a time, for as long as it is asked."""
     _die_with_parent()
+    # What we inherited stays shared with the worker: keep the collector off those pages.
+    gc.freeze()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the worker decides when we stop
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     host = _PipeHost(conn)
@@ -135,6 +138,9 @@ class WorkflowRunner:
         self._next_heartbeat = 0.0
         self._next_fence_check = 0.0
         self._next_due: int | None = None
+        self._next_look = 0.0
+        self._woken = True
+        self._backlog = False
         self._grace = 10.0
         self.steps_committed = 0
         self.contexts_ended = 0
@@ -190,23 +196,27 @@ class WorkflowRunner:
             self._stopped.set()
 
     def _turn(self) -> None:
-        idle = [e for e in self._executors if e.held is None]
-        self._next_due = None
-        if idle and self._anything_due():
-            try:
-                helds, _ = self.engine.claim(len(idle))
-            except BlackOpsError as error:
-                log.warning("workflow claim failed: %s", error)
-                helds = []
-                self._stop.wait(min(1.0, self.poll_seconds * 10))
-            for executor, held in zip(idle, helds, strict=False):
-                self._assign(executor, held)
+        """Wait for messages, then commit every step request, every context end and the
+        claims that fill the free executors in one transaction (``engine.cycle``)."""
         busy = [e for e in self._executors if e.held is not None]
-        timeout = self._timeout(busy)
+        idle = len(self._executors) - len(busy)
+        timeout = 0.0 if idle and self._look_wanted() else self._timeout(busy)
         ready = wait([e.conn for e in busy] + [self._wake_r], timeout)
         if self._wake_r in ready:
+            self._woken = True
             with contextlib.suppress(BlockingIOError, OSError):
                 os.read(self._wake_r, 4096)
+        requests, ends = self._collect(ready, busy)
+        freed = [(self._free(executor, end), end) for executor, end in ends]
+        idle = sum(1 for e in self._executors if e.held is None)
+        limit = idle if idle and self._should_look() and self._anything_due() else 0
+        if requests or freed or limit:
+            self._cycle(requests, freed, limit)
+        self._supervise([e for e in self._executors if e.held is not None])
+
+    def _collect(
+        self, ready: list[Any], busy: list[Executor]
+    ) -> tuple[list[tuple[Executor, tuple[Any, ...]]], list[tuple[Executor, ContextEnd | None]]]:
         by_conn = {id(e.conn): e for e in busy}
         requests: list[tuple[Executor, tuple[Any, ...]]] = []
         ends: list[tuple[Executor, ContextEnd | None]] = []
@@ -214,37 +224,46 @@ class WorkflowRunner:
             found = by_conn.get(id(conn))
             if found is None:
                 continue
-            executor = found
             try:
-                message = executor.conn.recv()
+                message = found.conn.recv()
             except (EOFError, OSError):
-                ends.append((executor, None))  # it died under the context
+                ends.append((found, None))  # it died under the context
                 continue
             if message[0] == "step":
-                requests.append((executor, message[1]))
+                requests.append((found, message[1]))
             else:
-                ends.append((executor, message[1]))
-        if requests:
-            self._answer(requests)
-        if ends:
-            self._end(ends)
-        self._supervise(busy)
+                ends.append((found, message[1]))
+        return requests, ends
 
-    def _assign(self, executor: Executor, held: HeldContext) -> None:
-        executor.held, executor.stop_sent_at, executor.stop_end = held, None, None
-        try:
-            executor.conn.send(("run", held.plan))
-        except (OSError, ValueError):
+    def _free(self, executor: Executor, end: ContextEnd | None) -> HeldContext:
+        """The executor's context has ended: it takes the next one, or is replaced."""
+        held = executor.held
+        assert held is not None
+        executor.contexts += 1
+        if end is None:  # the process is gone: replace it (proven stopped)
             self._replace(executor)
+        elif self.contexts_per_process and executor.contexts >= self.contexts_per_process:
+            self._replace(executor)  # a fresh process: fresh module state (DW-REPLAY-1)
+        else:
+            executor.held = None
+        return held
 
-    def _answer(self, requests: list[tuple[Executor, tuple[Any, ...]]]) -> None:
+    def _cycle(
+        self,
+        requests: list[tuple[Executor, tuple[Any, ...]]],
+        ends: list[tuple[HeldContext, ContextEnd | None]],
+        limit: int,
+    ) -> None:
         items = [(e.held, m) for e, m in requests if e.held is not None]
         try:
-            replies = self.engine.request(items)
+            replies, helds, acted = self.engine.cycle(items, ends, limit)
+            self.contexts_ended += len(ends)
         except BlackOpsError as error:
             # Nothing was acknowledged: stop these contexts; their leases bring them back.
-            log.warning("workflow step commit failed: %s", error)
-            replies = [("stop", "fenced", "")] * len(items)
+            log.warning("workflow journal write failed: %s", error)
+            replies, helds, acted = [("stop", "fenced", "")] * len(items), [], 0
+            if limit:
+                self._stop.wait(min(1.0, self.poll_seconds * 10))
         for (executor, _), reply in zip(requests, replies, strict=True):
             if reply[0] == "stop":
                 executor.stop_sent_at = time.monotonic()
@@ -252,25 +271,22 @@ class WorkflowRunner:
                 self.steps_committed += 1
             with contextlib.suppress(OSError, ValueError):
                 executor.conn.send(reply)  # if it died, the next wait() sees EOF
-
-    def _end(self, ends: list[tuple[Executor, ContextEnd | None]]) -> None:
-        items: list[tuple[HeldContext, ContextEnd | None]] = []
-        for executor, end in ends:
-            held = executor.held
-            if held is None:
-                continue
-            executor.contexts += 1
-            if end is None:  # the process is gone: replace it (proven stopped)
-                self._replace(executor)
-            elif self.contexts_per_process and executor.contexts >= self.contexts_per_process:
-                self._replace(executor)  # a fresh process: fresh module state (DW-REPLAY-1)
-            else:
-                executor.held = None
-            items.append((held, end))
-        self._finish(items)
+        if limit:
+            # A full claim may have left more due work: look again when room frees up.
+            self._backlog = acted >= limit
+            idle = [e for e in self._executors if e.held is None]
+            for executor, held in zip(idle, helds, strict=False):
+                self._assign(executor, held)
         # A context whose process died is proven stopped: due again at once, here or
         # elsewhere, instead of after its lease.
-        self._release([held for held, end in items if end is None])
+        self._release([held for held, end in ends if end is None])
+
+    def _assign(self, executor: Executor, held: HeldContext) -> None:
+        executor.held, executor.stop_sent_at, executor.stop_end = held, None, None
+        try:
+            executor.conn.send(("run", held.plan))
+        except (OSError, ValueError):
+            self._replace(executor)
 
     def _release(self, helds: list[HeldContext]) -> None:
         if not helds:
@@ -347,6 +363,25 @@ class WorkflowRunner:
                 if executor.held is held:
                     self._stop_context(executor, None)
 
+    def _look_wanted(self) -> bool:
+        due = self._next_due
+        return (
+            self._woken
+            or self._backlog
+            or time.monotonic() >= self._next_look
+            or (due is not None and due <= to_micros(self.engine.clock.now()))
+        )
+
+    def _should_look(self) -> bool:
+        """Read the index only when something may have become due: a wake-up (an append
+        here, a NOTIFY), a full claim last time, the known next due time, or the polling
+        interval (other processes on SQLite). Not after every step."""
+        if self._look_wanted():
+            self._woken = False
+            self._next_look = time.monotonic() + self.poll_seconds
+            return True
+        return False
+
     def _anything_due(self) -> bool:
         types = self.engine.types
         try:
@@ -376,20 +411,10 @@ class WorkflowRunner:
         while any(e.held is not None for e in self._executors) and time.monotonic() < deadline:
             busy = [e for e in self._executors if e.held is not None]
             ready = wait([e.conn for e in busy], min(0.1, max(0.0, deadline - time.monotonic())))
-            requests: list[tuple[Executor, tuple[Any, ...]]] = []
-            ends: list[tuple[Executor, ContextEnd | None]] = []
-            for executor in busy:
-                if executor.conn in ready:
-                    try:
-                        message = executor.conn.recv()
-                    except (EOFError, OSError):
-                        ends.append((executor, None))
-                        continue
-                    (requests if message[0] == "step" else ends).append((executor, message[1]))
-            if requests:
-                self._answer(requests)
-            if ends:
-                self._end(ends)
+            requests, ends = self._collect(ready, busy)
+            freed = [(self._free(executor, end), end) for executor, end in ends]
+            if requests or freed:
+                self._cycle(requests, freed, 0)  # no new claims while draining
         self._stop.set()
         leftovers = [e for e in self._executors if e.held is not None]
         released = []

@@ -133,12 +133,15 @@ def load_canonical(data: bytes) -> Any:
         value = orjson.loads(data)
     except orjson.JSONDecodeError:
         value = parse_json(data.decode("utf-8"))
-    if _LONG_DIGITS.search(data) is not None:  # rare: only then walk the value
+    if _SIXTEEN_DIGITS in data.translate(_DIGITS_AS_ZERO):  # rare: only then walk the value
         value = _unsafe_ints_to_floats(value)
     return value
 
 
-_LONG_DIGITS = re.compile(rb"\d{16}")
+#: Every digit becomes "0" and everything else "x": a run of 16 digits is then a plain
+#: substring search, ten times cheaper than a regular expression over each event.
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= c <= 0x39 else 0x78 for c in range(256))
+_SIXTEEN_DIGITS = b"0" * 16
 _MAX_SAFE = 2**53 - 1
 
 

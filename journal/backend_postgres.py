@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from eventsourcing.persistence import (
+    DataError,
     IntegrityError,
     InterfaceError,
     Notification,
@@ -15,6 +16,7 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import retry
+from psycopg.errors import DivisionByZero
 from psycopg.sql import SQL, Composed, Identifier
 
 from journal import work_index
@@ -57,11 +59,14 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
             "SELECT position, leaf FROM {schema}.blackops_leaves WHERE position > %s "
             "ORDER BY position LIMIT %s"
         )
-        # This check may run before the table lock: a predecessor disappears only in a
-        # retention purge, and that appends a tombstone (a later version) first, so a
-        # racing append then meets the primary key. Staleness is the key's job.
+        # Sent in the same pipeline as the insert, before the table lock: a missing
+        # predecessor divides by zero, which aborts the whole transaction (no extra
+        # round trip to look at the count). A predecessor disappears only in a retention
+        # purge, which appends a tombstone (a later version) first, so a racing append
+        # then meets the primary key. Staleness is the key's job.
         self._gap_check = self._sql(
-            "SELECT count(*) AS found FROM {schema}.{table} t "
+            "SELECT 1 / (CASE WHEN count(*) = %s THEN 1 ELSE 0 END) AS found "
+            "FROM {schema}.{table} t "
             "JOIN unnest(%s::text[], %s::bigint[]) AS p(id, v) "
             "ON t.originator_id = p.id AND t.originator_version = p.v"
         )
@@ -94,6 +99,21 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
             for s in stored_events
         ]
         needed = list(predecessors(stored_events))
+        try:
+            return self._insert_pipelined(rows, changes, wake, needed)
+        except (DivisionByZero, DataError) as error:
+            gap = isinstance(error, DivisionByZero) or isinstance(error.__cause__, DivisionByZero)
+            if not gap:
+                raise
+            raise IntegrityError("an append would leave a gap in a stream's versions") from None
+
+    def _insert_pipelined(
+        self,
+        rows: list[Any],
+        changes: list[work_index.RowChange],
+        wake: bool,
+        needed: list[tuple[str, int]],
+    ) -> list[int]:
         with (
             self.datastore.get_connection() as conn,
             conn.pipeline() as pipeline,
@@ -102,11 +122,8 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
             conn.cursor() as inserted,
         ):
             if needed:
-                curs.execute(self._gap_check, ([s for s, _ in needed], [v for _, v in needed]))
-                pipeline.sync()
-                row = curs.fetchone()
-                if row is None or row["found"] != len(needed):
-                    raise IntegrityError("an append would leave a gap in a stream's versions")
+                streams, versions = [s for s, _ in needed], [v for _, v in needed]
+                curs.execute(self._gap_check, (len(needed), streams, versions), prepare=True)
             # A writer stopped mid-transaction (SIGSTOP, a debugger) must not hold the
             # lock every writer needs for ever: the server ends such a session.
             curs.execute(self._idle_limit)
