@@ -47,6 +47,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/inline.py
 	$(BIN)/python bench/operations.py
 	$(BIN)/python bench/journal.py
+	$(BIN)/python bench/workflows.py
 
 clean:
 	rm -rf $(VENV) .venv-min .mypy_cache .ruff_cache .pytest_cache .hypothesis
