@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from domain.workflow import RetryPolicy
+from domain.workflow import InvalidStepArgument, RetryPolicy
 
 __all__ = [
     "InvalidStepArgument",
@@ -43,10 +43,6 @@ class StepFailed(WorkflowStepError):
 
 class WaitTimeout(WorkflowStepError):
     _NAME = "wait_timeout"
-
-
-class InvalidStepArgument(TypeError, ValueError):
-    """Invalid arguments for an unfinished step name (the spec says TypeError)."""
 
 
 class ContextStop(BaseException):

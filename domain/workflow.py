@@ -75,6 +75,11 @@ class EventQueueFull(BlackOpsError):
         super().__init__("event_queue_full", message)
 
 
+class InvalidStepArgument(TypeError, ValueError):
+    """Invalid arguments for an unfinished step name, or an invalid ``RetryPolicy``
+    (the spec says TypeError; python-contract §1 makes it a ValueError too)."""
+
+
 def check_text(value: object, what: str, code: str = "invalid_request") -> str:
     """1-256 Unicode scalar values (decisions D4): ``len()`` of a str without surrogates."""
     if type(value) is not str or not 1 <= len(value) <= MAX_TEXT:
@@ -99,25 +104,27 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if not _int_in(self.max_attempts, 1, MAX_ATTEMPTS):
-            raise ValueError(f"maxAttempts must be an integer from 1 to {MAX_ATTEMPTS}")
+            raise InvalidStepArgument(f"maxAttempts must be an integer from 1 to {MAX_ATTEMPTS}")
         if not _int_in(self.initial_delay_seconds, 0, MAX_DELAY_SECONDS):
-            raise ValueError(
+            raise InvalidStepArgument(
                 f"initialDelaySeconds must be an integer from 0 to {MAX_DELAY_SECONDS}"
             )
         if not _int_in(self.max_delay_seconds, 0, MAX_DELAY_SECONDS):
-            raise ValueError(f"maxDelaySeconds must be an integer from 0 to {MAX_DELAY_SECONDS}")
+            raise InvalidStepArgument(
+                f"maxDelaySeconds must be an integer from 0 to {MAX_DELAY_SECONDS}"
+            )
         if self.backoff not in ("constant", "exponential") or type(self.backoff) is not str:
-            raise ValueError('backoff must be "constant" or "exponential"')
+            raise InvalidStepArgument('backoff must be "constant" or "exponential"')
 
     @classmethod
     def from_spec(cls, value: object) -> RetryPolicy:
-        """A RetryPolicy, a camelCase mapping, or None (one attempt). Raises ValueError."""
+        """A RetryPolicy, a camelCase mapping, or None (one attempt); InvalidStepArgument."""
         if value is None:
             return cls()
         if isinstance(value, RetryPolicy):
             return value
         if not isinstance(value, Mapping):
-            raise ValueError("retry_policy must be a RetryPolicy or a mapping")
+            raise InvalidStepArgument("retry_policy must be a RetryPolicy or a mapping")
         names = {
             "maxAttempts": "max_attempts",
             "initialDelaySeconds": "initial_delay_seconds",
@@ -126,9 +133,9 @@ class RetryPolicy:
         }
         unknown = [k for k in value if k not in names]
         if unknown:
-            raise ValueError(f"unknown retry policy key {str(unknown[0])[:64]!r}")
+            raise InvalidStepArgument(f"unknown retry policy key {str(unknown[0])[:64]!r}")
         if "maxAttempts" not in value:
-            raise ValueError("a retry policy needs maxAttempts")
+            raise InvalidStepArgument("a retry policy needs maxAttempts")
         return cls(**{names[k]: v for k, v in value.items()})
 
     def delay_after(self, failed_attempt: int) -> int:
@@ -149,7 +156,7 @@ class RetryPolicy:
 
 def check_seconds(value: object, what: str, low: int, high: int) -> int:
     if not _int_in(value, low, high):
-        raise ValueError(f"{what} must be an integer from {low} to {high}")
+        raise InvalidStepArgument(f"{what} must be an integer from {low} to {high}")
     assert isinstance(value, int)
     return value
 
