@@ -172,6 +172,18 @@ class RetentionService:
         self._purge_instances(report, actor, text)
         return report
 
+    def _finish_instance_purges(self) -> None:
+        """A purge cut short between its tombstone and the deletion (a crash) left history
+        that no index row points at any more: delete what each newest tombstone lists."""
+        store = self.app.store
+        newest: dict[str, int] = {}
+        for tombstone in store.read_topics(["workflow.purged"]):
+            newest[tombstone.stream] = max(newest.get(tombstone.stream, 0), tombstone.version)
+        for stream, version in sorted(newest.items()):
+            first = store.read_stream(stream)[:1]
+            if first and first[0].version < version:
+                store.delete_stream_events(stream, version - 1)
+
     def _purge_instances(self, report: PurgeReport, actor: Actor, reason: str) -> None:
         """Terminal workflow instances whose retention ended: their index row (the purge
         timer) is due. Workers purge these on their own too; this is the batch path."""
@@ -183,6 +195,8 @@ class RetentionService:
         store = self.app.store
         now = to_micros(self.app.clock.now())
         engine = WorkflowEngine(store, self.app.code_provider, self.app.clock, "purge")
+        if not report.dry_run:
+            self._finish_instance_purges()
         for row in store.work_rows():
             if not row.operation_type.startswith("workflow:") or row.due_at > now:
                 continue

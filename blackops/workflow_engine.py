@@ -17,8 +17,10 @@ killable executor process (``blackops/workflow_worker.py``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -27,7 +29,7 @@ from blackops.deferred import RESERVATION_HOLD, check_lease_seconds, commit_grou
 from blackops.workflow_code import CodeProvider, WorkflowCode
 from blackops.workflow_context import ContextEnd, ContextPlan, run_context
 from domain.clock import Clock
-from domain.errors import BackendUnavailable
+from domain.errors import BackendUnavailable, BlackOpsError
 from domain.events import NewEvent
 from domain.workflow import InstanceState, Topic, fold, micros_instant, to_micros
 from domain.workflow_rules import (
@@ -44,6 +46,17 @@ from journal.store import Append, EventStore
 from journal.work_index import workflow_row_type
 
 log = logging.getLogger("blackops.workflows")
+#: Streams whose context runs in a thread of this process (``work_until_idle``): such
+#: code cannot be killed, so its lease running out proves nothing (see terminate()).
+_INLINE: set[str] = set()
+_INLINE_LOCK = threading.Lock()
+
+
+def running_inline(stream: str) -> bool:
+    with _INLINE_LOCK:
+        return stream in _INLINE
+
+
 #: How often one decision is retried after the stream moved under it.
 _REBASES = 20
 
@@ -426,8 +439,33 @@ class WorkflowEngine:
             if not acted:
                 return total
             for held in helds:
-                end = run_context(held.plan, held.code.cls, held.code.env, _InlineHost(self, held))
+                with self._inline(held):
+                    host = _InlineHost(self, held)
+                    end = run_context(held.plan, held.code.cls, held.code.env, host)
                 self.finish([(held, end)])
+
+    @contextlib.contextmanager
+    def _inline(self, held: HeldContext) -> Iterator[None]:
+        """While a context runs in this thread: its lease is renewed (no other worker
+        takes it over), and a terminate() in this process waits for it to stop."""
+        stop = threading.Event()
+
+        def heartbeat() -> None:
+            while not stop.wait(self.lease_seconds / 3):
+                with contextlib.suppress(BlackOpsError):
+                    self.renew([held])
+
+        with _INLINE_LOCK:
+            _INLINE.add(held.state.stream)
+        beat = threading.Thread(target=heartbeat, name="blackops-inline-lease", daemon=True)
+        beat.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            beat.join()
+            with _INLINE_LOCK:
+                _INLINE.discard(held.state.stream)
 
 
 class _InlineHost:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from blackops.workflow_code import WorkflowResource
-from blackops.workflow_engine import event_context, stamp
+from blackops.workflow_engine import event_context, running_inline, stamp
 from domain.clock import Clock
 from domain.context import Actor
 from domain.documents import canonical_document, canonical_envelope
@@ -78,6 +78,9 @@ class InstanceService:
             "workflow": resource.uid,
             "instance_id": instance_id,
             "lifetime_ends_at": micros_instant(now + LIFETIME_SECONDS * SECOND),
+            # Two callers never write byte-identical appends: the store must not take the
+            # second for the first one's lost acknowledgement (decisions P14) and let both win.
+            "request": uuid.uuid4().hex,
         }
         if params is not None:
             data["params"] = params
@@ -131,6 +134,7 @@ class InstanceService:
             entry["payload"] = payload
         size = len(canonical_envelope(entry))  # stored {type, payload?} (DW-EVT-3)
         state = self.load(resource, instance_id)
+        request = uuid.uuid4().hex
         for _ in range(_RACES):
             if state.is_terminal:
                 raise InstanceTerminal(instance_id, state.status)
@@ -159,6 +163,7 @@ class InstanceService:
                 "type": event_type,
                 "size": size,
                 "direct": direct,
+                "request": request,  # never byte-identical to another caller's (P14)
             }
             if payload is not None:
                 data["payload"] = payload
@@ -210,7 +215,9 @@ class InstanceService:
                     self.store.append(stamp(state, [(Topic.TERMINATION_REQUESTED, data)], at, ctx))
                     for listener in list(self.on_terminate):
                         listener()
-                elif now >= state.termination_requested_at + int(state.lease_seconds * SECOND):
+                elif not running_inline(state.stream) and (
+                    now >= state.termination_requested_at + int(state.lease_seconds * SECOND)
+                ):
                     # The owner's lease has run out since the request (it could not renew
                     # it): its worker abandoned the context and killed its executor.
                     self.store.append(stamp(state, [terminated(state, "lease_expired")], at, ctx))

@@ -35,7 +35,7 @@ from blackops.workflow_code import CodeProvider
 from blackops.workflow_context import ContextEnd, ContextPlan, run_context
 from blackops.workflow_engine import HeldContext, WorkflowEngine
 from domain.errors import BlackOpsError
-from domain.workflow import to_micros
+from domain.workflow import REASONS, to_micros
 
 log = logging.getLogger("blackops.workflows")
 #: After a ``stop`` reply the code has this long to unwind before it is killed.
@@ -59,9 +59,21 @@ class _PipeHost:
         return reply
 
 
-def _executor_main(conn: Connection, provider: CodeProvider) -> None:
+def _watchdog(deadline: Any) -> None:
+    """Exit the moment the coordinator's last lease renewal is too old: the stop
+    proof of a lost lease must not depend on the coordinator thread being responsive."""
+    while True:
+        time.sleep(0.1)
+        until = deadline.value
+        if until and time.monotonic() > until:
+            os._exit(70)
+
+
+def _executor_main(conn: Connection, provider: CodeProvider, deadline: Any) -> None:
     """The executor process: run one context at a time, for as long as it is asked."""
     _die_with_parent()
+    threading.Thread(target=_watchdog, args=(deadline,), daemon=True).start()
+    baseline = threading.active_count()
     # What we inherited stays shared with the worker: keep the collector off those pages.
     gc.freeze()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the worker decides when we stop
@@ -82,8 +94,11 @@ def _executor_main(conn: Connection, provider: CodeProvider) -> None:
             return
         except Exception as error:  # the code could not even be loaded
             end = ContextEnd("stopped", "fenced", f"executor failed: {type(error).__name__}")
+        # Threads an effect started may still run: then this process must be killed
+        # before the end is published (DW-FENCE-1).
+        lingering = threading.active_count() > baseline
         try:
-            conn.send(("end", end))
+            conn.send(("end", end, lingering))
         except (EOFError, OSError):
             return
 
@@ -92,10 +107,12 @@ def _executor_main(conn: Connection, provider: CodeProvider) -> None:
 class Executor:
     process: multiprocessing.process.BaseProcess
     conn: Connection
+    #: Monotonic time after which the executor exits by itself (0: no context held).
+    deadline: Any = None
     held: HeldContext | None = None
     contexts: int = 0
     stop_sent_at: float | None = None
-    stop_end: ContextEnd | None = None
+    stop_reply: tuple[Any, ...] | None = None
 
     def kill(self) -> None:
         """SIGKILL and wait for the exit: afterwards the context's code has stopped."""
@@ -104,6 +121,16 @@ class Executor:
                 os.kill(self.process.pid, signal.SIGKILL)
         self.process.join()
         self.conn.close()
+
+
+def _end_of_stop(reply: tuple[Any, ...] | None, held: HeldContext) -> ContextEnd | None:
+    """How a context killed for ignoring the host's stop ended: what the stop said."""
+    reason = reply[1] if reply else "fenced"
+    if reason == "suspend" and held.suspension is not None:
+        return ContextEnd("stopped", "suspend")
+    if reason in REASONS:
+        return ContextEnd("errored", reason, reply[2] if reply and len(reply) > 2 else "")
+    return None
 
 
 class WorkflowRunner:
@@ -172,12 +199,19 @@ class WorkflowRunner:
 
     def _spawn(self) -> Executor:
         parent, child = self._mp.Pipe()
+        deadline = self._mp.Value("d", 0.0, lock=False)
         process = self._mp.Process(
-            target=_executor_main, args=(child, self.engine.provider), daemon=True
+            target=_executor_main, args=(child, self.engine.provider, deadline), daemon=True
         )
         process.start()
         child.close()
-        return Executor(process, parent)
+        return Executor(process, parent, deadline)
+
+    def _extend(self, executors: list[Executor], since: float) -> None:
+        """A renewal succeeded at ``since``: the executors may run until 0.8 x lease."""
+        for executor in executors:
+            if executor.held is not None and executor.deadline is not None:
+                executor.deadline.value = since + 0.8 * self.engine.lease_seconds
 
     # -- the coordinator -------------------------------------------------------------------
 
@@ -207,7 +241,7 @@ class WorkflowRunner:
             with contextlib.suppress(BlockingIOError, OSError):
                 os.read(self._wake_r, 4096)
         requests, ends = self._collect(ready, busy)
-        freed = [(self._free(executor, end), end) for executor, end in ends]
+        freed = [(self._free(e, end, lingering), end) for e, end, lingering in ends]
         idle = sum(1 for e in self._executors if e.held is None)
         limit = idle if idle and self._should_look() and self._anything_due() else 0
         if requests or freed or limit:
@@ -216,10 +250,12 @@ class WorkflowRunner:
 
     def _collect(
         self, ready: list[Any], busy: list[Executor]
-    ) -> tuple[list[tuple[Executor, tuple[Any, ...]]], list[tuple[Executor, ContextEnd | None]]]:
+    ) -> tuple[
+        list[tuple[Executor, tuple[Any, ...]]], list[tuple[Executor, ContextEnd | None, bool]]
+    ]:
         by_conn = {id(e.conn): e for e in busy}
         requests: list[tuple[Executor, tuple[Any, ...]]] = []
-        ends: list[tuple[Executor, ContextEnd | None]] = []
+        ends: list[tuple[Executor, ContextEnd | None, bool]] = []
         for conn in ready:
             found = by_conn.get(id(conn))
             if found is None:
@@ -227,23 +263,30 @@ class WorkflowRunner:
             try:
                 message = found.conn.recv()
             except (EOFError, OSError):
-                ends.append((found, None))  # it died under the context
+                ends.append((found, None, False))  # it died under the context
                 continue
             if message[0] == "step":
                 requests.append((found, message[1]))
             else:
-                ends.append((found, message[1]))
+                ends.append((found, message[1], message[2]))
         return requests, ends
 
-    def _free(self, executor: Executor, end: ContextEnd | None) -> HeldContext:
+    def _free(self, executor: Executor, end: ContextEnd | None, lingering: bool) -> HeldContext:
         """The executor's context has ended: it takes the next one, or is replaced."""
         held = executor.held
         assert held is not None
         executor.contexts += 1
-        if end is None:  # the process is gone: replace it (proven stopped)
+        if executor.deadline is not None:
+            executor.deadline.value = 0.0
+        # Replaced: the process is gone (proven stopped), threads an effect started still
+        # run (killed before the end is published), or it has run its share of contexts
+        # (a fresh process: fresh module state, DW-REPLAY-1).
+        if (
+            end is None
+            or lingering
+            or (self.contexts_per_process and executor.contexts >= self.contexts_per_process)
+        ):
             self._replace(executor)
-        elif self.contexts_per_process and executor.contexts >= self.contexts_per_process:
-            self._replace(executor)  # a fresh process: fresh module state (DW-REPLAY-1)
         else:
             executor.held = None
         return held
@@ -266,7 +309,7 @@ class WorkflowRunner:
                 self._stop.wait(min(1.0, self.poll_seconds * 10))
         for (executor, _), reply in zip(requests, replies, strict=True):
             if reply[0] == "stop":
-                executor.stop_sent_at = time.monotonic()
+                executor.stop_sent_at, executor.stop_reply = time.monotonic(), reply
             else:
                 self.steps_committed += 1
             with contextlib.suppress(OSError, ValueError):
@@ -282,11 +325,15 @@ class WorkflowRunner:
         self._release([held for held, end in ends if end is None])
 
     def _assign(self, executor: Executor, held: HeldContext) -> None:
-        executor.held, executor.stop_sent_at, executor.stop_end = held, None, None
+        executor.held, executor.stop_sent_at, executor.stop_reply = held, None, None
+        if executor.deadline is not None:
+            executor.deadline.value = time.monotonic() + 0.8 * self.engine.lease_seconds
         try:
             executor.conn.send(("run", held.plan))
         except (OSError, ValueError):
-            self._replace(executor)
+            self._replace(executor)  # it never started: due again at once
+            self._finish([(held, None)])
+            self._release([held])
 
     def _release(self, helds: list[HeldContext]) -> None:
         if not helds:
@@ -340,8 +387,7 @@ class WorkflowRunner:
                 and now - executor.stop_sent_at > STOP_GRACE_SECONDS
             ):
                 log.warning("context of %s ignored its stop; killing it", held.state.stream)
-                suspend = held.suspension is not None
-                self._stop_context(executor, ContextEnd("stopped", "suspend") if suspend else None)
+                self._stop_context(executor, _end_of_stop(executor.stop_reply, held))
         busy = [e for e in busy if e.held is not None]
         helds = [e.held for e in busy if e.held is not None]
         lost: list[HeldContext] = []
@@ -350,6 +396,7 @@ class WorkflowRunner:
                 self._next_heartbeat = now + self.heartbeat_seconds
                 lost = self.engine.renew(helds)
                 self._last_renewal = now
+                self._extend([e for e in busy if e.held not in lost], now)
             elif now >= self._next_fence_check:
                 self._next_fence_check = now + self.fence_check_seconds
                 lost = self.engine.fenced(helds)
@@ -412,9 +459,11 @@ class WorkflowRunner:
             busy = [e for e in self._executors if e.held is not None]
             ready = wait([e.conn for e in busy], min(0.1, max(0.0, deadline - time.monotonic())))
             requests, ends = self._collect(ready, busy)
-            freed = [(self._free(executor, end), end) for executor, end in ends]
+            freed = [(self._free(e, end, lingering), end) for e, end, lingering in ends]
             if requests or freed:
                 self._cycle(requests, freed, 0)  # no new claims while draining
+            # Heartbeats, fences and lifetimes go on: a lease must not end under running code.
+            self._supervise([e for e in self._executors if e.held is not None])
         self._stop.set()
         leftovers = [e for e in self._executors if e.held is not None]
         released = []
