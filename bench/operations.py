@@ -35,8 +35,6 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -46,15 +44,13 @@ from urllib.parse import urlsplit
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a plain script
 
 import psycopg
+from benchstores import POSTGRES, Stores, drop_schema
 from psycopg import sql
 
 from blackops import Application, ExecutionContext
 from blackops.worker import Worker
 from journal.store import EventStore
 
-POSTGRES = os.environ.get(
-    "BLACKOPS_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = Path(os.environ.get("BLACKOPS_BENCH_PEERS", "/work/shared/peers"))
 TYPE = "bench.noop"
@@ -92,30 +88,6 @@ def quantile(values: list[float], q: int) -> float:
 
 
 # -- stores ----------------------------------------------------------------------------------
-
-
-class Stores:
-    """Fresh stores for scenarios: a new SQLite file or a new PostgreSQL schema, dropped after."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-
-    @contextmanager
-    def fresh(self, kind: str) -> Iterator[str]:
-        tag = uuid.uuid4().hex[:8]
-        if kind == "sqlite":
-            yield f"sqlite:///{self.tmp}/ops-{tag}.sqlite3"
-            return
-        schema = f"bench_ops_{tag}"
-        try:
-            yield f"{POSTGRES}?schema={schema}"
-        finally:
-            drop_schema(schema)
-
-
-def drop_schema(schema: str) -> None:
-    with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 # -- workers ---------------------------------------------------------------------------------
@@ -682,7 +654,7 @@ def main() -> None:
             timeout=args.timeout,
             logs=Path(tmp),
         )
-        stores = Stores(Path(tmp))
+        stores = Stores(Path(tmp), "ops")
         for rep in range(args.reps):
             log(f"rep {rep + 1}/{args.reps}")
             results.new_rep()

@@ -47,8 +47,8 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
+from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -58,7 +58,7 @@ from urllib.parse import urlsplit
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a plain script
 
 import psycopg
-from psycopg import sql
+from benchstores import POSTGRES, Stores
 
 from blackops import Application
 from blackops.testing import FakeClock
@@ -69,9 +69,6 @@ from blackops.workflows import WorkflowBinding
 from domain.clock import Clock
 from journal.locator import resolve_store
 
-POSTGRES = os.environ.get(
-    "BLACKOPS_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
 #: The DBOS harness, copied from ../shared/peers (it writes ./data beside its scripts).
 PEERS = Path(os.environ.get("BLACKOPS_BENCH_PEERS", "/tmp/peers"))
 ROOT = Path(__file__).resolve().parent.parent
@@ -159,30 +156,6 @@ def log(message: str) -> None:
 
 
 # -- stores ----------------------------------------------------------------------------------
-
-
-class Stores:
-    """Fresh stores for scenarios: a new SQLite file or a new PostgreSQL schema, dropped after."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-
-    @contextmanager
-    def fresh(self, kind: str) -> Iterator[str]:
-        tag = uuid.uuid4().hex[:8]
-        if kind == "sqlite":
-            yield f"sqlite:///{self.tmp}/wf-{tag}.sqlite3"
-            return
-        schema = f"bench_wf_{tag}"
-        try:
-            yield f"{POSTGRES}?schema={schema}"
-        finally:
-            drop_schema(schema)
-
-
-def drop_schema(schema: str) -> None:
-    with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 def query(url: str, text: str) -> list[tuple[Any, ...]]:
@@ -750,7 +723,7 @@ def main() -> None:
     peers: dict[str, Figures] = {}
     began = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-wf-") as tmp:
-        stores = Stores(Path(tmp))
+        stores = Stores(Path(tmp), "wf")
         t = args.timeout
         for kind in args.stores:
             log(f"{kind}:")
