@@ -42,6 +42,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a plain script
+sys.path.append(str(Path(__file__).resolve().parent))  # benchstores, also when imported as bench.x
 
 import psycopg
 from benchstores import POSTGRES, Stores, drop_schema
