@@ -54,8 +54,7 @@ class Projections:
             raise InvalidRequest("type must be a string")
         if status is not None and status not in STATUSES:
             raise InvalidRequest(f"status must be one of {', '.join(STATUSES)}")
-        if not isinstance(limit, int) or not 1 <= limit <= 1000:
-            raise InvalidRequest("limit must be from 1 to 1000")
+        _check_limit(limit)
         runner = self.runner("operation_status")
         runner.catch_up()
         where, params = ["1 = 1"], []
@@ -69,24 +68,23 @@ class Projections:
         if until is not None:
             where.append("created_at < %s")
             params.append(until)
-        if cursor is not None:
-            after_at, after_id = _decode_cursor(cursor)
-            where.append("(created_at > %s OR (created_at = %s AND operation_id > %s))")
-            params += [after_at, after_at, after_id]
-        rows = runner.query(
-            "SELECT operation_id, tenant, type, mode, status, attempt, created_at, updated_at "
-            f"FROM {{p}}blackops_operation_status WHERE {' AND '.join(where)} "
-            "ORDER BY created_at, operation_id LIMIT %s",
-            (*params, limit + 1),
+        columns = ["operation_id", "tenant", "type", "mode", "status", "attempt",
+                   "created_at", "updated_at"]  # fmt: skip
+        rows, next_cursor = _page(
+            runner,
+            "blackops_operation_status",
+            columns,
+            "operation_id",
+            where,
+            params,
+            limit,
+            cursor,
         )
         items = [
             {"operationId": r[0], "tenant": r[1], "type": r[2], "mode": r[3], "status": r[4],
              "attempt": int(r[5]), "createdAt": r[6], "updatedAt": r[7]}
-            for r in rows[:limit]
+            for r in rows
         ]  # fmt: skip
-        next_cursor = (
-            _encode_cursor(rows[limit - 1][6], rows[limit - 1][0]) if len(rows) > limit else None
-        )
         return {"items": items, "next": next_cursor}
 
     def counts(self, tenant: str | None = None) -> dict[str, dict[str, dict[str, int]]]:
@@ -131,31 +129,51 @@ class Projections:
         """Instances of one Workflow resource by creation time, optionally by status."""
         if status is not None and status not in empty_counts():
             raise InvalidRequest(f"status must be one of {', '.join(empty_counts())}")
-        if not isinstance(limit, int) or not 1 <= limit <= 1000:
-            raise InvalidRequest("limit must be from 1 to 1000")
+        _check_limit(limit)
         runner = self.runner("instance_status")
         runner.catch_up()
         where, params = ["workflow = %s"], [workflow]
         if status is not None:
             where.append("status = %s")
             params.append(status)
-        if cursor is not None:
-            after_at, after_stream = _decode_cursor(cursor)
-            where.append("(created_at > %s OR (created_at = %s AND stream > %s))")
-            params += [after_at, after_at, after_stream]
-        rows = runner.query(
-            "SELECT stream, instance_id, status, created_at, updated_at "
-            f"FROM {{p}}blackops_instance_status WHERE {' AND '.join(where)} "
-            "ORDER BY created_at, stream LIMIT %s",
-            (*params, limit + 1),
+        columns = ["stream", "instance_id", "status", "created_at", "updated_at"]
+        rows, next_cursor = _page(
+            runner, "blackops_instance_status", columns, "stream", where, params, limit, cursor
         )
-        items = [
-            {"id": r[1], "status": r[2], "createdAt": r[3], "updatedAt": r[4]} for r in rows[:limit]
-        ]
-        next_cursor = (
-            _encode_cursor(rows[limit - 1][3], rows[limit - 1][0]) if len(rows) > limit else None
-        )
+        items = [{"id": r[1], "status": r[2], "createdAt": r[3], "updatedAt": r[4]} for r in rows]
         return {"items": items, "next": next_cursor}
+
+
+def _check_limit(limit: object) -> None:
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 1000:
+        raise InvalidRequest("limit must be from 1 to 1000")
+
+
+def _page(
+    runner: ProjectionRunner,
+    table: str,
+    columns: list[str],
+    key: str,
+    where: list[str],
+    params: list[Any],
+    limit: int,
+    cursor: str | None,
+) -> tuple[list[tuple[Any, ...]], str | None]:
+    """One page of ``table`` by (created_at, ``key``) after ``cursor``, and the next cursor."""
+    if cursor is not None:
+        after_at, after_key = _decode_cursor(cursor)
+        where = [*where, f"(created_at > %s OR (created_at = %s AND {key} > %s))"]
+        params = [*params, after_at, after_at, after_key]
+    rows = runner.query(
+        f"SELECT {', '.join(columns)} FROM {{p}}{table} WHERE {' AND '.join(where)} "
+        f"ORDER BY created_at, {key} LIMIT %s",
+        (*params, limit + 1),
+    )
+    if len(rows) <= limit:
+        return rows, None
+    last = rows[limit - 1]
+    at, key_value = last[columns.index("created_at")], last[columns.index(key)]
+    return rows[:limit], _encode_cursor(at, key_value)
 
 
 def _encode_cursor(created_at: str, operation_id: str) -> str:
