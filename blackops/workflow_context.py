@@ -24,7 +24,6 @@ from blackops.workflow_api import (
     StepFailed,
     WaitTimeout,
     WorkflowEvent,
-    WorkflowStepError,
 )
 from domain.documents import DocumentError, canonical_document
 from domain.errors import InvalidRequest
@@ -99,7 +98,7 @@ class Step:
     ) -> Awaitable[dict[str, Any] | None]:
         record = self._begin(name, "do")
         if record is not None and record["completed"]:
-            return self._replayed(record, StepFailed)
+            return self._replayed(record)
         if not callable(effect):
             raise InvalidStepArgument("step.do needs a zero-argument callable effect")
         try:
@@ -115,7 +114,7 @@ class Step:
     def sleep(self, name: str, seconds: int) -> Awaitable[None]:
         record = self._begin(name, "sleep")
         if record is not None and record["completed"]:
-            return self._replayed(record, StepFailed)
+            return self._replayed(record)
         try:
             check_seconds(seconds, "seconds", 0, MAX_SLEEP_SECONDS)
         except ValueError as error:
@@ -128,7 +127,7 @@ class Step:
     ) -> Awaitable[dict[str, Any] | None]:
         record = self._begin(name, "wait")
         if record is not None and record["completed"]:
-            return self._replayed(record, WaitTimeout)
+            return self._replayed(record)
         try:
             check_text(type, "event type")
             check_seconds(timeout_seconds, "timeout_seconds", 1, MAX_SLEEP_SECONDS)
@@ -171,7 +170,7 @@ class Step:
         self._stop = ContextStop(reason, message)
         raise self._stop
 
-    def _replayed(self, record: dict[str, Any], error_type: type[WorkflowStepError]) -> _Ready:
+    def _replayed(self, record: dict[str, Any]) -> _Ready:
         """A completed name: its recorded result, no new effect (DW-STEP-3, D8)."""
         if record["succeeded"]:
             return _Ready(record["result"])

@@ -128,11 +128,12 @@ class InstanceService:
         (DW-EVT-1); returns that number."""
         check_text(event_type, "event type", "invalid_request")
         assert isinstance(event_type, str)
-        entry: dict[str, Any] = {"type": event_type}
+        # The stored entry's canonical size (DW-EVT-3): {"payload":P,"type":T} with the
+        # payload's canonical bytes computed once, while validating it.
+        typed = canonical_envelope({"type": event_type})
+        size = len(typed)
         if payload is not None:
-            canonical_document(payload)
-            entry["payload"] = payload
-        size = len(canonical_envelope(entry))  # stored {type, payload?} (DW-EVT-3)
+            size += len(canonical_document(payload)) + len(b'"payload":,')
         state = self.load(resource, instance_id)
         request = uuid.uuid4().hex
         for _ in range(_RACES):

@@ -33,7 +33,6 @@ REASONS: Final = (
     "lifetime_exceeded",
     "step_definition_mismatch",
 )
-STEP_KINDS: Final = ("do", "sleep", "wait")
 
 
 class Topic:

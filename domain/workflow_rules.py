@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain.workflow import (
-    LIFETIME_SECONDS,
     InstanceState,
     RetryPolicy,
     StepRecord,
@@ -305,4 +304,3 @@ def terminated(state: InstanceState, how: str) -> Event:
 
 
 RETENTION_MICROS = 2_592_000 * SECOND
-LIFETIME_MICROS = LIFETIME_SECONDS * SECOND
