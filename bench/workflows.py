@@ -229,23 +229,18 @@ def statuses(app: Application, binding: WorkflowBinding, ids: list[str]) -> Coun
 
 def proc_status(pid: int) -> dict[str, int]:
     """The kB figures of /proc/<pid>/status (VmRSS, VmHWM, ...); {} if it is gone."""
-    found: dict[str, int] = {}
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return found
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if value.strip().endswith("kB"):
-            found[key] = int(value.split()[0])
-    return found
+    return _kb_figures(Path(f"/proc/{pid}/status"))
 
 
 def rollup_kb(pid: int) -> dict[str, int]:
     """/proc/<pid>/smaps_rollup: Pss (shared pages divided among their users), Private_*."""
+    return _kb_figures(Path(f"/proc/{pid}/smaps_rollup"))
+
+
+def _kb_figures(path: Path) -> dict[str, int]:
     found: dict[str, int] = {}
     try:
-        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        text = path.read_text()
     except OSError:
         return found
     for line in text.splitlines():
