@@ -5,20 +5,15 @@ from position 0 and from an Observed JSONL export with the same result."""
 from __future__ import annotations
 
 import asyncio
-import io
 from typing import Any
 
 import pytest
+from projection_checks import live_and_rebuilt_from_jsonl, rows
 
 from blackops import Application, BlackOpsError, WaitTimeout
 from blackops.testing import FakeClock
-from domain.events import RecordedEvent
 from domain.workflow import STATUSES
-from journal.store import EventStore
-from projections.framework import ProjectionRunner
 from projections.instances import InstanceCounts, InstanceStatus
-from replay.export import export_journal
-from replay.replayer import replay
 from replay.verify import verify_store
 
 
@@ -84,10 +79,6 @@ def populate(app: Application, clock: FakeClock) -> dict[str, str]:
     return expected
 
 
-def rows(runner: ProjectionRunner, table: str) -> list[tuple[Any, ...]]:
-    return sorted(runner.query(f"SELECT * FROM {{p}}{table}"))
-
-
 def test_instance_counts_and_statuses_equal_the_journal(any_store_url: str) -> None:
     """DW-OBS-1 (instanceCounts of all seven statuses), DW-RET-1 (purged: gone)."""
     clock = FakeClock()
@@ -129,18 +120,9 @@ def test_instance_projections_rebuilt_from_jsonl_equal_live(store_url: str) -> N
     app = Application(store_url, clock=clock)
     try:
         populate(app, clock)
-        out = io.BytesIO()
-        export_journal(app.store, out)
         for projection in (InstanceStatus(), InstanceCounts()):
-            live_runner = app.projections.runner(projection.name)
-            live_runner.catch_up()
-            live = rows(live_runner, "blackops_" + projection.name)
-            fresh = ProjectionRunner(EventStore("memory://"), type(projection)())
-            batch: list[RecordedEvent] = []
-            replay(out.getvalue().splitlines(keepends=True), batch.append)
-            with fresh._transaction() as sql:
-                fresh.projection.apply(sql, batch)
-            assert rows(fresh, "blackops_" + projection.name) == live
+            live, rebuilt = live_and_rebuilt_from_jsonl(app, projection)
+            assert rebuilt == live
     finally:
         app.close()
 

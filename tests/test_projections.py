@@ -8,7 +8,6 @@ the middle neither loses nor double-counts anything.
 from __future__ import annotations
 
 import asyncio
-import io
 import os
 import signal
 import subprocess
@@ -17,16 +16,13 @@ import time
 from typing import Any
 
 import pytest
+from projection_checks import live_and_rebuilt_from_jsonl, rows
 from test_cli import BLACKOPS, ROOT
 
 from blackops import Application, ExecutionContext, OperationRejected, Retryable, Supervision
 from domain.errors import BlackOpsError
-from domain.events import RecordedEvent
-from journal.store import EventStore
 from projections.framework import ProjectionRunner
 from projections.operations import OperationCounts, OperationStatus
-from replay.export import export_journal
-from replay.replayer import replay
 
 
 def populate(app: Application, n: int = 12) -> list[str]:
@@ -50,10 +46,6 @@ def populate(app: Application, n: int = 12) -> list[str]:
     ids.append(app.run("t.ok", {}, actor="a", tenant="acme").operation_id)
     asyncio.run(app.work_until_idle())
     return ids
-
-
-def rows(runner: ProjectionRunner, table: str) -> list[tuple[Any, ...]]:
-    return sorted(runner.query(f"SELECT * FROM {{p}}{table}"))
 
 
 def test_statuses_list_and_filter_with_cursor_pages(any_store_url: str) -> None:
@@ -116,22 +108,9 @@ def test_rebuilt_from_an_observed_jsonl_export_equals_live(store_url: str) -> No
     app = Application(store_url)
     try:
         populate(app)
-        out = io.BytesIO()
-        export_journal(app.store, out)
         for projection in (OperationStatus(), OperationCounts()):
-            live_runner = app.projections.runner(projection.name)
-            live_runner.catch_up()
-            live = rows(live_runner, "blackops_" + projection.name)
-            fresh = ProjectionRunner(EventStore("memory://"), type(projection)())
-            batch: list[RecordedEvent] = []
-
-            def observe(event: RecordedEvent, batch: list[RecordedEvent] = batch) -> None:
-                batch.append(event)
-
-            replay(out.getvalue().splitlines(keepends=True), observe)
-            with fresh._transaction() as sql:
-                fresh.projection.apply(sql, batch)
-            assert rows(fresh, "blackops_" + projection.name) == live
+            live, rebuilt = live_and_rebuilt_from_jsonl(app, projection)
+            assert rebuilt == live
     finally:
         app.close()
 
