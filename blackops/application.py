@@ -6,15 +6,20 @@ import asyncio
 import os
 import re
 import threading
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from blackops.access import AccessService
 from blackops.clocks import SystemClock
+from blackops.control_handlers import install as install_control_handlers
+from blackops.control_plane import ControlPlane
 from blackops.deferred import DeferredEngine, check_lease_seconds, check_worker_id
 from blackops.handlers import CURRENT_CONTEXT, Handler, HandlerSpec, check_operation_type
 from blackops.ids import derived_id, new_id
 from blackops.inline import InlineRunner, received_data
 from blackops.outcomes import OutcomeRecord, outcome_record
+from blackops.resource_provider import ResourceProvider
 from blackops.results import OperationResult, status_view
 from blackops.workflow_code import Env, LocalProvider, WorkflowResource
 from blackops.workflow_engine import WorkflowEngine
@@ -27,6 +32,7 @@ from domain.errors import Conflict, FencingError, InvalidRequest, NotFound
 from domain.json_text import load_canonical
 from domain.lifecycle import EventType, Mode, State
 from domain.operation import Operation
+from domain.resources import RESOURCE_UID
 from domain.retention import Retention
 from domain.supervision import OperationRejected, Supervision
 from journal.locator import StoreLocation, resolve_store
@@ -57,6 +63,19 @@ def check_tenant(tenant: object) -> str:
     if not isinstance(tenant, str) or not TENANT.fullmatch(tenant):
         raise InvalidRequest("tenant (Space) must be 1-63 letters, digits, '_', '.', '-'")
     return tenant
+
+
+def _reset_locks_after_fork(app: Application) -> None:
+    """A forked executor must not inherit a lock another thread held at the fork."""
+    ref = weakref.ref(app)
+
+    def reset() -> None:
+        found = ref()
+        if found is not None:
+            found._lock = threading.Lock()
+            found.code_provider.after_fork()
+
+    os.register_at_fork(after_in_child=reset)
 
 
 def check_operation_id(operation_id: object) -> str:
@@ -91,8 +110,15 @@ class Application:
         self._store: EventStore | None = None
         self._projections: Projections | None = None
         self._workflows = LocalProvider()
+        #: Local registrations plus the store's Workflow resources (their Versions).
+        self._provider = ResourceProvider(self, self._workflows)
         self._instances: InstanceService | None = None
+        self._access: AccessService | None = None
+        self._store_pid = 0
         self._lock = threading.Lock()
+        self.control = ControlPlane(self)
+        install_control_handlers(self)
+        _reset_locks_after_fork(self)
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -107,8 +133,11 @@ class Application:
     @property
     def store(self) -> EventStore:
         with self._lock:
-            if self._store is None:
+            if self._store is None or self._store_pid != os.getpid():
+                # A forked child (an executor) opens its own: connections are not shared
+                # across processes.
                 self._store = EventStore(self._location or resolve_store(None))
+                self._store_pid = os.getpid()
             return self._store
 
     @property
@@ -136,6 +165,8 @@ class Application:
     ) -> Callable[[F], F]:
         """Register ``fn(ctx, params)`` as the handler of operation ``type``."""
         check_operation_type(type)
+        if type.startswith("blackops."):
+            raise ValueError("operation types starting with 'blackops.' are reserved")
 
         def register(fn: F) -> F:
             if type in self._handlers:
@@ -147,7 +178,8 @@ class Application:
 
     @property
     def operation_types(self) -> list[str]:
-        return sorted(self._handlers)
+        """The application's own operation types (not the built-in ``blackops.*``)."""
+        return sorted(t for t in self._handlers if not t.startswith("blackops."))
 
     def handler(self, type: str) -> HandlerSpec:
         try:
@@ -328,19 +360,43 @@ class Application:
         class is constructed with (``self.env.NAME``).
         """
         check_tenant(space)
+        if uid is not None and RESOURCE_UID.fullmatch(uid):
+            raise InvalidRequest("uids of the form wf-<32 hex> are minted for Workflow resources")
         resource = self._workflows.register(cls, uid=uid or cls.__name__, space=space, env=Env(env))
         return WorkflowBinding(self, resource)
 
     def workflow(self, uid: str) -> WorkflowBinding:
-        """The binding of a registered workflow (``not_found`` if there is none)."""
-        return WorkflowBinding(self, self._workflows.resource(uid))
+        """The binding of a registered workflow or of a Workflow resource (by UID);
+        ``not_found`` if there is none."""
+        resource = self.control.resource(uid) if RESOURCE_UID.fullmatch(uid) else None
+        return WorkflowBinding(self, resource or self._workflows.resource(uid))
 
     def workflows(self) -> list[WorkflowResource]:
+        """The locally registered workflows."""
         return self._workflows.resources()
 
     @property
-    def code_provider(self) -> LocalProvider:
-        return self._workflows
+    def code_provider(self) -> ResourceProvider:
+        return self._provider
+
+    @property
+    def access(self) -> AccessService:
+        """Spaces, principals, roles and bearer tokens (journaled; tokens only as hashes)."""
+        store = self.store
+        with self._lock:
+            if self._access is None or self._access.store is not store:
+                self._access = AccessService(store, self.clock)
+            return self._access
+
+    def access_context(self, actor: Actor | str | dict[str, Any], space: str) -> dict[str, Any]:
+        """The execution context stamped on an access change (who, in which Space)."""
+        return {
+            "tenant": space,
+            "actor": Actor.of(actor).to_dict(),
+            "correlation_id": new_id(self.clock),
+            "causation_id": None,
+            "traceparent": None,
+        }
 
     @property
     def instances(self) -> InstanceService:
@@ -348,23 +404,24 @@ class Application:
         with self._lock:
             if self._instances is None or self._instances.store is not store:
                 self._instances = InstanceService(store, self.clock)
+                self._instances.gate = self.control.gate
             return self._instances
 
     def instance_counts(self, uid: str) -> dict[str, Any]:
         """``instanceCounts`` of a registered workflow, from the projection (DW-OBS-1)."""
-        resource = self._workflows.resource(uid)
+        resource = self.workflow(uid).resource
         return self.projections.instance_counts(resource.uid)
 
     def list_instances(self, uid: str, **filters: Any) -> dict[str, Any]:
         """Instances of a registered workflow (``status``, ``limit``, ``cursor``)."""
-        resource = self._workflows.resource(uid)
+        resource = self.workflow(uid).resource
         return self.projections.list_instances(resource.uid, **filters)
 
     def workflow_engine(self, worker_id: str, *, lease_seconds: float = 30.0) -> WorkflowEngine:
         """Claims and commits workflow contexts of this application's workflows."""
         check_worker_id(worker_id)
         check_lease_seconds(lease_seconds)
-        return WorkflowEngine(self.store, self._workflows, self.clock, worker_id, lease_seconds)
+        return WorkflowEngine(self.store, self._provider, self.clock, worker_id, lease_seconds)
 
     def worker(self, **options: Any) -> Worker:
         """A worker for this application (``start()`` / ``stop()``); see blackops.worker."""

@@ -121,7 +121,7 @@ class Worker:
         self.completed = 0  # attempt ends committed by this worker (for reports)
         #: Workflow contexts run in executor processes (blackops/workflow_worker.py).
         self.workflows: WorkflowRunner | None = None
-        if app.workflows():
+        if workflow_processes > 0:  # executors start once a workflow exists
             self.workflows = WorkflowRunner(
                 app.workflow_engine(self.id, lease_seconds=self.lease_seconds),
                 processes=workflow_processes,

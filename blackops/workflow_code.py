@@ -32,6 +32,11 @@ class WorkflowCode:
     env: Any
 
 
+class NotLoaded:
+    """The ``cls`` of a picked Version whose code is loaded where its context runs
+    (``CodeProvider.load``), not where it was picked."""
+
+
 @dataclass(frozen=True, slots=True)
 class WorkflowResource:
     """A Workflow resource as the engine and the callers see it."""

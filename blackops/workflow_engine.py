@@ -26,7 +26,7 @@ from datetime import timedelta
 from typing import Any
 
 from blackops.deferred import RESERVATION_HOLD, check_lease_seconds, commit_group
-from blackops.workflow_code import CodeProvider, WorkflowCode
+from blackops.workflow_code import CodeProvider, NotLoaded, WorkflowCode
 from blackops.workflow_context import ContextEnd, ContextPlan, run_context
 from domain.clock import Clock
 from domain.errors import BackendUnavailable, BlackOpsError
@@ -441,7 +441,16 @@ class WorkflowEngine:
             for held in helds:
                 with self._inline(held):
                     host = _InlineHost(self, held)
-                    end = run_context(held.plan, held.code.cls, held.code.env, host)
+                    try:
+                        code = held.code
+                        if code.cls is NotLoaded:
+                            code = self.provider.load(code.workflow, code.version)
+                    except Exception as error:  # the Version's code could not be loaded
+                        end = ContextEnd(
+                            "stopped", "fenced", f"load failed: {type(error).__name__}"
+                        )
+                    else:
+                        end = run_context(held.plan, code.cls, code.env, host)
                 self.finish([(held, end)])
 
     @contextlib.contextmanager

@@ -48,6 +48,9 @@ class InstanceService:
         self.poll = poll
         #: Called after a termination request so local workers look at once.
         self.on_terminate: list[Callable[[], None]] = []
+        #: Refuses a create or an event a Workflow resource no longer takes (closed by a
+        #: DELETE, or not Ready): ``gate(resource, "create" | "event")`` raises.
+        self.gate: Callable[[WorkflowResource, str], None] | None = None
 
     def _now(self) -> int:
         return to_micros(self.clock.now())
@@ -73,6 +76,8 @@ class InstanceService:
         state = load_instance(self.store, stream)
         if state.exists:
             raise InstanceExists(instance_id)
+        if self.gate is not None:
+            self.gate(resource, "create")
         now = self._now()
         data: dict[str, Any] = {
             "workflow": resource.uid,
@@ -135,6 +140,8 @@ class InstanceService:
         if payload is not None:
             size += len(canonical_document(payload)) + len(b'"payload":,')
         state = self.load(resource, instance_id)
+        if self.gate is not None:
+            self.gate(resource, "event")
         request = uuid.uuid4().hex
         for _ in range(_RACES):
             if state.is_terminal:
@@ -198,36 +205,8 @@ class InstanceService:
         state = self.load(resource, instance_id)
         deadline = time.monotonic() + timeout
         for _ in range(10_000):
-            if state.is_terminal:  # already terminal: success (DW-TERM-1)
+            if self.advance_termination(state, actor):
                 return
-            now = self._now()
-            at = micros_instant(now)
-            ctx = {**event_context(state), "actor": actor.to_dict()}
-            try:
-                if not state.context_open:
-                    self.store.append(stamp(state, [terminated(state, "no_context")], at, ctx))
-                    return
-                if state.termination_requested_at is None:
-                    lease = int(state.lease_seconds * SECOND)
-                    data = {
-                        "fencing_token": state.fencing_token + 1,
-                        "wake_at": micros_instant(now + lease),
-                    }
-                    self.store.append(stamp(state, [(Topic.TERMINATION_REQUESTED, data)], at, ctx))
-                    for listener in list(self.on_terminate):
-                        listener()
-                elif not running_inline(state.stream) and (
-                    now >= state.termination_requested_at + int(state.lease_seconds * SECOND)
-                ):
-                    # The owner's lease has run out since the request (it could not renew
-                    # it): its worker abandoned the context and killed its executor.
-                    self.store.append(stamp(state, [terminated(state, "lease_expired")], at, ctx))
-                    return
-            except FencingError:
-                pass
-            refresh(self.store, state)
-            if state.is_terminal:
-                continue
             if time.monotonic() > deadline:
                 raise BackendUnavailable(
                     f"instance {instance_id!r}: the running context's stop is not proven yet; "
@@ -236,3 +215,41 @@ class InstanceService:
             if state.termination_requested_at is not None:
                 time.sleep(self.poll)
         raise BackendUnavailable("termination could not be recorded")
+
+    def advance_termination(self, state: InstanceState, actor: Actor, how: str = "") -> bool:
+        """One step towards a proven stop; True once ``state`` is terminal.
+
+        No context open: ``terminated`` at once (D13). A context open: first fence its
+        owner (``termination_requested`` raises the token), then either its worker
+        records the stop or, once the owner's lease has run out since the request, the
+        stop is proven by that. Never blocks; ``state`` is refreshed from the journal.
+        """
+        if state.is_terminal:  # already terminal: success (DW-TERM-1)
+            return True
+        now = self._now()
+        at = micros_instant(now)
+        ctx = {**event_context(state), "actor": actor.to_dict()}
+        try:
+            if not state.context_open:
+                self.store.append(stamp(state, [terminated(state, how or "no_context")], at, ctx))
+                return True
+            if state.termination_requested_at is None:
+                lease = int(state.lease_seconds * SECOND)
+                data = {
+                    "fencing_token": state.fencing_token + 1,
+                    "wake_at": micros_instant(now + lease),
+                }
+                self.store.append(stamp(state, [(Topic.TERMINATION_REQUESTED, data)], at, ctx))
+                for listener in list(self.on_terminate):
+                    listener()
+            elif not running_inline(state.stream) and (
+                now >= state.termination_requested_at + int(state.lease_seconds * SECOND)
+            ):
+                # The owner's lease has run out since the request (it could not renew
+                # it): its worker abandoned the context and killed its executor.
+                self.store.append(stamp(state, [terminated(state, "lease_expired")], at, ctx))
+                return True
+        except FencingError:
+            pass
+        refresh(self.store, state)
+        return state.is_terminal

@@ -217,9 +217,12 @@ class WorkflowRunner:
 
     def _main(self) -> None:
         try:
-            # Forked from this thread: PR_SET_PDEATHSIG also fires if it ends.
-            self._executors = [self._spawn() for _ in range(self.processes)]
             while not self._stop.is_set():
+                if not self._executors and self.engine.types:
+                    # Only once there is a workflow to run (Workflow resources can appear
+                    # at any time). Forked from this thread: PR_SET_PDEATHSIG also fires
+                    # if it ends.
+                    self._executors = [self._spawn() for _ in range(self.processes)]
                 self._turn()
             self._drain(self._grace)
         except Exception:

@@ -1,0 +1,282 @@
+"""What control-plane Operations do once accepted: the built-in handlers.
+
+Each runs in a worker like any Deferred operation. ``install`` registers them on an
+application under the reserved ``blackops.`` prefix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from blackops.abi_check import verify_abi
+from blackops.control_plane import (
+    DEPLOYMENT_UPDATE,
+    VERSION_DELETE,
+    VERSION_VERIFY,
+    WORKER_CREATE,
+    WORKFLOW_CREATE,
+    WORKFLOW_DELETE,
+    WORKFLOW_REPLACE,
+    ControlPlane,
+)
+from blackops.handlers import HandlerSpec
+from blackops.ids import derived_id
+from domain.context import Actor, ExecutionContext
+from domain.errors import FencingError
+from domain.events import NewEvent
+from domain.resources import Topic, check_name
+from domain.supervision import OperationRejected, Retryable, Supervision
+from journal.instances import load_instance
+from journal.resources import (
+    deployment_stream,
+    load_deployment,
+    load_name,
+    load_version,
+    load_workflow,
+    name_stream,
+    version_stream,
+    worker_stream,
+    workflow_stream,
+)
+from journal.store import Append
+
+if TYPE_CHECKING:
+    from blackops.application import Application
+
+log = logging.getLogger("blackops.control")
+
+#: Reconciling keeps going (with backoff up to 15 s) until stop is proven (DW-DEL-3).
+RECONCILE = Supervision(
+    max_attempts=1000,
+    backoff="exponential",
+    initial_delay_seconds=0.2,
+    max_delay_seconds=15,
+    exhausted="dead_letter",
+)
+#: A verifier that crashes or hangs may be the machine's fault: try a few times.
+VERIFY = Supervision(
+    max_attempts=3, backoff="exponential", initial_delay_seconds=1, max_delay_seconds=10
+)
+
+
+class StopNotProven(Retryable):
+    """Some execution of the deleted Workflow has not provably stopped yet."""
+
+
+def _ctx(ctx: ExecutionContext) -> dict[str, Any]:
+    return ctx.to_dict()
+
+
+def install(app: Application) -> None:
+    plane = ControlPlane(app)
+
+    def at() -> str:
+        return plane._at()
+
+    def worker_create(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        space, name = params["space"], check_name(params["name"], "worker")
+        uid = "wk-" + derived_id("worker", ctx.operation_id).replace("-", "")
+        names = name_stream(space, "worker", name)
+        claimed = load_name(plane.store, names)
+        if claimed.holder is not None:
+            raise OperationRejected("conflict", "name_taken", f"worker {name!r} exists")
+        context, when = _ctx(ctx), at()
+        data = {"uid": uid, "name": name, "space": space}
+        try:
+            plane.store.append(
+                Append(
+                    names,
+                    claimed.version,
+                    [NewEvent(Topic.NAME_CLAIMED, when, context, {"uid": uid})],
+                ),
+                Append(
+                    worker_stream(uid), 0, [NewEvent(Topic.WORKER_CREATED, when, context, data)]
+                ),
+            )
+        except FencingError:
+            raise OperationRejected("conflict", "name_taken", f"worker {name!r} exists") from None
+        return {"uid": uid, "name": name, "space": space}
+
+    def version_verify(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        """DW-ABI-1 in an isolated process; the result is recorded on the Version."""
+        vid = params["version"]
+        state = load_version(plane.store, vid)
+        if state.verification is None:
+            result = verify_abi(vid, state.modules, state.main)
+            if not result["loaded"] and str(result.get("error", "")).startswith("verifier"):
+                raise Retryable(str(result["error"]))  # crashed: not the code's verdict
+            event = NewEvent(Topic.VERSION_VERIFIED, at(), _ctx(ctx), {"result": result})
+            with contextlib.suppress(FencingError):  # verified concurrently: first one stands
+                plane.store.append(Append(version_stream(vid), state.version, [event]))
+            state = load_version(plane.store, vid)
+        assert state.verification is not None
+        classes = state.verification.get("classes", {})
+        return {
+            "version": vid,
+            "loaded": state.verification.get("loaded"),
+            "error": state.verification.get("error"),
+            "classes": {name: bool(c.get("ok")) for name, c in classes.items()},
+        }
+
+    def version_delete(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        return {"version": params["version"], "deleted": True}
+
+    def deployment_update(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        worker, allocation = params["worker"], params["allocation"]
+        for _ in range(20):
+            deployment = load_deployment(plane.store, worker)
+            if ctx.operation_id not in deployment.pending:
+                return {"worker": worker, "allocation": deployment.allocation}  # applied before
+            dead = [
+                e["version"] for e in allocation if load_version(plane.store, e["version"]).deleted
+            ]
+            data = {"operation": ctx.operation_id, "allocation": allocation}
+            kind = Topic.DEPLOYMENT_ALLOCATED
+            if dead:
+                kind, data = Topic.DEPLOYMENT_UPDATE_REFUSED, {**data, "deleted": dead}
+            event = NewEvent(kind, at(), _ctx(ctx), data)
+            try:
+                plane.store.append(Append(deployment_stream(worker), deployment.version, [event]))
+            except FencingError:
+                continue
+            if dead:
+                raise OperationRejected(
+                    "conflict", "version_deleted", f"version {dead[0]} was deleted"
+                )
+            return {
+                "worker": worker,
+                "allocation": allocation,
+                "generation": deployment.generation + 1,
+            }
+        raise Retryable("the deployment kept changing")
+
+    def workflow_reconcile(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        """Create and replace: record that the generation is reconciled; from now on the
+        resource is observed (DW-OBS-1) and Ready when its code allows (DW-SPEC-5)."""
+        uid = params.get("uid") or "wf-" + derived_id("workflow", ctx.operation_id).replace("-", "")
+        for _ in range(20):
+            state = load_workflow(plane.store, uid)
+            if not state.exists or state.deleting:
+                raise OperationRejected("conflict", "deleted", f"workflow {uid} was deleted")
+            generation = next(
+                (g for g, op in _generations(plane, uid) if op == ctx.operation_id),
+                state.generation,
+            )
+            if state.reconciled_generation < generation:
+                data = {"generation": generation, "operation": ctx.operation_id}
+                event = NewEvent(Topic.WORKFLOW_RECONCILED, at(), _ctx(ctx), data)
+                try:
+                    plane.store.append(Append(workflow_stream(uid), state.version, [event]))
+                except FencingError:
+                    continue
+                state = load_workflow(plane.store, uid)
+            ready, reason = plane.readiness(state)
+            return {"uid": uid, "generation": generation, "ready": ready, "reason": reason}
+        raise Retryable("the workflow kept changing")
+
+    def workflow_delete(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        """DW-DEL-2/3: fence every owner, prove every stop, purge everything of the UID,
+        then record the deletion. Until stop is proven the same Operation retries."""
+        uid = params["uid"]
+        state = load_workflow(plane.store, uid)
+        if state.deleted:
+            return {"uid": uid, "deleted": True}
+        actor = Actor(ctx.operation_id, "operation")
+        purged = 0
+        for _ in range(3):  # a create that raced the close shows up in a later scan
+            streams = _instance_streams(app, uid)
+            if not streams:
+                break
+            unstopped = 0
+            for stream in streams:
+                instance = load_instance(plane.store, stream)
+                if instance.purged or not instance.exists:
+                    continue
+                if not app.instances.advance_termination(instance, actor, "workflow_deleted"):
+                    unstopped += 1
+            if unstopped:
+                raise StopNotProven(f"{unstopped} instance(s) of {uid} have not stopped yet")
+            purged += _purge(app, uid, streams, actor)
+        state = load_workflow(plane.store, uid)
+        names = name_stream(state.space, "workflow", state.name)
+        claim = load_name(plane.store, names)
+        context, when = _ctx(ctx), at()
+        appends = [
+            Append(
+                workflow_stream(uid),
+                state.version,
+                [
+                    NewEvent(
+                        Topic.WORKFLOW_DELETED,
+                        when,
+                        context,
+                        {"operation": ctx.operation_id, "purged": purged},
+                    )
+                ],
+            ),
+        ]
+        if claim.holder == uid:
+            appends.append(
+                Append(
+                    names,
+                    claim.version,
+                    [NewEvent(Topic.NAME_RELEASED, when, context, {"uid": uid})],
+                )
+            )
+        try:
+            plane.store.append(*appends)
+        except FencingError:
+            raise StopNotProven("the workflow changed while it was deleted; trying again") from None
+        return {"uid": uid, "deleted": True, "purgedInstances": purged}
+
+    registrations = {
+        WORKER_CREATE: (worker_create, None),
+        VERSION_VERIFY: (version_verify, VERIFY),
+        VERSION_DELETE: (version_delete, None),
+        DEPLOYMENT_UPDATE: (deployment_update, RECONCILE),
+        WORKFLOW_CREATE: (workflow_reconcile, RECONCILE),
+        WORKFLOW_REPLACE: (workflow_reconcile, RECONCILE),
+        WORKFLOW_DELETE: (workflow_delete, RECONCILE),
+    }
+    for type_name, (fn, supervision) in registrations.items():
+        app._handlers[type_name] = HandlerSpec.build(type_name, fn, supervision)
+
+
+def _generations(plane: ControlPlane, uid: str) -> list[tuple[int, str]]:
+    """(generation, operation) of each create/replace of ``uid``."""
+    found = []
+    for event in plane.store.read_stream(workflow_stream(uid)):
+        if event.type == Topic.WORKFLOW_ACCEPTED:
+            found.append((1, str(event.data["operation"])))
+        elif event.type == Topic.WORKFLOW_REPLACED:
+            found.append((int(event.data["generation"]), str(event.data["operation"])))
+    return found
+
+
+def _instance_streams(app: Application, uid: str) -> list[str]:
+    """Every unpurged instance of ``uid``: the due-work index holds a row for each (its
+    wake-up or its retention timer) until it is purged."""
+    row_type = f"workflow:{uid}"
+    return sorted(
+        row.operation_id for row in app.store.work_rows() if row.operation_type == row_type
+    )
+
+
+def _purge(app: Application, uid: str, streams: list[str], actor: Actor) -> int:
+    """Purge stopped instances: a tombstone each, then their history (DW-DEL-2)."""
+    from blackops.workflow_engine import WorkflowEngine
+
+    engine = WorkflowEngine(app.store, app.code_provider, app.clock, "delete")
+    count = 0
+    for stream in streams:
+        instance = load_instance(app.store, stream)
+        if instance.purged or not instance.exists:
+            continue
+        positions = [e.position for e in app.store.read_stream(stream)]
+        if engine.purge(instance, positions, actor=actor.to_dict(), reason="workflow_deleted"):
+            count += 1
+        else:
+            raise StopNotProven(f"instance {instance.instance_id!r} changed while it was purged")
+    return count

@@ -1,0 +1,148 @@
+"""The engine's code provider for Workflow resources backed by Versions (DW-REPLAY-2).
+
+``workflows()`` lists the local registrations plus the open Workflow resources of the
+catalog stream (a DELETE takes a resource off it: its instances are no longer woken).
+``pick`` chooses a Version by weight from the Worker's active allocation for each new
+context; ``load`` turns a pinned Version into its class and env, loading the bundle in
+its own module namespace (``blackops/bundles.py``), so two Versions of one module run
+side by side in one process. Reads of the allocation are cached for ``ttl`` seconds:
+a context may start on an allocation up to that old.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from blackops.bundles import load_version as load_bundle
+from blackops.workflow_code import Env, LocalProvider, NotLoaded, WorkflowCode, WorkflowResource
+from domain.resources import RESOURCE_UID, VersionState, pick_version
+from journal.resources import catalog, load_deployment, load_version, load_workflow
+
+if TYPE_CHECKING:
+    from blackops.application import Application
+
+
+class ResourceProvider:
+    def __init__(self, app: Application, local: LocalProvider, *, ttl: float = 0.5) -> None:
+        self.app = app
+        self.local = local
+        self.ttl = ttl
+        self._lock = threading.Lock()
+        self._catalog_version = 0
+        self._open: set[str] = set()
+        self._catalog_read = 0.0
+        self._catalog_store: object = None
+        self._allocations: dict[str, tuple[float, str, list[dict[str, Any]]]] = {}
+        self._versions: dict[str, VersionState] = {}
+        self._code: dict[tuple[str, str], WorkflowCode] = {}
+        self._random = random.Random()
+
+    # -- CodeProvider ----------------------------------------------------------------------
+
+    def workflows(self) -> list[str]:
+        return sorted({*self.local.workflows(), *self._catalog()})
+
+    def pick(self, workflow: str) -> WorkflowCode:
+        if not _is_resource(workflow):
+            return self.local.pick(workflow)
+        class_name, allocation = self._allocation(workflow)
+        usable = [
+            entry
+            for entry in allocation
+            if entry["weight"] > 0 and self._version(entry["version"]).abi(class_name)
+        ]
+        # DW-REPLAY-2: by weight, among the Versions that have the class (never none).
+        version = pick_version(usable, self._random)
+        return WorkflowCode(workflow, version, NotLoaded, None)
+
+    def load(self, workflow: str, version: str) -> WorkflowCode:
+        if not _is_resource(workflow):
+            return self.local.load(workflow, version)
+        with self._lock:
+            known = self._code.get((workflow, version))
+        if known is not None:
+            return known
+        state = load_workflow(self.app.store, workflow)
+        if not state.spec:
+            raise LookupError(f"workflow {workflow} does not exist")
+        found = self._version(version)
+        if not found.exists:
+            raise LookupError(f"version {version} does not exist")
+        bundle = load_bundle(version, found.modules, found.main)
+        cls = bundle.export(state.class_name)
+        code = WorkflowCode(workflow, version, cls, self._env(found))
+        with self._lock:
+            self._code[(workflow, version)] = code
+        return code
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def _catalog(self) -> set[str]:
+        store = self.app.store
+        with self._lock:
+            if store is not self._catalog_store:  # a new process or a new store: start over
+                self._catalog_store, self._catalog_version, self._open = store, 0, set()
+                self._catalog_read = 0.0
+            if time.monotonic() - self._catalog_read < self.ttl:
+                return set(self._open)
+            version, changes = catalog(store, self._catalog_version)
+            for change, uid in changes:
+                (self._open.add if change == "added" else self._open.discard)(uid)
+            self._catalog_version, self._catalog_read = version, time.monotonic()
+            return set(self._open)
+
+    def after_fork(self) -> None:
+        self._lock = threading.Lock()
+
+    def refresh(self) -> None:
+        """Forget cached reads (after a change this process made itself)."""
+        with self._lock:
+            self._catalog_read = 0.0
+            self._allocations.clear()
+
+    def _allocation(self, workflow: str) -> tuple[str, list[dict[str, Any]]]:
+        now = time.monotonic()
+        with self._lock:
+            cached = self._allocations.get(workflow)
+        if cached is not None and now - cached[0] < self.ttl:
+            return cached[1], cached[2]
+        state = load_workflow(self.app.store, workflow)
+        if not state.exists or state.deleting:
+            raise LookupError(f"workflow {workflow} is closed")
+        allocation = load_deployment(self.app.store, state.worker).allocation
+        with self._lock:
+            self._allocations[workflow] = (now, state.class_name, allocation)
+        return state.class_name, allocation
+
+    def _version(self, version: str) -> VersionState:
+        with self._lock:
+            known = self._versions.get(version)
+        if known is not None:
+            return known
+        state = load_version(self.app.store, version)
+        if state.verification is not None:  # immutable from here on: keep it
+            with self._lock:
+                self._versions[version] = state
+        return state
+
+    def _env(self, version: VersionState) -> Env:
+        """The declared env, and each binding as a WorkflowBinding (and nothing else of
+        the management plane)."""
+        from blackops.workflows import WorkflowBinding
+
+        values: dict[str, Any] = dict(version.env)
+        for binding in version.bindings:
+            uid = binding["resource"]["resourceUid"]
+            state = load_workflow(self.app.store, uid)
+            resource = WorkflowResource(
+                uid, state.space or version.space, state.spec.get("className", "")
+            )
+            values[binding["name"]] = WorkflowBinding(self.app, resource)
+        return Env(values)
+
+
+def _is_resource(workflow: str) -> bool:
+    return workflow.startswith("wf-") and RESOURCE_UID.fullmatch(workflow) is not None
