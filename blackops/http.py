@@ -16,9 +16,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
 from blackops.application import Application, check_tenant
+from blackops.http_resources import Caller, add_resource_routes
 from blackops.jsonbody import MAX_RAW_BYTES, parse_document, render_json
 from blackops.results import OperationResult
 from blackops.workflow_code import WorkflowResource
+from domain.access import Action, Principal, check_system
 from domain.context import Actor
 from domain.documents import DocumentError
 from domain.errors import (
@@ -183,8 +185,13 @@ def _prefers_async(prefer: str) -> bool:
     return any(part.split(";")[0].strip().lower() == "respond-async" for part in prefer.split(","))
 
 
-def create_http_app(application: Application, token: str) -> FastAPI:
-    """The FastAPI app serving ``application``; every route needs ``Bearer <token>``."""
+def create_http_app(application: Application, token: str | None = None) -> FastAPI:
+    """The FastAPI app serving ``application``; every route needs a bearer token.
+
+    ``token`` (optional) is the operator's system token: it acts as the system
+    principal ``dev`` in every Space. Every other token is a principal's, looked up by
+    its hash in the journal (``application.access``), with its roles per Space.
+    """
     api = FastAPI(
         title="BlackOps",
         version="0.1.0",
@@ -192,11 +199,24 @@ def create_http_app(application: Application, token: str) -> FastAPI:
     )
     bearer = HTTPBearer(auto_error=False)
 
-    def principal(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Actor:
+    def caller(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Caller:
         supplied = credentials.credentials if credentials else ""
-        if not supplied or not hmac.compare_digest(supplied.encode(), token.encode()):
+        if not supplied:
             raise Unauthorized()
-        return Actor("dev", "token")
+        if token and hmac.compare_digest(supplied.encode(), token.encode()):
+            return SYSTEM_CALLER
+        found = application.access.authenticate(supplied)
+        return Caller(found, Actor(found.id, "admin" if found.system else "principal"))
+
+    def operation_of(operation_id: str, who: Caller, action: Action) -> dict[str, Any]:
+        """The operation's status, if the caller may see it in its Space; another Space's
+        operation is as unknown as none at all."""
+        status = application.status(operation_id)
+        try:
+            who.check(status["tenant"], action)
+        except NotFound:
+            raise NotFound(f"operation {operation_id} does not exist") from None
+        return status
 
     @api.exception_handler(BlackOpsError)
     async def blackops_error(_: Request, error: BlackOpsError) -> Response:
@@ -229,8 +249,10 @@ def create_http_app(application: Application, token: str) -> FastAPI:
         summary="Run an operation: Inline (200) or, with Prefer: respond-async, Deferred (202)",
     )
     async def run_operation(
-        space: str, type: str, request: Request, actor: Actor = Depends(principal)
+        space: str, type: str, request: Request, who: Caller = Depends(caller)
     ) -> Response:
+        who.check(space, Action.OPERATE)
+        actor = who.actor
         deferred = _prefers_async(request.headers.get("prefer", ""))
         keys = request.headers.getlist("idempotency-key")
         if len(keys) > 1:
@@ -273,7 +295,8 @@ def create_http_app(application: Application, token: str) -> FastAPI:
         "/v1/operations/{operation_id}/outcome",
         summary="The Outcome Record of a Deferred Completed operation (404 otherwise)",
     )
-    async def operation_outcome(operation_id: str, _: Actor = Depends(principal)) -> Response:
+    async def operation_outcome(operation_id: str, who: Caller = Depends(caller)) -> Response:
+        await run_in_threadpool(operation_of, operation_id, who, Action.READ)
         record = await run_in_threadpool(application.outcome_record, operation_id)
         return JSON(record.to_dict())
 
@@ -281,7 +304,9 @@ def create_http_app(application: Application, token: str) -> FastAPI:
         "/v1/operations/{operation_id}/redrive",
         summary="Submit a new operation from a dead letter one (202)",
     )
-    async def redrive_operation(operation_id: str, actor: Actor = Depends(principal)) -> Response:
+    async def redrive_operation(operation_id: str, who: Caller = Depends(caller)) -> Response:
+        await run_in_threadpool(operation_of, operation_id, who, Action.OPERATE)
+        actor = who.actor
         new_id = await run_in_threadpool(lambda: application.redrive(operation_id, actor=actor))
         location = f"/v1/operations/{new_id}"
         body = {"operationId": new_id, "redriveOf": operation_id, "location": location}
@@ -296,22 +321,30 @@ def create_http_app(application: Application, token: str) -> FastAPI:
         until: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
-        _: Actor = Depends(principal),
+        who: Caller = Depends(caller),
     ) -> Response:
+        if tenant is None and not who.principal.system:
+            spaces = list(who.principal.roles)
+            if len(spaces) != 1:
+                raise InvalidRequest("name the space: ?tenant=SPACE")
+            tenant = spaces[0]
+        if tenant is not None:
+            who.check(tenant, Action.READ)
         filters = {"tenant": tenant, "type": type, "status": status, "since": since,
                    "until": until, "limit": limit, "cursor": cursor}  # fmt: skip
         return JSON(await run_in_threadpool(lambda: application.list_operations(**filters)))
 
     @api.get("/v1/operations/{operation_id}", summary="An operation's public status")
-    async def operation_status(operation_id: str, _: Actor = Depends(principal)) -> Response:
-        return JSON(await run_in_threadpool(application.status, operation_id))
+    async def operation_status(operation_id: str, who: Caller = Depends(caller)) -> Response:
+        return JSON(await run_in_threadpool(operation_of, operation_id, who, Action.READ))
 
     @api.get(
         "/v1/journal",
         summary="Observed JSONL (application/jsonl): events after a position, in order",
         response_class=Response,
     )
-    async def journal(after: int = 0, limit: int = 1000, _: Actor = Depends(principal)) -> Response:
+    async def journal(after: int = 0, limit: int = 1000, who: Caller = Depends(caller)) -> Response:
+        check_system(who.principal, "reading the whole journal")
         if after < 0 or not 1 <= limit <= PAGE_LIMIT_MAX:
             raise InvalidRequest(f"after must be >= 0 and limit from 1 to {PAGE_LIMIT_MAX}")
 
@@ -333,8 +366,10 @@ def create_http_app(application: Application, token: str) -> FastAPI:
 
     @api.post("/v1/operations/{operation_id}/hold", summary="Hold an operation (OL-10)")
     async def hold_operation(
-        operation_id: str, request: Request, actor: Actor = Depends(principal)
+        operation_id: str, request: Request, who: Caller = Depends(caller)
     ) -> Response:
+        await run_in_threadpool(operation_of, operation_id, who, Action.OPERATE)
+        actor = who.actor
         reason = await _reason_of(request)
         hold = await run_in_threadpool(
             lambda: application.hold(operation_id, reason=reason, actor=actor)
@@ -343,8 +378,11 @@ def create_http_app(application: Application, token: str) -> FastAPI:
 
     @api.post("/v1/operations/{operation_id}/release", summary="Release a hold (privileged)")
     async def release_operation(
-        operation_id: str, request: Request, actor: Actor = Depends(principal)
+        operation_id: str, request: Request, who: Caller = Depends(caller)
     ) -> Response:
+        await run_in_threadpool(operation_of, operation_id, who, Action.ADMINISTER)
+        # The Space's admin role was checked: the release is an admin's (R2).
+        actor = Actor(who.actor.id, "admin")
         reason = await _reason_of(request)
         await run_in_threadpool(
             lambda: application.release(operation_id, reason=reason, actor=actor)
@@ -352,15 +390,17 @@ def create_http_app(application: Application, token: str) -> FastAPI:
         return JSON({"operationId": operation_id, "released": True})
 
     @api.get("/v1/operations/{operation_id}/events", summary="An operation's lifecycle events")
-    async def operation_events(operation_id: str, _: Actor = Depends(principal)) -> Response:
+    async def operation_events(operation_id: str, who: Caller = Depends(caller)) -> Response:
+        await run_in_threadpool(operation_of, operation_id, who, Action.READ)
         events = await run_in_threadpool(application.events, operation_id)
         return JSON({"operationId": operation_id, "events": events})
 
     # -- workflow instances (durable-workflow §2) -----------------------------------------
 
-    def workflow_in(space: str, uid: str) -> WorkflowResource:
+    def workflow_in(space: str, uid: str, who: Caller, action: Action) -> WorkflowResource:
         """Workflow ``uid`` of Space ``space``; another Space's is as unknown as none at all,
         so no caller learns what exists elsewhere."""
+        who.check(space, action)
         check_tenant(space)
         try:
             resource = application.workflow(uid).resource
@@ -377,9 +417,10 @@ def create_http_app(application: Application, token: str) -> FastAPI:
         summary="Create an instance (201, status queued, Location of its status)",
     )
     async def create_instance(
-        space: str, uid: str, request: Request, actor: Actor = Depends(principal)
+        space: str, uid: str, request: Request, who: Caller = Depends(caller)
     ) -> Response:
-        resource = workflow_in(space, uid)
+        resource = workflow_in(space, uid, who, Action.OPERATE)
+        actor = who.actor
         raw = await _read_body(request)
 
         def parse_and_create() -> str:
@@ -399,9 +440,9 @@ def create_http_app(application: Application, token: str) -> FastAPI:
         summary="An instance's status(): {status, output?, error?}",
     )
     async def instance_status(
-        space: str, uid: str, instance_id: str, request: Request, _: Actor = Depends(principal)
+        space: str, uid: str, instance_id: str, request: Request, who: Caller = Depends(caller)
     ) -> Response:
-        resource = workflow_in(space, uid)
+        resource = workflow_in(space, uid, who, Action.READ)
         target = _raw_instance_id(request, space, uid, None)
         return JSON(await run_in_threadpool(lambda: application.instances.status(resource, target)))
 
@@ -412,9 +453,10 @@ def create_http_app(application: Application, token: str) -> FastAPI:
         summary="Accept an event durably (202 with its per-instance sequence number)",
     )
     async def send_instance_event(
-        space: str, uid: str, instance_id: str, request: Request, actor: Actor = Depends(principal)
+        space: str, uid: str, instance_id: str, request: Request, who: Caller = Depends(caller)
     ) -> Response:
-        resource = workflow_in(space, uid)
+        resource = workflow_in(space, uid, who, Action.OPERATE)
+        actor = who.actor
         target = _raw_instance_id(request, space, uid, "events")
         raw = await _read_body(request)
 
@@ -436,9 +478,10 @@ def create_http_app(application: Application, token: str) -> FastAPI:
         summary="Terminate an instance; answers once its code has provably stopped",
     )
     async def terminate_instance(
-        space: str, uid: str, instance_id: str, request: Request, actor: Actor = Depends(principal)
+        space: str, uid: str, instance_id: str, request: Request, who: Caller = Depends(caller)
     ) -> Response:
-        resource = workflow_in(space, uid)
+        resource = workflow_in(space, uid, who, Action.OPERATE)
+        actor = who.actor
         target = _raw_instance_id(request, space, uid, "terminate")
         raw = await _read_body(request)
 
@@ -453,4 +496,58 @@ def create_http_app(application: Application, token: str) -> FastAPI:
         status = await run_in_threadpool(parse_and_terminate)
         return JSON({"id": target, "status": status})
 
+    @api.get(
+        "/v1/spaces/{space}/journal",
+        summary="Observed JSONL of one Space: its lines only (positions keep their gaps)",
+        response_class=Response,
+    )
+    async def space_journal(
+        space: str, after: int = 0, limit: int = 1000, who: Caller = Depends(caller)
+    ) -> Response:
+        who.check(space, Action.READ)
+        if after < 0 or not 1 <= limit <= PAGE_LIMIT_MAX:
+            raise InvalidRequest(f"after must be >= 0 and limit from 1 to {PAGE_LIMIT_MAX}")
+
+        def page() -> tuple[bytes, int]:
+            lines, last = space_lines(application.store, space, after, limit)
+            return b"".join(lines), last
+
+        body, last = await run_in_threadpool(page)
+        return Response(
+            body, media_type="application/jsonl", headers={"BlackOps-Next-After": str(last)}
+        )
+
+    add_resource_routes(api, application, caller, JSON)
     return api
+
+
+#: The operator's configured token: the system principal (every Space, whole journal).
+SYSTEM_CALLER = Caller(Principal("dev", system=True), Actor("dev", "token"))
+
+
+def space_lines(store: Any, space: str, after: int, limit: int) -> tuple[list[bytes], int]:
+    """Up to ``limit`` Observed JSONL lines of ``space`` after ``after`` (events whose
+    execution context names that tenant), and the position to continue from."""
+    lines: list[bytes] = []
+    position = after
+    scanned = 0
+    while len(lines) < limit and scanned < 50 * PAGE_LIMIT_MAX:
+        batch = list(observed_lines(store, position, PAGE_LIMIT_MAX))
+        if not batch:
+            break
+        for at, line in batch:
+            position = at
+            scanned += 1
+            if tenant_of(line) == space:
+                lines.append(line)
+                if len(lines) == limit:
+                    break
+    return lines, position
+
+
+def tenant_of(line: bytes) -> str | None:
+    import json
+
+    context = json.loads(line).get("context") or {}
+    tenant = context.get("tenant")
+    return tenant if isinstance(tenant, str) else None
