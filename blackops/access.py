@@ -197,12 +197,19 @@ class AccessService:
     # -- tokens ----------------------------------------------------------------------------
 
     def issue_token(
-        self, principal_id: str, context: dict[str, Any], *, label: str | None = None
+        self,
+        principal_id: str,
+        context: dict[str, Any],
+        *,
+        label: str | None = None,
+        space: str | None = None,
     ) -> tuple[str, dict[str, Any]]:
         """A new bearer token for ``principal_id``: ``(plaintext, record)``.
 
         The plaintext is returned here only; the journal gets its SHA-256 digest, on
-        ``token-<digest>`` and on the principal's stream, in one transaction.
+        ``token-<digest>`` and on the principal's stream, in one transaction. With
+        ``space`` the token is scoped: it carries only the principal's role in that
+        Space, never a system power (what a Space admin may hand out).
         """
         check_principal_id(principal_id)
         check_label(label)
@@ -215,6 +222,8 @@ class AccessService:
             tid = token_id(digest)
             at = self._at()
             issued = {"principal": principal_id, "token_id": tid, "label": label}
+            if space is not None:
+                issued["space"] = check_space_name(space)
             linked = {"principal": principal_id, "token_id": tid, "digest": digest}
             self.store.append(
                 Append(token_stream(digest), 0, [NewEvent(TOKEN_ISSUED, at, context, issued)]),
@@ -225,6 +234,8 @@ class AccessService:
                 ),
             )
             record = {"tokenId": tid, "principal": principal_id, "label": label, "issuedAt": at}
+            if space is not None:
+                record["space"] = space
             return token, record
 
         return self._retry(attempt)
@@ -287,6 +298,9 @@ class AccessService:
         if not state.exists or ref is None or ref.revoked:
             raise Unauthorized()
         principal = state.principal()
+        if found.space is not None:  # a Space-scoped token: that Space's role only
+            role = principal.role_in(found.space)
+            principal = Principal(principal.id, {found.space: role} if role else {}, False)
         if self.cache_ttl:
             with self._lock:
                 if len(self._cache) >= _CACHE_MAX:

@@ -286,6 +286,8 @@ class TokenState:
     principal: str | None = None
     token_id: str | None = None
     label: str | None = None
+    #: A Space-scoped token acts only in that Space (issued by that Space's admin).
+    space: str | None = None
     revoked: bool = False
 
     @property
@@ -340,6 +342,8 @@ def fold_token(events: Events) -> TokenState:
             state.token_id = str(data["token_id"])
             label = data.get("label")
             state.label = None if label is None else str(label)
+            scope = data.get("space")
+            state.space = None if scope is None else str(scope)
         elif type_ == TOKEN_REVOKED:
             state.revoked = True
         else:
