@@ -648,6 +648,8 @@ class ControlPlane:
             return  # a local resource: always open
         state = load_workflow(self.store, resource.uid)
         if not state.exists or state.deleting:
+            # Also checked after a create committed ("created"): one that raced the
+            # DELETE's acceptance is purged by its creator (DW-DEL-2).
             raise NotFound(f"no workflow {resource.uid!r} in space {resource.space!r}")
         if action == "create":
             ready, reason = self.readiness(state)

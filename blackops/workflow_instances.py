@@ -18,7 +18,7 @@ from blackops.workflow_engine import event_context, running_inline, stamp
 from domain.clock import Clock
 from domain.context import Actor
 from domain.documents import canonical_document, canonical_envelope
-from domain.errors import BackendUnavailable, FencingError
+from domain.errors import BackendUnavailable, BlackOpsError, FencingError
 from domain.events import NewEvent
 from domain.workflow import (
     LIFETIME_SECONDS,
@@ -106,7 +106,24 @@ class InstanceService:
             self.store.append(Append(stream, state.version, [event]))
         except FencingError:
             raise InstanceExists(instance_id) from None  # another create won (DW-INST-2)
+        if self.gate is not None:
+            try:
+                self.gate(resource, "created")
+            except BlackOpsError:
+                # A DELETE was accepted while this create was on its way: the instance
+                # must not outlive it (DW-DEL-2). It never ran; purge it and refuse.
+                self._purge_new(stream, actor)
+                raise
         return instance_id
+
+    def _purge_new(self, stream: str, actor: Actor) -> None:
+        from blackops.workflow_code import LocalProvider
+        from blackops.workflow_engine import WorkflowEngine
+
+        state = load_instance(self.store, stream)
+        positions = [e.position for e in self.store.read_stream(stream)]
+        engine = WorkflowEngine(self.store, LocalProvider(), self.clock, "create")
+        engine.purge(state, positions, actor=actor.to_dict(), reason="workflow_deleted")
 
     def load(self, resource: WorkflowResource, instance_id: object) -> InstanceState:
         if type(instance_id) is not str or not 1 <= len(instance_id) <= 256:
@@ -144,6 +161,8 @@ class InstanceService:
             self.gate(resource, "event")
         request = uuid.uuid4().hex
         for _ in range(_RACES):
+            if state.purged or not state.exists:
+                raise UnknownInstance(instance_id)  # purged meanwhile (retention, DELETE)
             if state.is_terminal:
                 raise InstanceTerminal(instance_id, state.status)
             now = self._now()
@@ -224,7 +243,7 @@ class InstanceService:
         records the stop or, once the owner's lease has run out since the request, the
         stop is proven by that. Never blocks; ``state`` is refreshed from the journal.
         """
-        if state.is_terminal:  # already terminal: success (DW-TERM-1)
+        if state.is_terminal or state.purged:  # already terminal (DW-TERM-1) or gone
             return True
         now = self._now()
         at = micros_instant(now)

@@ -417,8 +417,9 @@ def fold(stream: str, events: Iterable[Any], start: InstanceState | None = None)
     """Fold recorded events (objects with type/at/data/context/version) into a state."""
     state = start or InstanceState(stream)
     for event in events:
-        if state.version == 0 and event.type == Topic.PURGED:
-            state.version = event.version - 1  # the versions before it were purged
+        if event.type == Topic.PURGED and event.version > state.version + 1:
+            # The versions before the tombstone were purged: it replaces everything.
+            state.version = event.version - 1
         if event.version != state.version + 1:
             raise ValueError(
                 f"stream {stream} jumps from version {state.version} to {event.version}"

@@ -56,7 +56,8 @@ def is_fenced(state: InstanceState, owner: Owner) -> bool:
     """True when ``owner`` may no longer commit: another context started, termination
     was requested, the instance ended, or the context was already closed."""
     return (
-        not state.context_open
+        state.purged
+        or not state.context_open
         or state.contexts != owner.context
         or state.fencing_token != owner.token
         or state.termination_requested_at is not None
