@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/operations.py
 	$(BIN)/python bench/journal.py
 	$(BIN)/python bench/workflows.py
+	$(BIN)/python bench/versions.py
 
 clean:
 	rm -rf $(VENV) .venv-min .mypy_cache .ruff_cache .pytest_cache .hypothesis
