@@ -133,9 +133,13 @@ class Application:
     @property
     def store(self) -> EventStore:
         with self._lock:
-            if self._store is None or self._store_pid != os.getpid():
+            reopen = self._store_pid != os.getpid() and (
+                self._store is None or self._store.location.kind != "memory"
+            )
+            if self._store is None or reopen:
                 # A forked child (an executor) opens its own: connections are not shared
-                # across processes.
+                # across processes. (A memory store is the process's own objects: a child
+                # keeps its copy, as it is all there is.)
                 self._store = EventStore(self._location or resolve_store(None))
                 self._store_pid = os.getpid()
             return self._store
@@ -205,12 +209,34 @@ class Application:
         Everything is validated before any side effect: a bad type, tenant, actor or
         params document raises and records nothing (decisions O3).
         """
-        spec = self.handler(check_operation_type(type))
+        spec = self._public_handler(type)
+        return self._run_inline(
+            spec, params, actor, tenant, traceparent, causation_id, correlation_id
+        )
+
+    def _run_inline(
+        self,
+        spec: HandlerSpec,
+        params: dict[str, Any],
+        actor: Actor | str | dict[str, Any],
+        tenant: str,
+        traceparent: str | None = None,
+        causation_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> OperationResult:
         canonical = canonical_document(params)
         ctx = self._context(
             spec.operation_type, actor, tenant, traceparent, causation_id, correlation_id
         )
         return InlineRunner(self._journal(), self.clock).run(spec, canonical, ctx)
+
+    def _public_handler(self, type: str) -> HandlerSpec:
+        """A type callers may run or submit: the built-in ``blackops.*`` types are the
+        control plane's own, reachable only through its checks (``app.control``)."""
+        check_operation_type(type)
+        if type.startswith("blackops."):
+            raise NotFound(f"operation type {type!r} is not registered")
+        return self.handler(type)
 
     def submit(
         self,
@@ -232,7 +258,7 @@ class Application:
         ``conflict``. Params that fail the handler's model are ``invalid_params``
         and record nothing (decisions P20).
         """
-        spec = self.handler(check_operation_type(type))
+        spec = self._public_handler(type)
         canonical = canonical_document(params)
         key = check_idempotency_key(idempotency_key)
         tenant = check_tenant(tenant)

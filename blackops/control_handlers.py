@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from blackops.abi_check import verify_abi
@@ -24,7 +25,7 @@ from blackops.control_plane import (
 from blackops.handlers import HandlerSpec
 from blackops.ids import derived_id
 from domain.context import Actor, ExecutionContext
-from domain.errors import FencingError
+from domain.errors import BackendUnavailable, FencingError
 from domain.events import NewEvent
 from domain.resources import Topic, check_name
 from domain.supervision import OperationRejected, Retryable, Supervision
@@ -53,12 +54,19 @@ RECONCILE = Supervision(
     backoff="exponential",
     initial_delay_seconds=0.2,
     max_delay_seconds=15,
+    retry_on=(BackendUnavailable,),
     exhausted="dead_letter",
 )
 #: A verifier that crashes or hangs may be the machine's fault: try a few times.
 VERIFY = Supervision(
-    max_attempts=3, backoff="exponential", initial_delay_seconds=1, max_delay_seconds=10
+    max_attempts=3,
+    backoff="exponential",
+    initial_delay_seconds=1,
+    max_delay_seconds=10,
+    retry_on=(BackendUnavailable,),
 )
+#: Failures of the verifier itself, not verdicts about the code (decisions R9).
+_VERIFIER_TROUBLE = ("verifier", "verification timed out")
 
 
 class StopNotProven(Retryable):
@@ -105,8 +113,11 @@ def install(app: Application) -> None:
         state = load_version(plane.store, vid)
         if state.verification is None:
             result = verify_abi(vid, state.modules, state.main)
-            if not result["loaded"] and str(result.get("error", "")).startswith("verifier"):
-                raise Retryable(str(result["error"]))  # crashed: not the code's verdict
+            trouble = str(result.get("error") or "").startswith(_VERIFIER_TROUBLE)
+            if not result["loaded"] and trouble and ctx.attempt < VERIFY.max_attempts:
+                raise Retryable(str(result["error"]))  # not the code's verdict: again
+            # (On the last attempt what it saw is the verdict: the Version never stays
+            # unverified for ever.)
             event = NewEvent(Topic.VERSION_VERIFIED, at(), _ctx(ctx), {"result": result})
             with contextlib.suppress(FencingError):  # verified concurrently: first one stands
                 plane.store.append(Append(version_stream(vid), state.version, [event]))
@@ -124,44 +135,61 @@ def install(app: Application) -> None:
         return {"version": params["version"], "deleted": True}
 
     def deployment_update(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
-        worker, allocation = params["worker"], params["allocation"]
+        """Apply allocation updates in the order they were accepted: this one and every
+        earlier one still pending, in one append (a later update never loses to an
+        earlier one that finished last)."""
+        worker, mine = params["worker"], _origin(plane, ctx)
         for _ in range(20):
             deployment = load_deployment(plane.store, worker)
-            if ctx.operation_id not in deployment.pending:
-                return {"worker": worker, "allocation": deployment.allocation}  # applied before
-            dead = [
-                e["version"] for e in allocation if load_version(plane.store, e["version"]).deleted
-            ]
-            data = {"operation": ctx.operation_id, "allocation": allocation}
-            kind = Topic.DEPLOYMENT_ALLOCATED
-            if dead:
-                kind, data = Topic.DEPLOYMENT_UPDATE_REFUSED, {**data, "deleted": dead}
-            event = NewEvent(kind, at(), _ctx(ctx), data)
-            try:
-                plane.store.append(Append(deployment_stream(worker), deployment.version, [event]))
-            except FencingError:
-                continue
-            if dead:
+            if mine in deployment.pending:
+                order = list(deployment.pending)  # acceptance order
+                events = []
+                for operation in order[: order.index(mine) + 1]:
+                    allocation = deployment.pending[operation]
+                    data: dict[str, Any] = {"operation": operation, "allocation": allocation}
+                    dead = [
+                        e["version"]
+                        for e in allocation
+                        if load_version(plane.store, e["version"]).deleted
+                    ]
+                    if operation != mine and plane._finished(operation):
+                        kind, data = Topic.DEPLOYMENT_UPDATE_REFUSED, {**data, "ended": True}
+                    elif dead:
+                        kind, data = Topic.DEPLOYMENT_UPDATE_REFUSED, {**data, "deleted": dead}
+                    else:
+                        kind = Topic.DEPLOYMENT_ALLOCATED
+                    events.append(NewEvent(kind, at(), _ctx(ctx), data))
+                try:
+                    plane.store.append(
+                        Append(deployment_stream(worker), deployment.version, events)
+                    )
+                except FencingError:
+                    continue
+                deployment = load_deployment(plane.store, worker)
+            refused = deployment.refused.get(mine)
+            if refused is not None:
                 raise OperationRejected(
-                    "conflict", "version_deleted", f"version {dead[0]} was deleted"
+                    "conflict", "version_deleted", f"version {refused[0]} was deleted"
                 )
             return {
                 "worker": worker,
-                "allocation": allocation,
-                "generation": deployment.generation + 1,
+                "allocation": params["allocation"],
+                "active": deployment.allocation,
+                "generation": deployment.generation,
             }
         raise Retryable("the deployment kept changing")
 
     def workflow_reconcile(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
         """Create and replace: record that the generation is reconciled; from now on the
         resource is observed (DW-OBS-1) and Ready when its code allows (DW-SPEC-5)."""
-        uid = params.get("uid") or "wf-" + derived_id("workflow", ctx.operation_id).replace("-", "")
+        origin = _origin(plane, ctx)
+        uid = params.get("uid") or "wf-" + derived_id("workflow", origin).replace("-", "")
         for _ in range(20):
             state = load_workflow(plane.store, uid)
             if not state.exists or state.deleting:
                 raise OperationRejected("conflict", "deleted", f"workflow {uid} was deleted")
             generation = next(
-                (g for g, op in _generations(plane, uid) if op == ctx.operation_id),
+                (g for g, op in _generations(plane, uid) if op == origin),
                 state.generation,
             )
             if state.reconciled_generation < generation:
@@ -183,12 +211,22 @@ def install(app: Application) -> None:
         state = load_workflow(plane.store, uid)
         if state.deleted:
             return {"uid": uid, "deleted": True}
+        if not state.deleting or state.space != ctx.tenant:
+            raise OperationRejected("conflict", "not_deleting", f"workflow {uid} is not closed")
         actor = Actor(ctx.operation_id, "operation")
         purged = 0
-        for _ in range(3):  # a create that raced the close shows up in a later scan
+        grace = False
+        for _ in range(50):
             streams = _instance_streams(app, uid)
             if not streams:
-                break
+                if grace:
+                    break
+                # Workers read the catalog at most ``ttl`` old: after waiting that out no
+                # worker can claim an instance of this UID any more, and a create that
+                # raced the close purges itself; one more scan then finds everything.
+                time.sleep(app.code_provider.ttl * 1.5)
+                grace = True
+                continue
             unstopped = 0
             for stream in streams:
                 instance = load_instance(plane.store, stream)
@@ -199,6 +237,8 @@ def install(app: Application) -> None:
             if unstopped:
                 raise StopNotProven(f"{unstopped} instance(s) of {uid} have not stopped yet")
             purged += _purge(app, uid, streams, actor)
+        else:
+            raise StopNotProven(f"instances of {uid} keep appearing")
         state = load_workflow(plane.store, uid)
         names = name_stream(state.space, "workflow", state.name)
         claim = load_name(plane.store, names)
@@ -241,7 +281,32 @@ def install(app: Application) -> None:
         WORKFLOW_DELETE: (workflow_delete, RECONCILE),
     }
     for type_name, (fn, supervision) in registrations.items():
-        app._handlers[type_name] = HandlerSpec.build(type_name, fn, supervision)
+        app._handlers[type_name] = HandlerSpec.build(type_name, _in_own_space(fn), supervision)
+
+
+def _in_own_space(fn: Any) -> Any:
+    """A control-plane operation acts in its own Space only (defence in depth: they are
+    accepted only through ``ControlPlane``, which checks the caller's Space)."""
+
+    def handler(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        if "space" in params and params["space"] != ctx.tenant:
+            raise OperationRejected("authorization", "other_space", "not this operation's Space")
+        result: dict[str, Any] = fn(ctx, params)
+        return result
+
+    handler.__name__ = getattr(fn, "__name__", "handler")
+    return handler
+
+
+def _origin(plane: ControlPlane, ctx: ExecutionContext) -> str:
+    """The operation a redrive continues (``redrive_of``, followed back), else this one."""
+    operation = ctx.operation_id
+    for _ in range(100):
+        first = plane.store.read_stream(operation)[:1]
+        if not first or not first[0].data.get("redrive_of"):
+            return operation
+        operation = str(first[0].data["redrive_of"])
+    return operation
 
 
 def _generations(plane: ControlPlane, uid: str) -> list[tuple[int, str]]:

@@ -37,6 +37,7 @@ from domain.operation import Operation
 from domain.resources import (
     RESOURCE_UID,
     VERSION_ID,
+    DeploymentState,
     Topic,
     VersionState,
     WorkflowResourceState,
@@ -156,6 +157,14 @@ class ControlPlane:
             return ctx.operation_id
         raise Busy("the resource kept changing; try again")
 
+    def _replay(self, space: str, type_name: str, key: str) -> bool:
+        """Whether ``key`` already names an Operation: then only ``accept`` answers it
+        (same request: that Operation; another: ``conflict``), no check runs again."""
+        from blackops.application import check_idempotency_key
+
+        check_idempotency_key(key)
+        return bool(self.store.read_stream(derived_id("idempotency", space, type_name, key))[:1])
+
     def operation_view(self, operation_id: str, **extra: Any) -> dict[str, Any]:
         status = self.app.status(operation_id)
         location = f"/v1/operations/{operation_id}"
@@ -177,9 +186,8 @@ class ControlPlane:
         check_name(name, "worker")
         if load_name(self.store, name_stream(space, "worker", name)).holder is not None:
             raise Conflict(f"a worker named {name!r} already exists in space {space!r}")
-        result = self.app.run(
-            WORKER_CREATE, {"space": space, "name": name}, actor=actor, tenant=space
-        )
+        spec = self.app.handler(WORKER_CREATE)
+        result = self.app._run_inline(spec, {"space": space, "name": name}, actor, space)
         if result.rejection is not None:
             raise Conflict(result.rejection.message or "the worker was not created")
         if result.failure is not None:
@@ -227,13 +235,7 @@ class ControlPlane:
         assert isinstance(modules, dict) and isinstance(main, str)
         env = check_env(bundle.get("env"))
         bindings = check_bindings(bundle.get("workflowBindings"), env)
-        for binding in bindings:
-            uid = binding["resource"]["resourceUid"]
-            bound = load_workflow(self.store, uid)
-            if not bound.exists or bound.space != space or bound.deleting:
-                raise InvalidRequest(
-                    f"binding {binding['name']!r} names no Workflow {uid!r} in space {space!r}"
-                )
+        self._bound_workflows(space, bindings)
         content = {
             "worker": worker_uid,
             "space": space,
@@ -248,8 +250,21 @@ class ControlPlane:
             state = load_version(self.store, vid)
             if state.exists:
                 return []
-            event = _event(Topic.VERSION_UPLOADED, self._at(), context, {"id": vid, **content})
-            return [Append(version_stream(vid), 0, [event])]
+            at = self._at()
+            event = _event(Topic.VERSION_UPLOADED, at, context, {"id": vid, **content})
+            appends = [Append(version_stream(vid), 0, [event])]
+            # Each bound Workflow records the binding at the version read, so a DELETE
+            # accepted meanwhile makes this fail and be checked again (DW-DEL-1).
+            for bound in self._bound_workflows(space, bindings):
+                data = {"version": vid}
+                appends.append(
+                    Append(
+                        workflow_stream(bound.uid),
+                        bound.version,
+                        [_event(Topic.WORKFLOW_BOUND, at, context, data)],
+                    )
+                )
+            return appends
 
         operation_id = self.accept(
             VERSION_VERIFY,
@@ -261,6 +276,21 @@ class ControlPlane:
             operation_id=derived_id("verify", vid),
         )
         return self.operation_view(operation_id, version=vid, worker={"resourceUid": worker_uid})
+
+    def _bound_workflows(
+        self, space: str, bindings: list[dict[str, Any]]
+    ) -> list[WorkflowResourceState]:
+        found: list[WorkflowResourceState] = []
+        for binding in bindings:
+            uid = binding["resource"]["resourceUid"]
+            bound = load_workflow(self.store, uid)
+            if not bound.exists or bound.space != space or bound.deleting:
+                raise InvalidRequest(
+                    f"binding {binding['name']!r} names no Workflow {uid!r} in space {space!r}"
+                )
+            if all(b.uid != uid for b in found):
+                found.append(bound)
+        return found
 
     def version_in(self, space: str, vid: str) -> VersionState:
         if type(vid) is not str or not VERSION_ID.fullmatch(vid):
@@ -288,14 +318,22 @@ class ControlPlane:
             if current.deleted:
                 raise NotFound(f"version {vid} is deleted")
             deployment = load_deployment(self.store, state.worker)
-            allocations = [deployment.allocation, *deployment.pending.values()]
+            pending = [a for op, a in deployment.pending.items() if not self._finished(op)]
+            allocations = [deployment.allocation, *pending]
             if any(e["version"] == vid for a in allocations for e in a):
                 raise DependencyConflict(
                     f"version {vid} is in the Deployment of worker {state.worker} (active or "
                     "pending); change the allocation first"
                 )
-            event = _event(Topic.VERSION_DELETED, self._at(), context, {"version": vid})
-            return [Append(version_stream(vid), current.version, [event])]
+            at = self._at()
+            event = _event(Topic.VERSION_DELETED, at, context, {"version": vid})
+            # Also on the Deployment's stream, at the version read: an update accepted
+            # meanwhile makes this fail and be checked again.
+            marker = _event(Topic.DEPLOYMENT_VERSION_REMOVED, at, context, {"version": vid})
+            return [
+                Append(version_stream(vid), current.version, [event]),
+                Append(deployment_stream(state.worker), deployment.version, [marker]),
+            ]
 
         operation_id = self.accept(
             VERSION_DELETE, {"version": vid}, space=space, actor=actor, key=key, effects=effects
@@ -314,8 +352,20 @@ class ControlPlane:
     ) -> dict[str, Any]:
         """Accept an allocation update (an operation); until it finishes it is pending,
         and DW-SPEC-7's create check looks at it too."""
-        self.worker_in(space, worker_uid)
         entries = check_allocation(allocation)
+        if key is not None and self._replay(space, DEPLOYMENT_UPDATE, key):
+            return self.operation_view(
+                self.accept(
+                    DEPLOYMENT_UPDATE,
+                    {"worker": worker_uid, "allocation": entries},
+                    space=space,
+                    actor=actor,
+                    key=key,
+                    effects=lambda _: [],
+                ),
+                worker={"resourceUid": worker_uid},
+            )
+        self.worker_in(space, worker_uid)
         for entry in entries:
             version = self.version_in(space, entry["version"])
             if version.worker != worker_uid or version.deleted:
@@ -356,7 +406,7 @@ class ControlPlane:
 
     # -- Workflow resources ----------------------------------------------------------------
 
-    def check_dependencies(self, space: str, spec: dict[str, Any]) -> None:
+    def check_dependencies(self, space: str, spec: dict[str, Any]) -> DeploymentState:
         """DW-SPEC-4 and DW-SPEC-7, before any side effect.
 
         The Worker must be this Space's (by UID). Every Version weighted by the active
@@ -364,6 +414,10 @@ class ControlPlane:
         that passes DW-ABI-1: an established mismatch is ``dependency_conflict``; a
         Version whose verification has not finished is ``resource_busy`` (never called
         a mismatch). No Deployment at all, active or pending: allowed.
+
+        Returns the Deployment as examined: the accepting transaction appends to its
+        stream at that version, so an update accepted meanwhile makes it fail and the
+        check run again (an update is never missed).
         """
         worker_uid = spec["worker"]["resourceUid"]
         try:
@@ -396,6 +450,16 @@ class ControlPlane:
                 f"version {unverified[0]} of worker {worker_uid} is still being verified; "
                 "try again shortly (DW-SPEC-7)"
             )
+        return deployment
+
+    def _attach(
+        self, deployment: DeploymentState, uid: str, spec: dict[str, Any], context: dict[str, Any]
+    ) -> Append:
+        """``deployment.workflow_attached``: the Workflow that was checked against this
+        Deployment, appended at the version the check read (DW-SPEC-7 atomicity)."""
+        data = {"workflow": uid, "className": spec["className"]}
+        event = _event(Topic.DEPLOYMENT_ATTACHED, self._at(), context, data)
+        return Append(deployment_stream(deployment.worker), deployment.version, [event])
 
     def create_workflow(
         self, space: str, body: object, actor: Actor, key: str | None
@@ -412,32 +476,17 @@ class ControlPlane:
         name = check_name(body["name"], "workflow")
         spec = check_workflow_spec(body["spec"])
         params = {"space": space, "name": name, "spec": spec}
-        if key is not None:
-            # A retried request with its original key: the same Operation, no new checks.
-            existing = derived_id("idempotency", space, WORKFLOW_CREATE, key)
-            if self.store.read_stream(existing)[:1]:
-                return self._accepted_workflow(space, params, actor, key, existing)
-        self.check_dependencies(space, spec)
-        return self._accepted_workflow(space, params, actor, key, None)
-
-    def _accepted_workflow(
-        self,
-        space: str,
-        params: dict[str, Any],
-        actor: Actor,
-        key: str | None,
-        known: str | None,
-    ) -> dict[str, Any]:
-        holder: dict[str, str] = {}
+        # With a key already used, ``accept`` answers its Operation before any check:
+        # an accepted Operation is never turned into a pre-rejection (DW-SPEC-7).
 
         def effects(context: dict[str, Any]) -> list[Append]:
             operation_id = context["operation_id"]
             uid = "wf-" + derived_id("workflow", operation_id).replace("-", "")
-            holder["uid"] = uid
-            names = name_stream(space, "workflow", params["name"])
+            names = name_stream(space, "workflow", name)
             claimed = load_name(self.store, names)
             if claimed.holder is not None:
-                raise Conflict(f"a workflow named {params['name']!r} exists in space {space!r}")
+                raise Conflict(f"a workflow named {name!r} exists in space {space!r}")
+            deployment = self.check_dependencies(space, spec)
             at = self._at()
             catalog = self.store.read_stream(CATALOG)
             accepted = {**params, "uid": uid, "operation": operation_id}
@@ -455,6 +504,7 @@ class ControlPlane:
                     catalog[-1].version if catalog else 0,
                     [_event(Topic.CATALOG_ADDED, at, context, {"uid": uid})],
                 ),
+                self._attach(deployment, uid, spec, context),
             ]
 
         operation_id = self.accept(
@@ -478,36 +528,38 @@ class ControlPlane:
     ) -> dict[str, Any]:
         """DW-CRUD-2: full replacement with the same worker and className only; a new
         generation that reconciles again. History is never rewritten."""
-        current = self.workflow_in(space, uid)
         if type(body) is not dict:
             raise InvalidRequest('the body must be {"spec": {...}} (and optionally "name")')
         unknown = sorted(str(k)[:64] for k in body if k not in ("name", "spec"))
         if unknown or "spec" not in body:
             raise InvalidRequest('the body must be {"spec": {...}} (and optionally "name")')
+        spec = check_workflow_spec(body["spec"])
+        params = {"space": space, "uid": uid, "spec": spec}
+        if key is not None and self._replay(space, WORKFLOW_REPLACE, key):
+            replayed = self.accept(
+                WORKFLOW_REPLACE, params, space=space, actor=actor, key=key, effects=lambda _: []
+            )
+            return self.operation_view(replayed, resource={"uid": uid})
+        current = self.workflow_in(space, uid)
         if "name" in body and body["name"] != current.name:
             raise InvalidRequest("a PUT cannot rename a workflow (DW-CRUD-2)")
-        spec = check_workflow_spec(body["spec"])
         if spec != current.spec:
             raise InvalidRequest(
                 "a PUT may not change worker or className (DW-CRUD-2); create a new workflow"
             )
-        params = {"space": space, "uid": uid, "spec": spec}
-        if (
-            key is None
-            or not self.store.read_stream(derived_id("idempotency", space, WORKFLOW_REPLACE, key))[
-                :1
-            ]
-        ):
-            self.check_dependencies(space, spec)
 
         def effects(context: dict[str, Any]) -> list[Append]:
             state = self.workflow_in(space, uid)
             if state.deleting:
                 raise Busy(f"workflow {uid} is being deleted")
+            deployment = self.check_dependencies(space, spec)
             data = {"spec": spec, "generation": state.generation + 1}
             data["operation"] = context["operation_id"]
             event = _event(Topic.WORKFLOW_REPLACED, self._at(), context, data)
-            return [Append(workflow_stream(uid), state.version, [event])]
+            return [
+                Append(workflow_stream(uid), state.version, [event]),
+                self._attach(deployment, uid, spec, context),
+            ]
 
         operation_id = self.accept(
             WORKFLOW_REPLACE, params, space=space, actor=actor, key=key, effects=effects
@@ -522,13 +574,19 @@ class ControlPlane:
         params = {"space": space, "uid": uid}
         if key is not None:
             known = derived_id("idempotency", space, WORKFLOW_DELETE, key)
-            if self.store.read_stream(known)[:1]:
-                # DW-DEL-5: the original key reconciles the same Operation.
+            first = self.store.read_stream(known)[:1]
+            if first:
+                # DW-DEL-5: the original key reconciles the same Operation; the key used
+                # for another request is a conflict, never that Operation's answer.
+                if first[0].data.get("params") != params:
+                    raise Conflict(
+                        f"operation {known} was already submitted with this key for another request"
+                    )
                 return self.operation_view(known, resource={"uid": uid})
         current = self.workflow_in(space, uid)
         if current.deleting:
             raise Busy(f"workflow {uid} is already being deleted by {current.deleting}")
-        binders = self.binding_versions(uid)
+        binders = self.live_binders(current)
         if binders:
             raise DependencyConflict(
                 f"version {binders[0]} binds workflow {uid} (workflowBindings); delete that "
@@ -539,8 +597,18 @@ class ControlPlane:
             state = self.workflow_in(space, uid)
             if state.deleting:
                 raise Busy(f"workflow {uid} is already being deleted by {state.deleting}")
-            if state.reconciled_generation < state.generation:
+            if state.reconciled_generation < state.generation and not self._finished(
+                state.operations[-1]
+            ):
                 raise Busy(f"workflow {uid} has a change in progress; try again shortly")
+            # Again inside: a binding upload appends to this stream too, so the two
+            # cannot both be accepted (DW-DEL-1).
+            binders = self.live_binders(state)
+            if binders:
+                raise DependencyConflict(
+                    f"version {binders[0]} binds workflow {uid} (workflowBindings); delete "
+                    "that Version first (DW-DEL-1)"
+                )
             data = {"operation": context["operation_id"]}
             at = self._at()
             catalog = self.store.read_stream(CATALOG)
@@ -566,12 +634,11 @@ class ControlPlane:
 
     def binding_versions(self, uid: str) -> list[str]:
         """Live Versions whose workflowBindings name ``uid`` (weighted or not, DW-DEL-1)."""
-        found = []
-        for event in self.store.read_topics([Topic.VERSION_UPLOADED]):
-            binds = any(b["resource"]["resourceUid"] == uid for b in event.data["workflowBindings"])
-            if binds and not load_version(self.store, event.data["id"]).deleted:
-                found.append(str(event.data["id"]))
-        return found
+        return self.live_binders(load_workflow(self.store, uid))
+
+    def live_binders(self, state: WorkflowResourceState) -> list[str]:
+        """The Versions recorded as binding this Workflow that are not deleted."""
+        return [v for v in state.bound if not load_version(self.store, v).deleted]
 
     # -- readiness and observation (DW-SPEC-5, DW-OBS-1) -----------------------------------
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from blackops.bundles import load_version as load_bundle
 from blackops.workflow_code import Env, LocalProvider, NotLoaded, WorkflowCode, WorkflowResource
+from domain.errors import BlackOpsError
 from domain.resources import RESOURCE_UID, VersionState, pick_version
 from journal.resources import catalog, load_deployment, load_version, load_workflow
 
@@ -88,7 +89,10 @@ class ResourceProvider:
                 self._catalog_read = 0.0
             if time.monotonic() - self._catalog_read < self.ttl:
                 return set(self._open)
-            version, changes = catalog(store, self._catalog_version)
+            try:
+                version, changes = catalog(store, self._catalog_version)
+            except BlackOpsError:
+                return set(self._open)  # the store is away: the last known set
             for change, uid in changes:
                 (self._open.add if change == "added" else self._open.discard)(uid)
             self._catalog_version, self._catalog_read = version, time.monotonic()
@@ -140,8 +144,22 @@ class ResourceProvider:
             resource = WorkflowResource(
                 uid, state.space or version.space, state.spec.get("className", "")
             )
-            values[binding["name"]] = WorkflowBinding(self.app, resource)
+            values[binding["name"]] = WorkflowBinding(_InstancesOnly(self.app), resource)  # type: ignore[arg-type]
         return Env(values)
+
+
+class _InstancesOnly:
+    """What a binding in workflow code reaches of the application: its instances, not
+    the management plane (no control plane, access, operations)."""
+
+    __slots__ = ("_app",)
+
+    def __init__(self, app: Application) -> None:
+        self._app = app
+
+    @property
+    def instances(self) -> Any:
+        return self._app.instances
 
 
 def _is_resource(workflow: str) -> bool:

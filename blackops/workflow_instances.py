@@ -121,6 +121,8 @@ class InstanceService:
         from blackops.workflow_engine import WorkflowEngine
 
         state = load_instance(self.store, stream)
+        if state.version != 1:
+            return  # a worker claimed it meanwhile: the DELETE fences and purges it
         positions = [e.position for e in self.store.read_stream(stream)]
         engine = WorkflowEngine(self.store, LocalProvider(), self.clock, "create")
         engine.purge(state, positions, actor=actor.to_dict(), reason="workflow_deleted")

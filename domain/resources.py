@@ -42,9 +42,12 @@ class Topic:
     DEPLOYMENT_UPDATE_ACCEPTED = "deployment.update_accepted"
     DEPLOYMENT_ALLOCATED = "deployment.allocated"
     DEPLOYMENT_UPDATE_REFUSED = "deployment.update_refused"
+    DEPLOYMENT_ATTACHED = "deployment.workflow_attached"
+    DEPLOYMENT_VERSION_REMOVED = "deployment.version_removed"
     WORKFLOW_ACCEPTED = "workflow_resource.accepted"
     WORKFLOW_REPLACED = "workflow_resource.replaced"
     WORKFLOW_RECONCILED = "workflow_resource.reconciled"
+    WORKFLOW_BOUND = "workflow_resource.bound"
     WORKFLOW_DELETING = "workflow_resource.deleting"
     WORKFLOW_DELETED = "workflow_resource.deleted"
 
@@ -225,6 +228,8 @@ class DeploymentState:
     generation: int = 0
     #: Accepted, unfinished allocation updates: operation id -> allocation (DW-SPEC-7).
     pending: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: Updates refused (a Version deleted meanwhile): operation id -> deleted Versions.
+    refused: dict[str, list[str]] = field(default_factory=dict)
 
     def apply(self, kind: str, data: dict[str, Any]) -> None:
         self.version += 1
@@ -236,6 +241,8 @@ class DeploymentState:
             self.generation += 1
         elif kind == Topic.DEPLOYMENT_UPDATE_REFUSED:
             self.pending.pop(data["operation"], None)
+            if data.get("deleted"):
+                self.refused[data["operation"]] = data["deleted"]
 
 
 @dataclass
@@ -252,6 +259,8 @@ class WorkflowResourceState:
     deleting: str | None = None
     deleted: bool = False
     operations: list[str] = field(default_factory=list)
+    #: Versions whose workflowBindings name this Workflow (DW-DEL-1).
+    bound: list[str] = field(default_factory=list)
 
     @property
     def exists(self) -> bool:
@@ -281,6 +290,8 @@ class WorkflowResourceState:
             self.operations.append(data["operation"])
         elif kind == Topic.WORKFLOW_DELETED:
             self.deleted = True
+        elif kind == Topic.WORKFLOW_BOUND and data["version"] not in self.bound:
+            self.bound.append(data["version"])
 
 
 @dataclass
