@@ -27,14 +27,14 @@ if TYPE_CHECKING:
 
 
 class ResourceProvider:
-    def __init__(self, app: Application, local: LocalProvider, *, ttl: float = 0.5) -> None:
+    def __init__(self, app: Application, local: LocalProvider, *, ttl: float = 0.25) -> None:
         self.app = app
         self.local = local
         self.ttl = ttl
         self._lock = threading.Lock()
         self._catalog_version = 0
         self._open: set[str] = set()
-        self._catalog_read = 0.0
+        self._catalog_read = float("-inf")
         self._catalog_store: object = None
         self._allocations: dict[str, tuple[float, str, list[dict[str, Any]]]] = {}
         self._versions: dict[str, VersionState] = {}
@@ -86,7 +86,7 @@ class ResourceProvider:
         with self._lock:
             if store is not self._catalog_store:  # a new process or a new store: start over
                 self._catalog_store, self._catalog_version, self._open = store, 0, set()
-                self._catalog_read = 0.0
+                self._catalog_read = float("-inf")
             if time.monotonic() - self._catalog_read < self.ttl:
                 return set(self._open)
             try:
@@ -104,7 +104,7 @@ class ResourceProvider:
     def refresh(self) -> None:
         """Forget cached reads (after a change this process made itself)."""
         with self._lock:
-            self._catalog_read = 0.0
+            self._catalog_read = float("-inf")
             self._allocations.clear()
 
     def _allocation(self, workflow: str) -> tuple[str, list[dict[str, Any]]]:

@@ -18,6 +18,7 @@ killable executor process (``blackops/workflow_worker.py``).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import threading
 from collections.abc import Iterator, Sequence
@@ -414,6 +415,14 @@ class WorkflowEngine:
         }
         at = micros_instant(self._now())
         ctx = {**event_context(state), "actor": actor or {"id": self.worker_id, "kind": "system"}}
+        if reason == "workflow_deleted":
+            # DW-DEL-2 purges every instance ID of the UID: the tombstone that keeps the
+            # journal verifiable names the instance only by digest.
+            digest = (
+                "sha256:"
+                + hashlib.sha256(state.instance_id.encode("utf-8", "surrogatepass")).hexdigest()
+            )
+            data["instance_id"] = ctx["instance_id"] = digest
         try:
             self.store.append(
                 Append(state.stream, state.version, [NewEvent(Topic.PURGED, at, ctx, data)])
