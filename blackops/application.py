@@ -25,6 +25,7 @@ from blackops.workflow_code import Env, LocalProvider, WorkflowResource
 from blackops.workflow_engine import WorkflowEngine
 from blackops.workflow_instances import InstanceService
 from blackops.workflows import WorkflowBinding
+from domain.access import SPACE_NAME
 from domain.clock import Clock, format_instant
 from domain.context import Actor, ExecutionContext, check_traceparent
 from domain.documents import canonical_document
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from blackops.worker import Worker
 
 F = TypeVar("F", bound=Handler)
-TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+TENANT = SPACE_NAME  # a tenant is a Space
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
 #: Idempotency keys: visible ASCII, as an HTTP header carries them (decisions P21).
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")

@@ -25,11 +25,12 @@ from domain.context import Actor
 from domain.documents import canonical_document
 from domain.errors import (
     BackendUnavailable,
-    BlackOpsError,
     Conflict,
+    DependencyConflict,
     FencingError,
     InvalidRequest,
     NotFound,
+    ResourceBusy,
 )
 from domain.events import NewEvent
 from domain.lifecycle import TERMINAL, EventType, Mode, State
@@ -76,16 +77,6 @@ WORKFLOW_CREATE = "blackops.workflow.create"
 WORKFLOW_REPLACE = "blackops.workflow.replace"
 WORKFLOW_DELETE = "blackops.workflow.delete"
 _RACES = 20
-
-
-class Busy(BlackOpsError):
-    def __init__(self, message: str) -> None:
-        super().__init__("resource_busy", message)
-
-
-class DependencyConflict(BlackOpsError):
-    def __init__(self, message: str) -> None:
-        super().__init__("dependency_conflict", message)
 
 
 def _event(kind: str, at: str, context: dict[str, Any], data: dict[str, Any]) -> NewEvent:
@@ -155,7 +146,7 @@ class ControlPlane:
             except FencingError:
                 continue  # a concurrent change: decide again on fresh state
             return ctx.operation_id
-        raise Busy("the resource kept changing; try again")
+        raise ResourceBusy("the resource kept changing; try again")
 
     def _replay(self, space: str, type_name: str, key: str) -> bool:
         """Whether ``key`` already names an Operation: then only ``accept`` answers it
@@ -446,7 +437,7 @@ class ControlPlane:
                 "with a callable run (DW-ABI-1, DW-SPEC-7)"
             )
         if unverified:
-            raise Busy(
+            raise ResourceBusy(
                 f"version {unverified[0]} of worker {worker_uid} is still being verified; "
                 "try again shortly (DW-SPEC-7)"
             )
@@ -551,7 +542,7 @@ class ControlPlane:
         def effects(context: dict[str, Any]) -> list[Append]:
             state = self.workflow_in(space, uid)
             if state.deleting:
-                raise Busy(f"workflow {uid} is being deleted")
+                raise ResourceBusy(f"workflow {uid} is being deleted")
             deployment = self.check_dependencies(space, spec)
             data = {"spec": spec, "generation": state.generation + 1}
             data["operation"] = context["operation_id"]
@@ -585,7 +576,7 @@ class ControlPlane:
                 return self.operation_view(known, resource={"uid": uid})
         current = self.workflow_in(space, uid)
         if current.deleting:
-            raise Busy(f"workflow {uid} is already being deleted by {current.deleting}")
+            raise ResourceBusy(f"workflow {uid} is already being deleted by {current.deleting}")
         binders = self.live_binders(current)
         if binders:
             raise DependencyConflict(
@@ -596,11 +587,11 @@ class ControlPlane:
         def effects(context: dict[str, Any]) -> list[Append]:
             state = self.workflow_in(space, uid)
             if state.deleting:
-                raise Busy(f"workflow {uid} is already being deleted by {state.deleting}")
+                raise ResourceBusy(f"workflow {uid} is already being deleted by {state.deleting}")
             if state.reconciled_generation < state.generation and not self._finished(
                 state.operations[-1]
             ):
-                raise Busy(f"workflow {uid} has a change in progress; try again shortly")
+                raise ResourceBusy(f"workflow {uid} has a change in progress; try again shortly")
             # Again inside: a binding upload appends to this stream too, so the two
             # cannot both be accepted (DW-DEL-1).
             binders = self.live_binders(state)
@@ -721,7 +712,7 @@ class ControlPlane:
         if action == "create":
             ready, reason = self.readiness(state)
             if not ready:
-                raise Busy(f"workflow {resource.uid} is not ready: {reason}")
+                raise ResourceBusy(f"workflow {resource.uid} is not ready: {reason}")
 
 
 def is_pending(state: State) -> bool:

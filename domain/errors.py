@@ -84,6 +84,20 @@ class Conflict(BlackOpsError):
         super().__init__("conflict", message)
 
 
+class ResourceBusy(BlackOpsError):
+    """A concurrent change or an unfinished check: try again shortly."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("resource_busy", message)
+
+
+class DependencyConflict(BlackOpsError):
+    """Another resource depends on this one, or this one on something unfit."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("dependency_conflict", message)
+
+
 class FencingError(Conflict):
     """An append at a version (or token) that is no longer current.
 
