@@ -89,6 +89,9 @@ def _executor_main(conn: Connection, provider: CodeProvider, deadline: Any) -> N
         plan: ContextPlan = message[1]
         try:
             code = provider.load(plan.workflow, plan.version)
+            # Loading a Version may open this process's store, whose pool keeps threads:
+            # those are the process's own, not threads an effect left behind.
+            baseline = max(baseline, threading.active_count())
             end = run_context(plan, code.cls, code.env, host)
         except (EOFError, OSError):
             return
