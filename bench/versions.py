@@ -114,11 +114,85 @@ def scenario(store: str, modules: int, rounds: int) -> None:
     app.close()
 
 
+TEN_STEPS = """
+class Ten:
+    def __init__(self, env):
+        self.env = env
+
+    async def run(self, event, step):
+        total = 0
+        for n in range(10):
+            got = await step.do(f"s{n}", lambda n=n: {"n": n})
+            total += got["n"]
+        return {"total": total}
+"""
+
+
+class LocalTen:
+    """The same 10-step workflow as a local registration (``register_workflow``)."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+
+    async def run(self, event: Any, step: Any) -> Any:
+        total = 0
+        for n in range(10):
+            got = await step.do(f"s{n}", lambda n=n: {"n": n})
+            total += got["n"]
+        return {"total": total}
+
+
+def in_flight(store: str, instances: int, processes: int, resource: bool) -> float:
+    """Seconds until ``instances`` 10-step instances, created first, all complete in a
+    started worker with ``processes`` executors: a local class, or a Version."""
+    app = Application(store)
+    if resource:
+        worker = app.control.create_worker("default", "ten", ACTOR)
+        up = app.control.upload_version(
+            "default", worker["uid"], {"modules": {"ten": TEN_STEPS}, "main": "ten"}, ACTOR
+        )
+        work_control_plane(app, [up["operationId"]])
+        allocation = [{"version": up["version"], "weight": 100}]
+        deployed = app.control.update_deployment("default", worker["uid"], allocation, ACTOR, None)
+        work_control_plane(app, [deployed["operationId"]])
+        body = {
+            "name": "ten",
+            "spec": {"worker": {"resourceUid": worker["uid"]}, "className": "Ten"},
+        }
+        created = app.control.create_workflow("default", body, ACTOR, None)
+        work_control_plane(app, [created["operationId"]])
+        binding = app.workflow(created["resource"]["uid"])
+    else:
+        binding = app.register_workflow(LocalTen, uid="ten")
+
+    async def create_all() -> None:
+        for n in range(instances):
+            await binding.create(id=f"i{n}")
+
+    asyncio.run(create_all())
+    runner = app.worker(workflow_processes=processes)
+    start = time.perf_counter()
+    runner.start()
+    try:
+        while True:
+            counts = app.instance_counts(binding.uid)["instanceCounts"]
+            if counts["complete"] == instances:
+                break
+            time.sleep(0.05)
+    finally:
+        elapsed = time.perf_counter() - start
+        runner.stop()
+        app.close()
+    return elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--stores", default="sqlite,postgresql")
     parser.add_argument("--modules", default="1,20,100")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--flight-n", type=int, default=500, help="10-step instances in flight")
+    parser.add_argument("--processes", type=int, default=4, help="executor processes in flight")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         stores = Stores(Path(tmp), "versions")
@@ -126,6 +200,15 @@ def main() -> None:
             for modules in (int(m) for m in args.modules.split(",")):
                 with stores.fresh(kind) as url:
                     scenario(url, modules, args.rounds)
+            for resource in (False, True):
+                with stores.fresh(kind) as url:
+                    seconds = in_flight(url, args.flight_n, args.processes, resource)
+                steps = args.flight_n * 10 / seconds
+                what = "Version (resource)" if resource else "local class"
+                print(
+                    f"{kind:10} in flight {args.flight_n} x 10 steps, P={args.processes}, "
+                    f"{what:18}: {seconds:6.2f} s  {steps:7.0f} steps/s"
+                )
 
 
 if __name__ == "__main__":
