@@ -197,7 +197,11 @@ class RetentionService:
         engine = WorkflowEngine(store, self.app.code_provider, self.app.clock, "purge")
         if not report.dry_run:
             self._finish_instance_purges()
+        deleted = self._deleted_resources(store)
         for row in store.work_rows():
+            if row.operation_type.removeprefix("workflow:") in deleted:
+                self._purge_orphan(report, actor, engine, row.operation_id, now)
+                continue
             if not row.operation_type.startswith("workflow:") or row.due_at > now:
                 continue
             state = load_instance(store, row.operation_id)
@@ -219,6 +223,42 @@ class RetentionService:
                     "dueAt": micros_instant(due),
                 }
             )
+
+    @staticmethod
+    def _deleted_resources(store: Any) -> set[str]:
+        from domain.resources import Topic as ResourceTopic
+
+        return {str(e.data["uid"]) for e in store.read_topics([ResourceTopic.CATALOG_REMOVED])}
+
+    def _purge_orphan(
+        self, report: PurgeReport, actor: Actor, engine: Any, stream: str, now: int
+    ) -> None:
+        """An instance of a Workflow resource whose DELETE was accepted (DW-DEL-2), left
+        by a create whose caller died between its append and its own check: never
+        claimed (off the catalog), so it is stopped at once and purged like the DELETE
+        would have."""
+        from domain.workflow import micros_instant
+        from journal.instances import load_instance, refresh
+
+        state = load_instance(self.app.store, stream)
+        if state.purged or state.context_open:
+            return  # a context is held: the DELETE operation proves its stop
+        if not report.dry_run:
+            if not self.app.instances.advance_termination(state, actor, "workflow_deleted"):
+                return
+            refresh(self.app.store, state)
+            positions = [e.position for e in self.app.store.read_stream(stream)]
+            if not engine.purge(state, positions, actor=actor.to_dict(), reason="workflow_deleted"):
+                return
+        report.instances.append(
+            {
+                "workflow": state.workflow,
+                "id": state.instance_id,
+                "status": "deleted",
+                "since": micros_instant(now),
+                "dueAt": micros_instant(now),
+            }
+        )
 
     def _purge_operation(self, operation_id: str, actor: Actor, reason: str) -> None:
         store = self.app.store
