@@ -211,20 +211,6 @@ class Application:
         params document raises and records nothing (decisions O3).
         """
         spec = self._public_handler(type)
-        return self._run_inline(
-            spec, params, actor, tenant, traceparent, causation_id, correlation_id
-        )
-
-    def _run_inline(
-        self,
-        spec: HandlerSpec,
-        params: dict[str, Any],
-        actor: Actor | str | dict[str, Any],
-        tenant: str,
-        traceparent: str | None = None,
-        causation_id: str | None = None,
-        correlation_id: str | None = None,
-    ) -> OperationResult:
         canonical = canonical_document(params)
         ctx = self._context(
             spec.operation_type, actor, tenant, traceparent, causation_id, correlation_id

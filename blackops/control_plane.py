@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from blackops.bundles import check_bundle
 from blackops.ids import derived_id
-from blackops.inline import received_data
+from blackops.inline import InlineRunner, received_data
 from blackops.workflow_code import WorkflowResource
 from domain.clock import format_instant
 from domain.context import Actor
@@ -177,8 +177,11 @@ class ControlPlane:
         check_name(name, "worker")
         if load_name(self.store, name_stream(space, "worker", name)).holder is not None:
             raise Conflict(f"a worker named {name!r} already exists in space {space!r}")
-        spec = self.app.handler(WORKER_CREATE)
-        result = self.app._run_inline(spec, {"space": space, "name": name}, actor, space)
+        # Inline, through the runner itself: ``app.run`` refuses the built-in types.
+        params = canonical_document({"space": space, "name": name})
+        ctx = self.app._context(WORKER_CREATE, actor, space, None, None, None)
+        runner = InlineRunner(OperationJournal(self.store), self.app.clock)
+        result = runner.run(self.app.handler(WORKER_CREATE), params, ctx)
         if result.rejection is not None:
             raise Conflict(result.rejection.message or "the worker was not created")
         if result.failure is not None:
