@@ -21,13 +21,14 @@ from blackops.control_plane import (
     WORKFLOW_DELETE,
     WORKFLOW_REPLACE,
     ControlPlane,
+    workflow_uid,
 )
 from blackops.handlers import HandlerSpec
 from blackops.ids import derived_id
 from domain.context import Actor, ExecutionContext
 from domain.errors import BackendUnavailable, FencingError
 from domain.events import NewEvent
-from domain.resources import Topic, check_name
+from domain.resources import Topic, check_name, minted_uid
 from domain.supervision import OperationRejected, Retryable, Supervision
 from journal.instances import load_instance
 from journal.resources import (
@@ -85,7 +86,7 @@ def install(app: Application) -> None:
 
     def worker_create(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
         space, name = params["space"], check_name(params["name"], "worker")
-        uid = "wk-" + derived_id("worker", ctx.operation_id).replace("-", "")
+        uid = minted_uid("wk", derived_id("worker", ctx.operation_id))
         names = name_stream(space, "worker", name)
         claimed = load_name(plane.store, names)
         if claimed.holder is not None:
@@ -183,7 +184,7 @@ def install(app: Application) -> None:
         """Create and replace: record that the generation is reconciled; from now on the
         resource is observed (DW-OBS-1) and Ready when its code allows (DW-SPEC-5)."""
         origin = _origin(plane, ctx)
-        uid = params.get("uid") or "wf-" + derived_id("workflow", origin).replace("-", "")
+        uid = params.get("uid") or workflow_uid(origin)
         for _ in range(20):
             state = load_workflow(plane.store, uid)
             if not state.exists or state.deleting:

@@ -33,10 +33,9 @@ from domain.errors import (
     ResourceBusy,
 )
 from domain.events import NewEvent
-from domain.lifecycle import TERMINAL, EventType, Mode, State
+from domain.lifecycle import TERMINAL, EventType, Mode
 from domain.operation import Operation
 from domain.resources import (
-    RESOURCE_UID,
     VERSION_ID,
     DeploymentState,
     Topic,
@@ -47,12 +46,14 @@ from domain.resources import (
     check_env,
     check_name,
     check_workflow_spec,
+    is_uid,
+    minted_uid,
     version_id,
     weighted,
 )
 from journal.operations import OperationJournal, pending_append
 from journal.resources import (
-    CATALOG,
+    catalog_change,
     deployment_stream,
     load_deployment,
     load_name,
@@ -77,6 +78,11 @@ WORKFLOW_CREATE = "blackops.workflow.create"
 WORKFLOW_REPLACE = "blackops.workflow.replace"
 WORKFLOW_DELETE = "blackops.workflow.delete"
 _RACES = 20
+
+
+def workflow_uid(operation_id: str) -> str:
+    """The UID a Workflow create reserves: derived from its operation (decisions R7)."""
+    return minted_uid("wf", derived_id("workflow", operation_id))
 
 
 def _event(kind: str, at: str, context: dict[str, Any], data: dict[str, Any]) -> NewEvent:
@@ -191,7 +197,7 @@ class ControlPlane:
 
     def worker_in(self, space: str, uid: str) -> dict[str, Any]:
         """DW-SPEC-4: a Worker of this Space, by UID only (never by name, DW-SPEC-6)."""
-        if type(uid) is not str or not RESOURCE_UID.fullmatch(uid) or not uid.startswith("wk-"):
+        if not is_uid(uid, "wk"):
             raise NotFound(f"no worker {str(uid)[:128]!r} in space {space!r}")
         worker = load_worker(self.store, uid)
         if not worker.exists or worker.space != space:
@@ -475,14 +481,13 @@ class ControlPlane:
 
         def effects(context: dict[str, Any]) -> list[Append]:
             operation_id = context["operation_id"]
-            uid = "wf-" + derived_id("workflow", operation_id).replace("-", "")
+            uid = workflow_uid(operation_id)
             names = name_stream(space, "workflow", name)
             claimed = load_name(self.store, names)
             if claimed.holder is not None:
                 raise Conflict(f"a workflow named {name!r} exists in space {space!r}")
             deployment = self.check_dependencies(space, spec)
             at = self._at()
-            catalog = self.store.read_stream(CATALOG)
             accepted = {**params, "uid": uid, "operation": operation_id}
             return [
                 Append(
@@ -493,24 +498,20 @@ class ControlPlane:
                     0,
                     [_event(Topic.WORKFLOW_ACCEPTED, at, context, accepted)],
                 ),
-                Append(
-                    CATALOG,
-                    catalog[-1].version if catalog else 0,
-                    [_event(Topic.CATALOG_ADDED, at, context, {"uid": uid})],
-                ),
+                catalog_change(self.store, _event(Topic.CATALOG_ADDED, at, context, {"uid": uid})),
                 self._attach(deployment, uid, spec, context),
             ]
 
         operation_id = self.accept(
             WORKFLOW_CREATE, params, space=space, actor=actor, key=key, effects=effects
         )
-        uid = "wf-" + derived_id("workflow", operation_id).replace("-", "")
+        uid = workflow_uid(operation_id)
         self.app.code_provider.refresh()  # this process's workers see it at once
         return self.operation_view(operation_id, resource={"uid": uid, "name": params["name"]})
 
     def workflow_in(self, space: str, uid: str) -> WorkflowResourceState:
         """A live (not deleted) Workflow resource of this Space; else ``not_found``."""
-        if type(uid) is not str or not RESOURCE_UID.fullmatch(uid) or not uid.startswith("wf-"):
+        if not is_uid(uid, "wf"):
             raise NotFound(f"no workflow {str(uid)[:128]!r} in space {space!r}")
         state = load_workflow(self.store, uid)
         if not state.exists or state.space != space:
@@ -605,7 +606,6 @@ class ControlPlane:
                 )
             data = {"operation": context["operation_id"]}
             at = self._at()
-            catalog = self.store.read_stream(CATALOG)
             # Off the catalog at once: no worker claims (wakes) its instances any more.
             return [
                 Append(
@@ -613,10 +613,8 @@ class ControlPlane:
                     state.version,
                     [_event(Topic.WORKFLOW_DELETING, at, context, data)],
                 ),
-                Append(
-                    CATALOG,
-                    catalog[-1].version if catalog else 0,
-                    [_event(Topic.CATALOG_REMOVED, at, context, {"uid": uid})],
+                catalog_change(
+                    self.store, _event(Topic.CATALOG_REMOVED, at, context, {"uid": uid})
                 ),
             ]
 
@@ -695,7 +693,7 @@ class ControlPlane:
 
     def resource(self, uid: str) -> WorkflowResource | None:
         """The engine's and callers' view of a live Workflow resource (None: not one)."""
-        if not RESOURCE_UID.fullmatch(uid) or not uid.startswith("wf-"):
+        if not is_uid(uid, "wf"):
             return None
         state = load_workflow(self.store, uid)
         if not state.exists:
@@ -705,7 +703,7 @@ class ControlPlane:
     def gate(self, resource: WorkflowResource, action: str) -> None:
         """Instance create/event on a Workflow resource: closed once DELETE is accepted
         (DW-DEL-2); a create also needs the resource Ready (DW-SPEC-5, DW-OBS-1)."""
-        if not resource.uid.startswith("wf-") or not RESOURCE_UID.fullmatch(resource.uid):
+        if not is_uid(resource.uid, "wf"):
             return  # a local resource: always open
         state = load_workflow(self.store, resource.uid)
         if not state.exists or state.deleting:
@@ -716,10 +714,6 @@ class ControlPlane:
             ready, reason = self.readiness(state)
             if not ready:
                 raise ResourceBusy(f"workflow {resource.uid} is not ready: {reason}")
-
-
-def is_pending(state: State) -> bool:
-    return state not in TERMINAL
 
 
 def work_control_plane(app: Application, operation_ids: list[str], timeout: float = 60.0) -> None:

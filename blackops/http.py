@@ -4,6 +4,7 @@ instances, OpenAPI."""
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 from typing import Any
 from urllib.parse import quote, unquote_to_bytes
@@ -546,8 +547,6 @@ def space_lines(store: Any, space: str, after: int, limit: int) -> tuple[list[by
 
 
 def tenant_of(line: bytes) -> str | None:
-    import json
-
     context = json.loads(line).get("context") or {}
     tenant = context.get("tenant")
     return tenant if isinstance(tenant, str) else None

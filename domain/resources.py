@@ -22,6 +22,20 @@ CLASS_NAME: Final = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]{0,63}$")
 RESOURCE_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 #: UIDs the host mints: a kind prefix and 32 hex digits.
 RESOURCE_UID: Final = re.compile(r"^(wf|wk)-[0-9a-f]{32}$")
+
+
+def is_uid(value: object, kind: str) -> bool:
+    """Whether ``value`` is a UID the host minted for a ``kind`` ("wf" or "wk")."""
+    return (
+        type(value) is str and value.startswith(kind + "-") and bool(RESOURCE_UID.fullmatch(value))
+    )
+
+
+def minted_uid(kind: str, digest_id: str) -> str:
+    """A UID from a derived id (``blackops.ids.derived_id``): ``kind-`` and 32 hex."""
+    return f"{kind}-{digest_id.replace('-', '')}"
+
+
 VERSION_ID: Final = re.compile(r"^sha256:[0-9a-f]{64}$")
 BINDING_NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 MAX_ALLOCATION: Final = 16
@@ -121,7 +135,7 @@ def check_bindings(bindings: object, env: dict[str, Any]) -> list[dict[str, Any]
             raise InvalidRequest(f"workflowBindings[{index}].name must be a Python identifier")
         if name in seen or name in env:
             raise InvalidRequest(f"binding name {name!r} is used twice (env or bindings)")
-        if type(uid) is not str or not RESOURCE_UID.fullmatch(uid) or not uid.startswith("wf-"):
+        if not is_uid(uid, "wf"):
             raise InvalidRequest(f"workflowBindings[{index}].resource.resourceUid is not a UID")
         seen.add(name)
         out.append({"name": name, "resource": {"resourceUid": uid}})

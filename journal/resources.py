@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+from domain.events import NewEvent
 from domain.resources import (
     DeploymentState,
     NameState,
@@ -14,7 +15,7 @@ from domain.resources import (
     WorkerState,
     WorkflowResourceState,
 )
-from journal.store import EventStore
+from journal.store import Append, EventStore
 
 #: One stream lists the Workflow resources that are open (claims look only at these).
 CATALOG = "catalog-workflows"
@@ -70,6 +71,13 @@ def load_deployment(store: EventStore, worker_uid: str) -> DeploymentState:
 def load_workflow(store: EventStore, uid: str) -> WorkflowResourceState:
     events = store.read_stream(workflow_stream(uid))
     return _fold(WorkflowResourceState(uid), events, True)  # type: ignore[no-any-return]
+
+
+def catalog_change(store: EventStore, event: NewEvent) -> Append:
+    """``event`` appended to the catalog at its current version (a concurrent change
+    makes the whole transaction fail and be decided again)."""
+    current = store.read_stream(CATALOG)
+    return Append(CATALOG, current[-1].version if current else 0, [event])
 
 
 def catalog(store: EventStore, after_version: int = 0) -> tuple[int, list[tuple[str, str]]]:
