@@ -14,12 +14,13 @@ from __future__ import annotations
 import random
 import threading
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from blackops.bundles import load_version as load_bundle
 from blackops.workflow_code import Env, LocalProvider, NotLoaded, WorkflowCode, WorkflowResource
 from domain.errors import BlackOpsError
-from domain.resources import RESOURCE_UID, VersionState, pick_version
+from domain.resources import VersionState, is_uid, pick_version
 from journal.resources import catalog, load_deployment, load_version, load_workflow
 
 if TYPE_CHECKING:
@@ -66,17 +67,45 @@ class ResourceProvider:
             known = self._code.get((workflow, version))
         if known is not None:
             return known
+        source = self.source(workflow, version)
+        assert source is not None
+        return self.load_source(source)
+
+    def source(self, workflow: str, version: str) -> VersionSource | None:
+        """What it takes to load a pinned Version without the store (None: a local
+        workflow, whose code a forked executor already has). Read where the store is:
+        an executor process gets it over its pipe and never opens a store for code."""
+        if not _is_resource(workflow):
+            return None
         state = load_workflow(self.app.store, workflow)
         if not state.spec:
             raise LookupError(f"workflow {workflow} does not exist")
         found = self._version(version)
         if not found.exists:
             raise LookupError(f"version {version} does not exist")
-        bundle = load_bundle(version, found.modules, found.main)
-        cls = bundle.export(state.class_name)
-        code = WorkflowCode(workflow, version, cls, self._env(found))
+        bindings = []
+        for binding in found.bindings:
+            uid = binding["resource"]["resourceUid"]
+            bound = load_workflow(self.app.store, uid)
+            class_name = bound.spec.get("className", "")
+            bindings.append((binding["name"], uid, bound.space or found.space, class_name))
+        return VersionSource(
+            workflow, version, state.class_name, found.main, found.modules, found.env, bindings
+        )
+
+    def load_source(self, source: VersionSource) -> WorkflowCode:
+        """The class and env of a Version, loaded in an isolated namespace (cached)."""
+        key = (source.workflow, source.version)
         with self._lock:
-            self._code[(workflow, version)] = code
+            known = self._code.get(key)
+        if known is not None:
+            return known
+        bundle = load_bundle(source.version, source.modules, source.main)
+        code = WorkflowCode(
+            source.workflow, source.version, bundle.export(source.class_name), self._env(source)
+        )
+        with self._lock:
+            self._code[key] = code
         return code
 
     # -- reads -----------------------------------------------------------------------------
@@ -132,20 +161,30 @@ class ResourceProvider:
                 self._versions[version] = state
         return state
 
-    def _env(self, version: VersionState) -> Env:
+    def _env(self, source: VersionSource) -> Env:
         """The declared env, and each binding as a WorkflowBinding (and nothing else of
         the management plane)."""
         from blackops.workflows import WorkflowBinding
 
-        values: dict[str, Any] = dict(version.env)
-        for binding in version.bindings:
-            uid = binding["resource"]["resourceUid"]
-            state = load_workflow(self.app.store, uid)
-            resource = WorkflowResource(
-                uid, state.space or version.space, state.spec.get("className", "")
-            )
-            values[binding["name"]] = WorkflowBinding(_InstancesOnly(self.app), resource)  # type: ignore[arg-type]
+        values: dict[str, Any] = dict(source.env)
+        for name, uid, space, class_name in source.bindings:
+            resource = WorkflowResource(uid, space, class_name)
+            values[name] = WorkflowBinding(_InstancesOnly(self.app), resource)  # type: ignore[arg-type]
         return Env(values)
+
+
+@dataclass(frozen=True, slots=True)
+class VersionSource:
+    """A pinned Version's code as an executor needs it: picklable, no store needed."""
+
+    workflow: str
+    version: str
+    class_name: str
+    main: str
+    modules: dict[str, str]
+    env: dict[str, Any]
+    #: (name, uid, space, className) of each workflowBinding.
+    bindings: list[tuple[str, str, str, str]]
 
 
 class _InstancesOnly:
@@ -163,4 +202,4 @@ class _InstancesOnly:
 
 
 def _is_resource(workflow: str) -> bool:
-    return workflow.startswith("wf-") and RESOURCE_UID.fullmatch(workflow) is not None
+    return is_uid(workflow, "wf")

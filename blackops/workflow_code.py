@@ -59,6 +59,15 @@ class CodeProvider(Protocol):
         """A pinned Version again (an executor process looks its code up by id)."""
         ...
 
+    def source(self, workflow: str, version: str) -> Any:
+        """What an executor needs to load a pinned Version without the store, or None
+        when it has the code already (it was forked with it)."""
+        ...
+
+    def load_source(self, source: Any) -> WorkflowCode:
+        """A pinned Version from what :meth:`source` gave (in an executor)."""
+        ...
+
 
 class Env:
     """A Version's declared environment: attributes only, nothing of the management plane."""
@@ -110,6 +119,12 @@ class LocalProvider:
 
     def pick(self, workflow: str) -> WorkflowCode:
         return self._code[workflow]
+
+    def source(self, workflow: str, version: str) -> None:
+        return None  # a forked executor has the registered classes already
+
+    def load_source(self, source: Any) -> WorkflowCode:
+        raise LookupError("local workflows are loaded by id")
 
     def load(self, workflow: str, version: str) -> WorkflowCode:
         code = self._code[workflow]

@@ -27,7 +27,7 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -87,11 +87,14 @@ def _executor_main(conn: Connection, provider: CodeProvider, deadline: Any) -> N
         if message[0] != "run":
             return
         plan: ContextPlan = message[1]
+        source = message[2]
         try:
-            code = provider.load(plan.workflow, plan.version)
-            # Loading a Version may open this process's store, whose pool keeps threads:
-            # those are the process's own, not threads an effect left behind.
-            baseline = max(baseline, threading.active_count())
+            # A Version's code comes over the pipe the first time: no store is opened here.
+            code = (
+                provider.load_source(source)
+                if source
+                else provider.load(plan.workflow, plan.version)
+            )
             end = run_context(plan, code.cls, code.env, host)
         except (EOFError, OSError):
             return
@@ -116,6 +119,8 @@ class Executor:
     contexts: int = 0
     stop_sent_at: float | None = None
     stop_reply: tuple[Any, ...] | None = None
+    #: (workflow, version) whose code this executor has been sent or has loaded.
+    versions: set[tuple[str, str]] = field(default_factory=set)
 
     def kill(self) -> None:
         """SIGKILL and wait for the exit: afterwards the context's code has stopped."""
@@ -335,8 +340,13 @@ class WorkflowRunner:
         if executor.deadline is not None:
             executor.deadline.value = time.monotonic() + 0.8 * self.engine.lease_seconds
         try:
-            executor.conn.send(("run", held.plan))
-        except (OSError, ValueError):
+            key = (held.plan.workflow, held.plan.version)
+            source = None
+            if key not in executor.versions:
+                source = self.engine.provider.source(*key)
+                executor.versions.add(key)
+            executor.conn.send(("run", held.plan, source))
+        except (OSError, ValueError, LookupError, BlackOpsError):
             self._replace(executor)  # it never started: due again at once
             self._finish([(held, None)])
             self._release([held])
