@@ -31,7 +31,7 @@ import orjson
 import psycopg
 from psycopg import sql
 
-from blackops.clocks import SystemClock
+from blackops.runtime import SystemClock
 from domain.context import Actor
 from domain.events import NewEvent
 from journal.store import Append, EventStore

@@ -494,7 +494,7 @@ def profile_drain(stores: Stores, s: Settings) -> None:
             return original(*appends)
 
         app.store.append = counted  # type: ignore[method-assign]
-        worker = ProfiledWorker(app, concurrency=s.concurrency)
+        worker = ProfiledWorker(app.runtime, concurrency=s.concurrency)
         start = time.perf_counter()
         worker.start()
         why = wait_idle(app, None, s.timeout)

@@ -22,8 +22,7 @@ sys.path.append(str(Path(__file__).resolve().parent))  # benchstores, also when 
 from benchstores import Stores
 
 from blackops import Application
-from blackops.bundles import load_version
-from blackops.control_plane import work_control_plane
+from blackops.control.bundles import load_version
 from domain.context import Actor
 
 ACTOR = Actor("bench", "cli")
@@ -64,7 +63,7 @@ def scenario(store: str, modules: int, rounds: int) -> None:
         accepted = app.control.upload_version("default", worker["uid"], content, ACTOR)
         uploads.append(time.perf_counter() - start)
         start = time.perf_counter()
-        work_control_plane(app, [accepted["operationId"]], timeout=120)
+        app.control.work([accepted["operationId"]], timeout=120)
         verifies.append(time.perf_counter() - start)
         state = app.control.version_in("default", accepted["version"])
         start = time.perf_counter()
@@ -73,7 +72,7 @@ def scenario(store: str, modules: int, rounds: int) -> None:
     deploy = app.control.update_deployment(
         "default", worker["uid"], [{"version": accepted["version"], "weight": 100}], ACTOR, None
     )
-    work_control_plane(app, [deploy["operationId"]])
+    app.control.work([deploy["operationId"]])
     created = app.control.create_workflow(
         "default",
         {
@@ -83,7 +82,7 @@ def scenario(store: str, modules: int, rounds: int) -> None:
         ACTOR,
         None,
     )
-    work_control_plane(app, [created["operationId"]])
+    app.control.work([created["operationId"]])
     uid = created["resource"]["uid"]
     provider = app.code_provider
     picks = []
@@ -151,16 +150,16 @@ def in_flight(store: str, instances: int, processes: int, resource: bool) -> flo
         up = app.control.upload_version(
             "default", worker["uid"], {"modules": {"ten": TEN_STEPS}, "main": "ten"}, ACTOR
         )
-        work_control_plane(app, [up["operationId"]])
+        app.control.work([up["operationId"]])
         allocation = [{"version": up["version"], "weight": 100}]
         deployed = app.control.update_deployment("default", worker["uid"], allocation, ACTOR, None)
-        work_control_plane(app, [deployed["operationId"]])
+        app.control.work([deployed["operationId"]])
         body = {
             "name": "ten",
             "spec": {"worker": {"resourceUid": worker["uid"]}, "className": "Ten"},
         }
         created = app.control.create_workflow("default", body, ACTOR, None)
-        work_control_plane(app, [created["operationId"]])
+        app.control.work([created["operationId"]])
         binding = app.workflow(created["resource"]["uid"])
     else:
         binding = app.register_workflow(LocalTen, uid="ten")

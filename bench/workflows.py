@@ -63,10 +63,10 @@ from benchstores import POSTGRES, Stores
 
 from blackops import Application
 from blackops.testing import FakeClock
-from blackops.workflow_api import WorkflowEvent
-from blackops.workflow_context import Step, run_context
-from blackops.workflow_engine import HeldContext, WorkflowEngine, plan_for
-from blackops.workflows import WorkflowBinding
+from blackops.workflows.api import WorkflowEvent
+from blackops.workflows.binding import WorkflowBinding
+from blackops.workflows.context import Step, run_context
+from blackops.workflows.engine import HeldContext, WorkflowEngine, plan_for
 from domain.clock import Clock
 from journal.locator import resolve_store
 

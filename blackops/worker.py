@@ -31,22 +31,14 @@ import threading
 import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
 
-from blackops.deferred import (
-    Attempt,
-    DeferredEngine,
-    Ending,
-    check_lease_seconds,
-    check_worker_id,
-)
-from blackops.workflow_worker import WorkflowRunner
+from blackops.operations.deferred import Attempt, DeferredEngine, Ending
+from blackops.runtime import Runtime
+from blackops.workflows.engine import WorkflowEngine
+from blackops.workflows.executor import WorkflowRunner
 from domain.errors import BlackOpsError, InvalidRequest
-from journal.locator import postgres_connect
+from journal.leases import check_lease_seconds, check_worker_id
 from journal.work_index import moment_micros
-
-if TYPE_CHECKING:
-    from blackops.application import Application
 
 log = logging.getLogger("blackops.worker")
 
@@ -58,7 +50,7 @@ def default_worker_id() -> str:
 class Worker:
     def __init__(
         self,
-        app: Application,
+        runtime: Runtime,
         *,
         concurrency: int = 4,
         lease_seconds: float = 30.0,
@@ -97,12 +89,11 @@ class Worker:
         if type(self.prefetch) is not int or not 0 <= self.prefetch <= 10_000:
             raise InvalidRequest("prefetch must be an integer from 0 to 10000")
         # Everything is checked: only now may the store open.
-        self.app = app
+        self.runtime = runtime
         self.concurrency = concurrency
-        self.engine: DeferredEngine = app.engine(self.id, lease_seconds=self.lease_seconds)
-        postgres = app.store.location.kind == "postgresql"
-        # SQLite workers in other processes get no wake-up signal: poll with a cheap read.
-        self.poll_seconds = poll_seconds or (2.0 if postgres else 0.02)
+        self.engine = deferred_engine(runtime, self.id, self.lease_seconds)
+        # Without announcements from other processes (SQLite), poll with a cheap read.
+        self.poll_seconds = poll_seconds or (2.0 if runtime.store.announces_wakes else 0.02)
         self.grace_seconds = grace_seconds
         self._running: dict[Attempt, Future[Ending]] = {}
         self._finished: queue.SimpleQueue[Ending] = queue.SimpleQueue()
@@ -123,7 +114,7 @@ class Worker:
         self.workflows: WorkflowRunner | None = None
         if workflow_processes > 0:  # executors start once a workflow exists
             self.workflows = WorkflowRunner(
-                app.workflow_engine(self.id, lease_seconds=self.lease_seconds),
+                workflow_engine(runtime, self.id, self.lease_seconds),
                 processes=workflow_processes,
                 contexts_per_process=contexts_per_process,
                 heartbeat_seconds=self.heartbeat_seconds,
@@ -135,14 +126,14 @@ class Worker:
     def start(self) -> Worker:
         if self._thread is not None:
             raise RuntimeError("this worker was already started")
-        self.app.store.add_wake_listener(self._wake.set)
+        self.runtime.store.add_wake_listener(self._wake.set)
         if self.workflows is not None:
-            self.app.store.add_wake_listener(self.workflows.wake)
-            self.app.instances.on_terminate.append(self.workflows.wake)
+            self.runtime.store.add_wake_listener(self.workflows.wake)
+            self.runtime.instances.on_terminate.append(self.workflows.wake)
             self.workflows.start()
         self._thread = threading.Thread(target=self._loop, name=f"blackops-{self.id}", daemon=True)
         self._thread.start()
-        if self.app.store.wake_channel is not None:
+        if self.runtime.store.announces_wakes:
             self._listener = threading.Thread(target=self._listen, daemon=True)
             self._listener.start()
         return self
@@ -178,12 +169,12 @@ class Worker:
         except Exception:  # a bug: never die silently with claims held
             log.exception("worker %s stopped by an unexpected error", self.id)
         finally:
-            self.app.store.remove_wake_listener(self._wake.set)
+            self.runtime.store.remove_wake_listener(self._wake.set)
             self._pool.shutdown(wait=False, cancel_futures=True)
             if self.workflows is not None:
-                self.app.store.remove_wake_listener(self.workflows.wake)
+                self.runtime.store.remove_wake_listener(self.workflows.wake)
                 with contextlib.suppress(ValueError):
-                    self.app.instances.on_terminate.remove(self.workflows.wake)
+                    self.runtime.instances.on_terminate.remove(self.workflows.wake)
                 self.workflows.stop(self.grace_seconds)
             self._stopped.set()
 
@@ -279,11 +270,11 @@ class Worker:
 
     def _anything_due(self) -> bool:
         try:
-            self._next_due = self.app.store.next_due(self.engine.types)
+            self._next_due = self.runtime.store.next_due(self.engine.types)
         except BlackOpsError:
             return True  # let the claim itself report the failure
         due = self._next_due
-        return due is not None and due <= moment_micros(self.app.clock.now())
+        return due is not None and due <= moment_micros(self.runtime.clock.now())
 
     def _idle_timeout(self) -> float:
         timeout = self.poll_seconds
@@ -293,7 +284,7 @@ class Worker:
             timeout = min(timeout, max(0.0, next_check - now))
         due = self._next_due  # read this turn, when it found nothing due
         if due is not None:
-            now = moment_micros(self.app.clock.now())
+            now = moment_micros(self.runtime.clock.now())
             timeout = min(timeout, max(0.0, (due - now) / 1_000_000))
         return max(timeout, 0.005)
 
@@ -327,27 +318,51 @@ class Worker:
     # -- PostgreSQL wake-ups ---------------------------------------------------------------
 
     def _listen(self) -> None:
-        """LISTEN for new due work; reconnects after failures (polling covers the gap)."""
-        import psycopg
-        from psycopg import sql
+        """Wake-ups announced by other processes (PostgreSQL LISTEN/NOTIFY)."""
+        self.runtime.store.listen_for_wakes(self._announced, self._stop_requested)
 
-        settings: dict[str, Any] = self.app.store.settings
-        channel = self.app.store.wake_channel
-        assert channel is not None
-        backoff = 0.2
-        while not self._stop_requested.is_set():
-            try:
-                with postgres_connect(settings) as conn:
-                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
-                    backoff = 0.2
-                    self._wake.set()  # anything announced while we were away
-                    while not self._stop_requested.is_set():
-                        for _ in conn.notifies(timeout=0.5, stop_after=1):
-                            self._notified.set()
-                            self._wake.set()
-                            if self.workflows is not None:
-                                self.workflows.wake()
-            except psycopg.Error as error:
-                log.info("worker %s: LISTEN connection lost (%s); retrying", self.id, error)
-                self._stop_requested.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
+    def _announced(self) -> None:
+        self._notified.set()
+        self._wake.set()
+        if self.workflows is not None:
+            self.workflows.wake()
+
+
+def deferred_engine(runtime: Runtime, worker_id: str, lease_seconds: float) -> DeferredEngine:
+    """The claim/run/commit machinery for every operation type of ``runtime``."""
+    check_worker_id(worker_id)  # both before the store opens
+    check_lease_seconds(lease_seconds)
+    return DeferredEngine(
+        runtime.store, runtime.handlers.all(), runtime.clock, worker_id, lease_seconds
+    )
+
+
+def workflow_engine(runtime: Runtime, worker_id: str, lease_seconds: float) -> WorkflowEngine:
+    """Claims and commits workflow contexts of every workflow ``runtime`` serves."""
+    check_worker_id(worker_id)
+    check_lease_seconds(lease_seconds)
+    return WorkflowEngine(
+        runtime.store, runtime.provider(), runtime.clock, worker_id, lease_seconds
+    )
+
+
+def run_until_idle(runtime: Runtime, worker_id: str) -> None:
+    """Every Deferred attempt and workflow context due at the clock's current time, run in
+    this thread until nothing more is due (``Application.work_until_idle``)."""
+    engine = deferred_engine(runtime, worker_id, 30.0)
+    workflows = workflow_engine(runtime, worker_id, 30.0)
+    while True:
+        acted = 0
+        while attempts := engine.claim(100):
+            acted += len(attempts)
+            for index, attempt in enumerate(attempts):
+                ending = engine.execute(attempt)
+                engine.commit([ending])
+                if ending.raised is not None:
+                    # Hand the rest back before the interrupt propagates.
+                    rest = attempts[index + 1 :]
+                    engine.commit([type(ending)(a, interrupt=ending.interrupt) for a in rest])
+                    raise ending.raised
+        acted += workflows.run_until_idle()
+        if not acted:
+            return

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import logging
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import psycopg
 from eventsourcing.persistence import (
     DataError,
     IntegrityError,
@@ -21,7 +24,10 @@ from psycopg.sql import SQL, Composed, Identifier
 
 from journal import work_index
 from journal.backend_common import notification, predecessors
+from journal.locator import postgres_connect
 from journal.work_sql import WorkTables
+
+log = logging.getLogger("blackops.journal")
 
 
 class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
@@ -242,3 +248,27 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
         return SQL(text).format(  # our own literals, never user text
             schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)
         )
+
+
+def listen_for_wakes(
+    settings: dict[str, str], channel: str, on_wake: Callable[[], None], stopped: threading.Event
+) -> None:
+    """LISTEN on a schema's work channel until ``stopped``; every append that may make
+    work due NOTIFYs it (in its own transaction). Reconnects after failures with a
+    backoff and calls ``on_wake`` after each connect (announcements may have been missed
+    meanwhile; the listener's own polling covers the gap)."""
+    statement = SQL("LISTEN {}").format(Identifier(channel))
+    backoff = 0.2
+    while not stopped.is_set():
+        try:
+            with postgres_connect(settings) as conn:
+                conn.execute(statement)
+                backoff = 0.2
+                on_wake()
+                while not stopped.is_set():
+                    for _ in conn.notifies(timeout=0.5, stop_after=1):
+                        on_wake()
+        except psycopg.Error as error:
+            log.info("LISTEN connection lost (%s); retrying", error)
+            stopped.wait(backoff)
+            backoff = min(backoff * 2, 5.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
@@ -401,9 +402,23 @@ class EventStore:
             yield cursor
 
     @property
-    def wake_channel(self) -> str | None:
-        """The PostgreSQL LISTEN channel that announces new due work, if any."""
-        return getattr(self._recorder, "work_channel", None)
+    def announces_wakes(self) -> bool:
+        """Whether other processes' appends are announced (:meth:`listen_for_wakes`);
+        without it (SQLite, memory) only this process's appends wake listeners, and
+        workers poll for the rest."""
+        return self.location.kind == "postgresql"
+
+    def listen_for_wakes(self, on_wake: Callable[[], None], stopped: threading.Event) -> None:
+        """Block until ``stopped``, calling ``on_wake`` whenever an append in any process
+        may have made work due (PostgreSQL LISTEN/NOTIFY). Returns at once on a backend
+        that has no such announcement; this process's own appends wake the listeners of
+        :meth:`add_wake_listener` on every backend."""
+        if not self.announces_wakes:
+            return
+        from journal.backend_postgres import listen_for_wakes
+
+        channel: str = self._recorder.work_channel  # type: ignore[attr-defined]
+        listen_for_wakes(dict(self.location.settings), channel, on_wake, stopped)
 
     @property
     def settings(self) -> dict[str, str]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from blackops.access import AccessService
+from blackops.control.access import AccessService
 from blackops.testing import FakeClock
 from domain.access import (
     REQUIRED,

@@ -27,8 +27,8 @@ from fastapi.testclient import TestClient
 from httpx import Response
 
 from blackops import Application, ExecutionContext, Retryable, Supervision
-from blackops.access import AccessService
-from blackops.http import create_http_app
+from blackops.control.access import AccessService
+from blackops.http.app import create_http_app
 from blackops.testing import FakeClock
 from domain.access import token_digest
 
@@ -404,7 +404,13 @@ ROUTES: dict[tuple[str, str], Route] = {
 def app_routes(api: FastAPI) -> set[tuple[str, str]]:
     """(method, path template) of every route but the documentation's."""
     found = set()
-    for route in api.routes:
+    routes = list(api.routes)
+    while routes:
+        route = routes.pop()
+        included = getattr(route, "original_router", None)  # a router include_router added
+        if included is not None:
+            routes.extend(included.routes)
+            continue
         path = getattr(route, "path", repr(route))
         if path in DOCS:
             continue

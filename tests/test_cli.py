@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-BLACKOPS = [sys.executable, "-m", "blackops.cli"]
+BLACKOPS = [sys.executable, "-m", "blackops.cli.main"]
 
 
 def run(

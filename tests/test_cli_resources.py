@@ -1,7 +1,7 @@
 """The control-plane CLI (docs/resources.md): space, principal, token, worker, version,
 deploy, deployment, workflow; ``serve``'s dev admin bootstrap; the guide's examples.
 
-The CLI runs in-process (``blackops.cli.main``) on both stores; ``--json`` output is
+The CLI runs in-process (``blackops.cli.main.main``) on both stores; ``--json`` output is
 exactly one JSON document; errors exit 1 with their taxonomy code.
 """
 
@@ -22,8 +22,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from blackops import Application
-from blackops.cli import bootstrap_dev_admin, choose_main, main, read_modules
-from blackops.http import create_http_app
+from blackops.cli.deploy import choose_main, read_modules
+from blackops.cli.main import main
+from blackops.cli.serve import bootstrap_dev_admin
+from blackops.http.app import create_http_app
 from domain.access import Role
 from domain.context import Actor
 from domain.errors import InvalidRequest, Unauthorized

@@ -3,7 +3,7 @@
 Each test turns one reviewer's proof script into a fast, deterministic check on the
 fake clock: a racing request is forced by wrapping the call the reviewer wrapped, a
 store or verifier fault by monkeypatching the module global the built-in handler
-reads (``blackops.control_handlers.*``). Every test fails on the code before the fix.
+reads (``blackops.control.handlers.*``). Every test fails on the code before the fix.
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ from resource_helpers import (
     work,
 )
 
-import blackops.control_handlers as handlers
-import blackops.control_plane as control_plane
-import blackops.resource_provider as resource_provider
+import blackops.control.handlers as handlers
+import blackops.control.provider as resource_provider
+import blackops.control.versions as control_versions
 from blackops import Application, BlackOpsError
-from blackops.control_plane import (
+from blackops.control.base import (
     DEPLOYMENT_UPDATE,
     VERSION_DELETE,
     VERSION_VERIFY,
@@ -44,10 +44,9 @@ from blackops.control_plane import (
     WORKFLOW_CREATE,
     WORKFLOW_DELETE,
     WORKFLOW_REPLACE,
-    ControlPlane,
-    work_control_plane,
 )
-from blackops.http import create_http_app
+from blackops.control.plane import ControlPlane
+from blackops.http.app import create_http_app
 from blackops.testing import FakeClock
 from domain.errors import BackendUnavailable, NotFound
 from domain.supervision import Retryable, Supervision
@@ -304,9 +303,9 @@ def _dead_letter(
 ) -> None:
     """``type_name`` dead-letters at its first Retryable (the handler's ``name`` global
     raises Retryable until ``monkeypatch.undo()``)."""
-    original = app._handlers[type_name]
+    specs = app.runtime.handlers.specs
     short = Supervision(max_attempts=1, exhausted="dead_letter")
-    monkeypatch.setitem(app._handlers, type_name, dataclasses.replace(original, supervision=short))
+    monkeypatch.setitem(specs, type_name, dataclasses.replace(specs[type_name], supervision=short))
     monkeypatch.setattr(handlers, name, _failing(Retryable("store busy")))
 
 
@@ -485,10 +484,10 @@ def test_dw_spec_7_a_version_delete_and_an_update_naming_it_cannot_both_succeed(
         if state["armed"]:
             state["armed"] = False
             raced.append(deploy(app, code.worker, [(two, 100)], run=False))
-            work_control_plane(app, raced, 30)
+            app.control.work(raced, 30)
         return found
 
-    monkeypatch.setattr(control_plane, "load_deployment", racing)
+    monkeypatch.setattr(control_versions, "load_deployment", racing)
     outcome = "accepted"
     try:
         app.control.delete_version(SPACE, two, ACTOR, None)

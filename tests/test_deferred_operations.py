@@ -16,11 +16,12 @@ import pytest
 from pydantic import BaseModel
 
 from blackops import Application, ExecutionContext, OperationRejected, Retryable, Supervision
-from blackops.attempts import MAX_CLAIM_LOSSES
-from blackops.deferred import Attempt, Ending, commit_group
+from blackops.operations.attempts import MAX_CLAIM_LOSSES
+from blackops.operations.deferred import Attempt, Ending
 from blackops.testing import FakeClock
 from domain.clock import format_instant
 from domain.errors import BackendUnavailable, BlackOpsError, NotFound
+from journal.group_commit import commit_group
 from journal.operations import pending_append
 from journal.work_index import moment_micros
 
@@ -812,7 +813,7 @@ def test_worker_ids_are_checked_before_the_store_is_touched(worker_id: Any) -> N
         with pytest.raises(BlackOpsError) as refused:
             make()
         assert refused.value.code == "invalid_request"
-    assert app._store is None  # never opened
+    assert not app.runtime.store_opened  # never opened
 
 
 def test_worker_timings_are_checked() -> None:
@@ -828,4 +829,4 @@ def test_worker_timings_are_checked() -> None:
         with pytest.raises(BlackOpsError) as refused:
             app.worker(**options)
         assert refused.value.code == "invalid_request", options
-    assert app._store is None
+    assert not app.runtime.store_opened

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from test_cli import BLACKOPS, ROOT, _free_port, run
 
 from blackops import Application, ExecutionContext, Retryable, Supervision
-from blackops.http import create_http_app
+from blackops.http.app import create_http_app
 from blackops.testing import FakeClock
 
 TOKEN = "test-token-123"

@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from blackops import Application, ExecutionContext, OperationRejected, Retryable
-from blackops.http import create_http_app
+from blackops.http.app import create_http_app
 from domain.errors import HTTP_STATUS
 
 TOKEN = "test-token-123"

@@ -632,7 +632,7 @@ def test_an_unreachable_store_is_backend_unavailable_everywhere(tmp_path: Any) -
 
     from fastapi.testclient import TestClient
 
-    from blackops.http import create_http_app
+    from blackops.http.app import create_http_app
 
     down = "postgresql://postgres@127.0.0.1:1/test?connect_timeout=1"
     app = Application(down)
@@ -651,7 +651,7 @@ def test_an_unreachable_store_is_backend_unavailable_everywhere(tmp_path: Any) -
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "backend_unavailable"
     done = subprocess.run(
-        [sys.executable, "-m", "blackops.cli", "op", "status", "x-1", "--json", "--store", down],
+        [sys.executable, "-m", "blackops", "op", "status", "x-1", "--json", "--store", down],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 1

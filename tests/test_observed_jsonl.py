@@ -24,8 +24,8 @@ from fastapi.testclient import TestClient
 from test_cli import BLACKOPS, ROOT, run
 
 from blackops import Application, ExecutionContext, OperationRejected, Retryable, Supervision
-from blackops.http import create_http_app
-from blackops.results import status_view
+from blackops.http.app import create_http_app
+from blackops.operations.results import status_view
 from domain.documents import canonical_json
 from domain.operation import Operation
 from replay.export import export_journal, observed_lines

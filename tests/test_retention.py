@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from test_cli import run
 
 from blackops import Application, ExecutionContext, OperationRejected
-from blackops.http import create_http_app
+from blackops.http.app import create_http_app
 from blackops.testing import FakeClock
 from domain.context import Actor
 from domain.errors import BlackOpsError, NotFound

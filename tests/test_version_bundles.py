@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from blackops.abi_check import verify_abi
-from blackops.bundles import MAX_SOURCE_BYTES, check_bundle, load_version, module_prefix
+from blackops.control.abi_check import verify_abi
+from blackops.control.bundles import MAX_SOURCE_BYTES, check_bundle, load_version, module_prefix
 from domain.errors import InvalidRequest
 
 

@@ -27,7 +27,6 @@ from resource_fault_apps import build_app
 from worker_fleet import Fleet, WorkerProcess, wait_for
 
 from blackops import Application, BlackOpsError
-from blackops.control_plane import work_control_plane
 from domain.context import Actor
 from domain.workflow import Topic
 from journal.instances import instance_stream
@@ -88,18 +87,18 @@ def deploy(app: Application, others: tuple[str, ...] = ()) -> str:
     worker = plane.create_worker(SPACE, "doomed-code", ACTOR)
     bundle = {"modules": {"doomed": SOURCE}, "main": "doomed"}
     version = plane.upload_version(SPACE, worker["uid"], bundle, ACTOR)
-    work_control_plane(app, [version["operationId"]])
+    app.control.work([version["operationId"]])
     allocation = [{"version": version["version"], "weight": 100}]
     deployed = plane.update_deployment(SPACE, worker["uid"], allocation, ACTOR, "deploy")
-    work_control_plane(app, [deployed["operationId"]])
+    app.control.work([deployed["operationId"]])
     spec = {"worker": {"resourceUid": worker["uid"]}, "className": "Doomed"}
     created = plane.create_workflow(SPACE, {"name": "doomed", "spec": spec}, ACTOR, "create")
-    work_control_plane(app, [created["operationId"]])
+    app.control.work([created["operationId"]])
     uid = str(created["resource"]["uid"])
     assert plane.get_workflow(SPACE, uid)["observed"]["ready"] is True
     for name in others:
         other = plane.create_workflow(SPACE, {"name": name, "spec": spec}, ACTOR, name)
-        work_control_plane(app, [other["operationId"]])
+        app.control.work([other["operationId"]])
     return uid
 
 
@@ -422,7 +421,7 @@ def test_dw_del_3_delete_is_no_success_while_every_worker_is_stopped(
     deleted = app.control.delete_workflow(SPACE, uid, ACTOR, "delete-1")
     operation = str(deleted["operationId"])
     with pytest.raises(BlackOpsError) as unproven:
-        work_control_plane(app, [operation], timeout=LEASE / 2)
+        app.control.work([operation], timeout=LEASE / 2)
     assert unproven.value.code == "backend_unavailable"
     view = app.status(operation)
     assert view["status"] == "retry_scheduled", view
@@ -555,7 +554,7 @@ def test_dw_del_4_a_worker_frozen_across_the_delete_runs_other_workflows_afterwa
     worker.signal(signal.SIGSTOP)
     deleted = app.control.delete_workflow(SPACE, uid, ACTOR, "delete-1")
     operation = str(deleted["operationId"])
-    work_control_plane(app, [operation], timeout=45)
+    app.control.work([operation], timeout=45)
     done_at = completed_at(app, operation)
     worker.signal(signal.SIGCONT)
     check_gone(app, resource, ids, since, files, done_at)  # 1.5 s awake: nothing late

@@ -7,8 +7,8 @@ import inspect
 from typing import Any
 
 from blackops import Application, WorkflowInstance
-from blackops.workflow_context import ContextPlan, Step
-from blackops.workflows import WorkflowBinding
+from blackops.workflows.binding import WorkflowBinding
+from blackops.workflows.context import ContextPlan, Step
 from domain.workflow import REASONS, STATUSES
 
 SPEC_STATUSES = ("queued", "running", "sleeping", "waiting", "complete", "errored", "terminated")

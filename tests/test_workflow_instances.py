@@ -43,7 +43,7 @@ from blackops import (
     canonical_document,
 )
 from blackops.testing import FakeClock
-from blackops.workflow_context import run_context
+from blackops.workflows.context import run_context
 from journal.instances import instance_stream
 
 # -- workflows used by several tests ------------------------------------------------------------

@@ -39,11 +39,11 @@ from resource_helpers import (
 )
 
 from blackops import Application, BlackOpsError
-from blackops.control_plane import VERSION_VERIFY, WORKFLOW_CREATE
+from blackops.control.base import VERSION_VERIFY, WORKFLOW_CREATE
 from blackops.testing import FakeClock
-from blackops.workflow_context import ContextEnd
-from blackops.workflow_engine import HeldContext, WorkflowEngine
-from blackops.workflows import WorkflowBinding
+from blackops.workflows.binding import WorkflowBinding
+from blackops.workflows.context import ContextEnd
+from blackops.workflows.engine import HeldContext, WorkflowEngine
 from domain.resources import RESOURCE_UID
 from domain.workflow import RetryPolicy
 from journal.instances import instance_stream

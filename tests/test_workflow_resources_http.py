@@ -19,7 +19,7 @@ from httpx import Response
 from resource_helpers import STATUSES, bundle, work
 
 from blackops import Application
-from blackops.http import create_http_app
+from blackops.http.app import create_http_app
 from blackops.testing import FakeClock
 from journal.instances import instance_stream
 

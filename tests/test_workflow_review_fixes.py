@@ -17,8 +17,8 @@ from worker_fleet import Fleet, wait_for
 
 from blackops import Application
 from blackops.testing import FakeClock
-from blackops.workflow_instances import InstanceService
-from blackops.workflow_worker import WorkflowRunner
+from blackops.workflows.executor import WorkflowRunner
+from blackops.workflows.instances import InstanceService
 from journal.instances import instance_stream
 
 

@@ -41,8 +41,8 @@ from blackops import (
     WaitTimeout,
 )
 from blackops.testing import FakeClock
-from blackops.workflow_code import WorkflowCode
-from blackops.workflow_context import ContextEnd, run_context
+from blackops.workflows.code import WorkflowCode
+from blackops.workflows.context import ContextEnd, run_context
 
 # -- DW-ABI-2 / DW-ABI-3: construction, run, return values ---------------------------------------
 

@@ -27,14 +27,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from blackops import Application, WorkflowEvent
-from blackops.http import create_http_app
+from blackops.http.app import create_http_app
 from blackops.testing import FakeClock
 from domain.context import Actor
 from journal.instances import instance_stream
 from journal.store import EventStore
 
 ROOT = Path(__file__).resolve().parent.parent
-BLACKOPS = [sys.executable, "-m", "blackops.cli"]
+BLACKOPS = [sys.executable, "-m", "blackops.cli.main"]
 TOKEN = "test-token-123"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 BASE = "/v1/spaces/acme/workflows"
@@ -834,7 +834,7 @@ def test_a_503_names_no_host_port_or_driver_text() -> None:
     """DW-TERM-2: backend_unavailable, without the database's address in the answer."""
     from fastapi.testclient import TestClient as Client
 
-    from blackops.http import create_http_app
+    from blackops.http.app import create_http_app
 
     unreachable = Application("postgresql://postgres@127.0.0.1:1/x?connect_timeout=1")
     unreachable.register_workflow(Hidden, space="acme")

@@ -19,7 +19,7 @@ TESTS = ROOT / "tests"
 
 def _worker_command() -> list[str]:
     script = Path(sys.executable).with_name("blackops")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "blackops.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "blackops.cli.main"]
 
 
 # -- worker processes ------------------------------------------------------------------------

@@ -1,0 +1,94 @@
+"""What every command shares: exit codes, ``--json`` output, the application a command acts
+on, who acts, and the flags every command takes. Light at import time: the product is
+imported when a command runs, not when the parser is built."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+if TYPE_CHECKING:
+    from blackops.application import Application
+    from domain.context import Actor
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REJECTED, EXIT_FAILED = 0, 1, 2, 3, 4
+RESULT_EXIT = {"completed": EXIT_OK, "rejected": EXIT_REJECTED, "failed": EXIT_FAILED}
+#: The subparsers of a command group.
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+#: Applications a command opened; ``main`` closes them when it returns (in-process use).
+OPENED: list[Application] = []
+
+
+def emit(document: Any, as_json: bool, human: Callable[[], str]) -> None:
+    """``--json``: exactly one JSON document on stdout; else the human lines."""
+    if as_json:
+        from blackops.jsonbody import render_json
+
+        sys.stdout.write(render_json(document).decode() + "\n")
+    else:
+        sys.stdout.write(human() + "\n")
+
+
+def app_of(args: argparse.Namespace) -> Application:
+    """The ``--app`` application (or a bare one), pointed at ``--store`` if given."""
+    from blackops.application import Application
+    from blackops.cli.loading import load_application
+
+    target = getattr(args, "app", None) or os.environ.get("BLACKOPS_APP")
+    application = load_application(target) if target else Application()
+    if args.store:
+        application.use_store(args.store)
+    OPENED.append(application)
+    return application
+
+
+def store_app(args: argparse.Namespace) -> Application:
+    """A bare application on ``--store`` (or ``$BLACKOPS_STORE``): the control plane
+    needs no ``--app``; direct store access is a trusted operator."""
+    from blackops.application import Application
+
+    application = Application()
+    if args.store:
+        application.use_store(args.store)
+    OPENED.append(application)
+    return application
+
+
+def cli_actor(args: argparse.Namespace) -> Actor:
+    """Direct store access is a trusted operator: ``--actor``, else ``$USER``, else cli."""
+    from domain.context import Actor
+
+    chosen = getattr(args, "actor", None)
+    if not chosen:
+        try:
+            chosen = getpass.getuser()
+        except (OSError, KeyError):
+            chosen = None
+    return Actor(chosen or "cli", "cli")
+
+
+def add_common(parser: argparse.ArgumentParser, *, app: bool = True) -> None:
+    """``--store`` and ``--json`` on every command; ``--app`` where the app matters."""
+    parser.add_argument("--store", help="journal store URL (default: $BLACKOPS_STORE or SQLite)")
+    parser.add_argument("--json", action="store_true", help="print exactly one JSON document")
+    if app:
+        parser.add_argument("--app", help="module:attr of a blackops.Application ($BLACKOPS_APP)")
+
+
+def acting(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--actor", help="principal id recorded as the actor (default: $USER)")
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 86_400:
+        raise argparse.ArgumentTypeError("must be a number of seconds from 0 to 86400")
+    return value

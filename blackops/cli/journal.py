@@ -1,0 +1,212 @@
+"""``blackops journal export|checkpoint``, ``blackops verify`` and ``blackops replay``: the
+journal as Observed JSONL, its integrity, and observers fed from it."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from typing import Any
+
+from blackops.cli.common import EXIT_ERROR, EXIT_OK, Commands, acting, add_common, cli_actor, emit
+from domain.errors import InvalidRequest
+
+
+def register(commands: Commands) -> None:
+    journal = commands.add_parser("journal", help="the canonical journal")
+    journal_commands = journal.add_subparsers(dest="journal", required=True)
+    export = journal_commands.add_parser("export", help="write Observed JSONL (OL-11)")
+    add_common(export, app=False)
+    export.add_argument("--after", type=int, default=0, help="start after this position")
+    export.add_argument("--follow", action="store_true", help="keep writing new events")
+    export.add_argument("--output", help="file to write (default: stdout)")
+    export.add_argument("--manifest", help="manifest file (default: OUTPUT.manifest.json)")
+    export.add_argument(
+        "--no-manifest", action="store_true", help="a plain stream: no manifest, not recorded"
+    )
+    export.add_argument("--actor", help="principal id recorded as the exporter (default: $USER)")
+    export.set_defaults(handler=cmd_journal_export)
+
+    checkpoint = journal_commands.add_parser(
+        "checkpoint", help="verify, then record the journal's tree head"
+    )
+    add_common(checkpoint, app=False)
+    acting(checkpoint)
+    checkpoint.set_defaults(handler=cmd_journal_checkpoint)
+
+    verify = commands.add_parser("verify", help="check the journal's integrity (exit 0 = ok)")
+    add_common(verify, app=False)
+    verify.add_argument("--jsonl", help="verify an exported file offline instead")
+    verify.add_argument("--manifest", help="its manifest (default: JSONL.manifest.json)")
+    verify.set_defaults(handler=cmd_verify)
+
+    replay = commands.add_parser("replay", help="feed Observed JSONL to an observer")
+    add_common(replay, app=False)
+    replay.add_argument("file", help="an Observed JSONL file, or - for stdin")
+    replay.add_argument("--observer", required=True, help="module:attr (callable or .observe)")
+    replay.add_argument("--from", dest="after", type=int, default=0, help="resume after N")
+    replay.add_argument("--on-duplicate", choices=("stop", "skip"), default="stop")
+    replay.add_argument("--state", help="file keeping the last delivered position")
+    replay.set_defaults(handler=cmd_replay)
+
+
+def cmd_journal_export(args: argparse.Namespace) -> int:
+    """Observed JSONL on stdout or ``--output``, with a manifest, recorded in the journal.
+
+    Progress on a terminal; Ctrl-C ends ``--follow`` (the manifest is written then).
+    """
+    from blackops.cli.progress import progress
+    from blackops.jsonbody import render_json
+    from blackops.runtime import SystemClock
+    from journal.store import EventStore
+    from replay.custody import export_with_manifest
+    from replay.export import export_journal
+
+    if args.after < 0:
+        raise InvalidRequest("--after must be a position >= 0")
+    if args.json and not args.output:
+        raise InvalidRequest("--json needs --output: stdout carries the JSONL")
+    manifest_path = args.manifest or (f"{args.output}.manifest.json" if args.output else None)
+    if manifest_path is None and not args.no_manifest:
+        raise InvalidRequest(
+            "an export to stdout needs --manifest FILE (or --no-manifest for a plain stream)"
+        )
+    store = EventStore(args.store)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    body: dict[str, Any] = {"output": args.output, "manifest": manifest_path}
+    try:
+        target = open(args.output, "wb") if args.output else sys.stdout.buffer  # noqa: SIM115
+        try:
+            with progress("exporting") as report:
+                if manifest_path is None:
+                    summary = export_journal(
+                        store, target, after=args.after, follow=args.follow, stop=stop,
+                        progress=report,
+                    )  # fmt: skip
+                    body.update(count=summary.count, lastPosition=summary.last_position)
+                else:
+                    manifest = export_with_manifest(
+                        store, target, actor=cli_actor(args), clock=SystemClock(),
+                        after=args.after, follow=args.follow, stop=stop, progress=report,
+                        output_name=args.output,
+                    )  # fmt: skip
+                    with open(manifest_path, "wb") as written:
+                        written.write(render_json(manifest) + b"\n")
+                    body.update(
+                        count=manifest["count"],
+                        lastPosition=manifest["lastPosition"],
+                        root=manifest["root"],
+                        custody=manifest["custody"],
+                    )
+        finally:
+            if args.output:
+                target.close()
+    finally:
+        store.close()
+    if args.json:
+        emit(body, True, str)
+    elif args.output:
+        sys.stderr.write(f"{body['count']} events written to {args.output}\n")
+    return EXIT_OK
+
+
+def cmd_journal_checkpoint(args: argparse.Namespace) -> int:
+    from blackops.runtime import SystemClock
+    from journal.store import EventStore
+    from replay.custody import record_checkpoint
+
+    with EventStore(args.store) as store:
+        head = record_checkpoint(store, actor=cli_actor(args), clock=SystemClock())
+    emit(head, args.json, lambda: f"checkpoint: tree size {head['treeSize']}, root {head['root']}")
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Exit 0 only when everything verifies (python-contract §5)."""
+    import orjson
+
+    from journal.store import EventStore
+    from replay.verify import verify_export, verify_store
+
+    if args.jsonl:
+        manifest_path = args.manifest or f"{args.jsonl}.manifest.json"
+        try:
+            with open(manifest_path, "rb") as raw:
+                manifest = orjson.loads(raw.read())
+            with open(args.jsonl, "rb") as lines:
+                report = verify_export(lines, manifest)
+        except OSError as unreadable:
+            raise InvalidRequest(
+                f"cannot read {unreadable.filename}: {unreadable.strerror}"
+            ) from None
+        except orjson.JSONDecodeError:
+            raise InvalidRequest(f"{manifest_path} is not a JSON manifest") from None
+    else:
+        with EventStore(args.store) as store:
+            report = verify_store(store)
+    body = report.to_dict()
+
+    def human() -> str:
+        if report.ok:
+            size = report.tree_size
+            return f"verified: {report.events} events, tree size {size}, root {report.root}"
+        first = report.problems[0]
+        return f"NOT VERIFIED: {first.kind} at position {first.position}: {first.message}"
+
+    emit(body, args.json, human)
+    return EXIT_OK if report.ok else EXIT_ERROR
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from blackops.cli.loading import load_object
+    from blackops.cli.progress import progress
+    from replay.observed import ObservedLineError
+    from replay.replayer import (
+        Observer,
+        ObserverLike,
+        OnDuplicate,
+        ReplayStopped,
+        read_state,
+        replay,
+    )
+
+    target = load_object(args.observer, "--observer")
+    if isinstance(target, type):
+        target = target()  # a class: one fresh observer
+    if not isinstance(target, Observer) and not callable(target):
+        raise InvalidRequest(f"{args.observer} is neither callable nor has observe(event)")
+    observer: ObserverLike = target
+    state = Path(args.state) if args.state else None
+    after = max(args.after, read_state(state) if state else 0)
+    try:
+        source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
+    except OSError as unreadable:
+        raise InvalidRequest(f"cannot read {args.file}: {unreadable.strerror}") from None
+    on_duplicate: OnDuplicate = "skip" if args.on_duplicate == "skip" else "stop"
+    try:
+        with progress("replaying") as report:
+            result = replay(
+                source, observer, after=after, on_duplicate=on_duplicate,
+                state_file=state, progress=lambda position: report(position, None),
+            )  # fmt: skip
+    except ReplayStopped as stopped:
+        message = str(stopped)
+        body = {**stopped.report.to_dict(), "stopped": message}
+        emit(body, args.json, lambda: f"replay stopped: {message}")
+        return EXIT_ERROR
+    except ObservedLineError as bad:
+        raise InvalidRequest(str(bad)) from None
+    finally:
+        if source is not sys.stdin.buffer:
+            source.close()
+    emit(
+        result.to_dict(),
+        args.json,
+        lambda: f"{result.delivered} events delivered, last position {result.last_position}",
+    )
+    return EXIT_OK

@@ -1,0 +1,63 @@
+"""The ``blackops`` command (python-contract §5): serve, worker, op, wf, journal, verify,
+replay, retention, projections; and the control plane (docs/resources.md): space,
+principal, token, worker, version, deploy, deployment, workflow.
+
+Exit status: 0 success (an operation ``completed``), 1 an error with a taxonomy
+code, 2 usage, 3 the operation was rejected, 4 the operation failed. ``--json``
+prints exactly one JSON document on stdout, errors included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from blackops.cli import (
+    access,
+    deploy,
+    instances,
+    journal,
+    operations,
+    retention,
+    serve,
+    workflow_resources,
+)
+from blackops.cli.common import EXIT_ERROR, OPENED
+
+#: Each group registers its own commands, in the order ``--help`` lists them.
+GROUPS = (serve, operations, instances, access, deploy, workflow_resources, journal, retention)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="blackops", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    for group in GROUPS:
+        group.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from domain.errors import BlackOpsError
+
+    try:
+        code: int = args.handler(args)
+    except BlackOpsError as error:
+        if getattr(args, "json", False):
+            import orjson
+
+            sys.stdout.write(orjson.dumps(error.to_body()).decode() + "\n")
+        else:
+            detail = getattr(error, "detail", "")  # the operator may see the driver's words
+            suffix = f" ({detail.strip()})" if detail else ""
+            sys.stderr.write(f"blackops: {error.code}: {error.message}{suffix}\n")
+        return EXIT_ERROR
+    finally:
+        while OPENED:
+            OPENED.pop().close()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,267 @@
+"""``blackops serve`` (HTTP API, with an in-process worker) and ``blackops worker`` (a worker
+process), and the development admin ``serve`` bootstraps."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from blackops.cli import control
+from blackops.cli.common import EXIT_OK, Commands, add_common, app_of, cli_actor, emit
+
+if TYPE_CHECKING:
+    from blackops.application import Application
+    from domain.context import Actor
+
+
+def register(commands: Commands) -> None:
+    serve = commands.add_parser("serve", help="HTTP API on uvicorn")
+    add_common(serve)
+    serve.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+    serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8080")))
+    serve.add_argument(
+        "--no-worker", dest="worker", action="store_false", help="no in-process worker"
+    )
+    serve.add_argument("--concurrency", type=int, default=4, help="in-process worker threads")
+    serve.add_argument("--grace-seconds", type=float, default=10.0)
+    workflow_options(serve)
+    serve.set_defaults(handler=cmd_serve)
+
+    worker = commands.add_parser(
+        "worker", help="run a worker process; worker create|list: Worker resources"
+    )
+    add_common(worker)
+    worker.add_argument("--concurrency", type=int, default=4, help="handler threads")
+    worker.add_argument("--lease-seconds", type=float, default=30.0)
+    worker.add_argument(
+        "--grace-seconds", type=float, default=30.0, help="time to finish on SIGTERM"
+    )
+    worker.add_argument("--poll-seconds", type=float, help="fallback polling interval")
+    workflow_options(worker)
+    worker.set_defaults(handler=cmd_worker)
+    control.add_worker_resource_commands(worker)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from blackops.cli.devtoken import load_or_create_token
+    from blackops.http.app import create_http_app
+
+    application = app_of(args)
+    token = load_or_create_token()
+    url = f"http://{args.host}:{args.port}"
+    types = application.operation_types
+    workflows = [resource.uid for resource in application.workflows()]
+    example = types[0] if types else "TYPE"
+    application.store  # open (and create) the journal before taking requests  # noqa: B018
+    admin = bootstrap_dev_admin(application, cli_actor(args))
+    worker = None
+    if args.worker:  # also runs the control plane's operations and Workflow resources
+        worker = application.worker(
+            concurrency=args.concurrency,
+            workflow_processes=args.workflow_processes,
+            contexts_per_process=args.contexts_per_process,
+        ).start()
+    started = {
+        "url": url,
+        "openapi": f"{url}/openapi.json",
+        "token": token,
+        "adminToken": admin["token"],
+        "adminPrincipal": admin["principal"],
+        "space": admin["space"],
+        "store": application.store_display,
+        "types": types,
+        "workflows": workflows,
+        "worker": worker.id if worker else None,
+    }
+
+    def banner() -> str:
+        in_process = f"{worker.id} (in-process, concurrency {args.concurrency})" if worker else "-"
+        return (
+            f"BlackOps serving {args.app or '(no --app: no operation types)'}\n"
+            f"  store     {application.store_display}\n"
+            f"  url       {url}   (OpenAPI {url}/openapi.json, docs {url}/docs)\n"
+            f"  token     {admin['token']}   (principal {admin['principal']}: role admin "
+            f"in Space {admin['space']}; saved in {admin['path']})\n"
+            f"  system    {token}   (system token: every Space, the whole journal)\n"
+            f"  types     {', '.join(types) or '-'}\n"
+            f"  workflows {', '.join(workflows) or '-'}\n"
+            f"  worker    {in_process}\n"
+            f"Try it:\n"
+            f"  export TOKEN={admin['token']}\n"
+            f"  curl -s -X POST {url}/v1/spaces/{admin['space']}/operations/{example} \\\n"
+            f"       -H \"Authorization: Bearer $TOKEN\" -H 'content-type: application/json' \\\n"
+            f"       -d '{{}}'\n"
+            f'  curl -s {url}/v1/operations/OPERATION_ID -H "Authorization: Bearer $TOKEN"\n'
+            f"  curl -s {url}/v1/spaces/{admin['space']}/workflows \\\n"
+            f'       -H "Authorization: Bearer $TOKEN"'
+            + _workflow_hint(application, url, admin["space"])
+            + f"\nDeploy workflow code from a folder of .py files (docs/resources.md):\n"
+            f"  blackops deploy ./flows --space {admin['space']} --worker flows --create-worker "
+            f"--promote{_store_flag(args, application)}"
+        )
+
+    emit(started, args.json, banner)
+    sys.stdout.flush()
+    try:
+        uvicorn.run(
+            create_http_app(application, token),
+            host=args.host,
+            port=args.port,
+            log_level="info",
+            access_log=not args.json,  # --json: stdout holds one document only
+        )
+    finally:
+        if worker is not None:
+            worker.stop(args.grace_seconds)
+    return EXIT_OK
+
+
+def _store_flag(args: argparse.Namespace, application: Application) -> str:
+    """`` --store URL`` for a hint, when the CLI would not find this store by itself (a
+    URL with a password is never printed: STORE_URL stands for it)."""
+    if not args.store:
+        return ""
+    shown = application.store_display
+    return f" --store {shown if shown == args.store else 'STORE_URL'}"
+
+
+def _workflow_hint(application: Application, url: str, space: str) -> str:
+    """The banner's curl for the first workflow in ``space``, if the app registers any."""
+    resources = [r for r in application.workflows() if r.space == space]
+    if not resources:
+        return ""
+    first = resources[0]
+    instances = f"{url}/v1/spaces/{first.space}/workflows/{first.uid}/instances"
+    return (
+        f"\n  curl -s -X POST {instances} \\\n"
+        f'       -H "Authorization: Bearer $TOKEN" -d \'{{}}\'   # body: {{"id"?, "params"?}}'
+    )
+
+
+def _describe(started: dict[str, Any]) -> str:
+    runs = ", ".join([*started["types"], *started["workflows"]]) or "the control plane"
+    return f"{runs} on {started['store']} (concurrency {started['concurrency']})"
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Run a worker until SIGTERM/SIGINT, then drain for the grace period and exit."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    # Without --app it still runs the control plane's operations (verification, deployment
+    # updates, reconciling, deleting) and the instances of Workflow resources.
+    application = app_of(args)
+    worker = application.worker(
+        concurrency=args.concurrency,
+        lease_seconds=args.lease_seconds,
+        grace_seconds=args.grace_seconds,
+        poll_seconds=args.poll_seconds,
+        workflow_processes=args.workflow_processes,
+        contexts_per_process=args.contexts_per_process,
+    )
+
+    def on_signal(signum: int, _: object) -> None:
+        worker.request_stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    worker.start()
+    started = {
+        "worker": worker.id,
+        "types": application.operation_types,
+        "workflows": [resource.uid for resource in application.workflows()],
+        "store": application.store_display,
+        "concurrency": args.concurrency,
+    }
+    # --json: exactly one document on stdout; the human lines go to stderr then.
+    emit(started, args.json, lambda: f"BlackOps worker {worker.id}: {_describe(started)}")
+    sys.stdout.flush()
+    while not worker.join(0.5):
+        pass
+    sys.stderr.write(f"BlackOps worker {worker.id} stopped\n")
+    sys.stderr.flush()
+    # Handler threads still running after the grace period were handed back (their
+    # attempts are interrupted and fenced); do not wait for them.
+    os._exit(EXIT_OK)
+
+
+def workflow_options(parser: argparse.ArgumentParser) -> None:
+    """Where a worker runs workflow contexts (docs/workflows.md, decisions W3, W13)."""
+    parser.add_argument(
+        "--workflow-processes", type=int, default=4, help="executor processes for contexts"
+    )
+    parser.add_argument(
+        "--contexts-per-process",
+        type=int,
+        help="replace an executor after this many contexts (1: a fresh process each)",
+    )
+
+
+DEV_SPACE = "default"
+
+
+DEV_ADMIN = "admin"
+
+
+def bootstrap_dev_admin(
+    application: Application, actor: Actor, path: Path | None = None
+) -> dict[str, Any]:
+    """What ``blackops serve`` does at start-up: Space ``default`` exists, principal
+    ``admin`` holds role admin in it, and a working token of ``admin`` is returned.
+
+    Tokens are journaled only as hashes, so the plaintext of this development token is
+    kept in the state dir (``$BLACKOPS_HOME``, ``./.blackops``), mode 0600, and reused
+    while it still authenticates as ``admin``; otherwise a new one is issued and saved.
+    """
+    from blackops.cli.devtoken import state_dir
+    from domain.access import Role, token_digest, token_id
+    from domain.errors import Conflict, NotFound, Unauthorized
+
+    access = application.access
+    path = path or state_dir() / "admin-token"
+    ctx = application.access_context(actor, DEV_SPACE)
+    if not access.space_exists(DEV_SPACE):
+        with contextlib.suppress(Conflict):  # another server's start-up won the race
+            access.create_space(DEV_SPACE, ctx)
+    try:
+        access.principal(DEV_ADMIN)
+    except NotFound:
+        with contextlib.suppress(Conflict):
+            access.create_principal(DEV_ADMIN, ctx)
+    access.grant(DEV_ADMIN, DEV_SPACE, Role.ADMIN, ctx)  # appends nothing if held
+    saved = path.read_text(encoding="ascii").strip() if path.exists() else ""
+    issued = False
+    try:
+        found = access.authenticate(saved)
+        if found.id != DEV_ADMIN:
+            raise Unauthorized()
+        token, tid = saved, token_id(token_digest(saved))
+    except Unauthorized:
+        token, record = access.issue_token(DEV_ADMIN, ctx, label="blackops serve (dev admin)")
+        tid, issued = record["tokenId"], True
+        _write_secret(path, token)
+    return {
+        "space": DEV_SPACE,
+        "principal": DEV_ADMIN,
+        "token": token,
+        "tokenId": tid,
+        "issued": issued,
+        "path": str(path),
+    }
+
+
+def _write_secret(path: Path, text: str) -> None:
+    """``text`` into ``path``, mode 0600, replaced atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as handle:
+        handle.write(text + "\n")
+    os.chmod(partial, 0o600)
+    os.replace(partial, path)

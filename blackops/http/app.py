@@ -1,0 +1,31 @@
+"""The FastAPI application: assembly only (routers, error handlers, what it serves)."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from blackops.application import Application
+from blackops.http import access, instances, journal, operations, resources
+from blackops.http.auth import SYSTEM_CALLER, Caller, Served
+from blackops.http.responses import install_error_handlers
+
+__all__ = ["SYSTEM_CALLER", "Caller", "create_http_app"]
+
+
+def create_http_app(application: Application, token: str | None = None) -> FastAPI:
+    """The FastAPI app serving ``application``; every route needs a bearer token.
+
+    ``token`` (optional) is the operator's system token: it acts as the system
+    principal ``dev`` in every Space. Every other token is a principal's, looked up by
+    its hash in the journal (``application.access``), with its roles per Space.
+    """
+    api = FastAPI(
+        title="BlackOps",
+        version="0.1.0",
+        description="Durable operations on an event-sourced journal.",
+    )
+    api.state.blackops = Served(application, token)
+    install_error_handlers(api)
+    for module in (operations, journal, instances, access, resources):
+        api.include_router(module.router)
+    return api

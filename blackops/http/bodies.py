@@ -1,0 +1,113 @@
+"""Request bodies and headers: strict JSON documents (P13), envelopes, keys, preferences."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote_to_bytes
+
+from fastapi import Request
+
+from blackops.jsonbody import MAX_RAW_BYTES, parse_document
+from domain.documents import DocumentError
+from domain.errors import InvalidRequest, NotFound
+
+
+async def read_body(request: Request) -> bytes:
+    """The raw body, refusing early once it cannot be a document any more."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_RAW_BYTES:
+        raise DocumentError("document_too_large", f"request body is over {MAX_RAW_BYTES} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_RAW_BYTES:
+            raise DocumentError("document_too_large", f"request body is over {MAX_RAW_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def request_object(raw: bytes, allowed: tuple[str, ...]) -> dict[str, Any]:
+    """An instance route's body: one JSON object with only ``allowed`` keys (empty = {}).
+
+    The whole body goes through the strict parser (P13), so hostile JSON text in a body
+    that carries documents is refused as ``invalid_params`` wherever it is; the
+    envelope's own shape is ``invalid_request`` (decisions P41).
+    """
+    if raw.lstrip(b" \t\r\n")[:1] not in (b"", b"{"):
+        raise InvalidRequest("the body must be a JSON object")
+    try:
+        body = parse_document(raw, empty_is={})
+    except DocumentError as error:
+        if allowed or error.code != "invalid_params":
+            raise
+        # A body that may hold no document has no params to blame.
+        raise InvalidRequest(f"the body must be empty or {{}}: {error.message}") from None
+    unknown = sorted(set(body) - set(allowed))
+    if unknown:
+        # repr() escapes lone surrogates, so the answer always encodes.
+        named = ", ".join(repr(key[:64]) for key in unknown[:5])
+        keys = ", ".join(allowed) or "none"
+        raise InvalidRequest(f"unknown body keys {named} (allowed: {keys})")
+    return body
+
+
+def optional_document(body: dict[str, Any], key: str) -> Any:
+    """An optional document of the body: absent is none; ``null`` is not a document
+    (DW-DOC-4: only leaving it out means none)."""
+    if key not in body:
+        return None
+    if body[key] is None:
+        raise InvalidRequest(f"{key} must be an object; leave it out for none", "invalid_params")
+    return body[key]
+
+
+async def resource_body(request: Request) -> Any:
+    """A control-plane body: strict JSON; its shape is ``invalid_request`` (DW-SPEC-3)."""
+    raw = await read_body(request)
+    try:
+        return parse_document(raw, empty_is={})
+    except DocumentError as error:
+        if error.code == "document_too_large":
+            raise
+        raise InvalidRequest(f"the body is not a JSON object: {error.message}") from None
+
+
+async def reason_of(request: Request) -> str:
+    """A hold's or release's body: ``{"reason": "..."}``."""
+    body = parse_document(await read_body(request), empty_is={})
+    reason = body.get("reason")
+    if not isinstance(reason, str):
+        raise InvalidRequest('the body must be {"reason": "..."}')
+    return reason
+
+
+def idempotency_key(request: Request) -> str | None:
+    keys = request.headers.getlist("idempotency-key")
+    if len(keys) > 1:
+        raise InvalidRequest("send one Idempotency-Key header, not several")
+    return keys[0] if keys else None
+
+
+def prefers_async(prefer: str) -> bool:
+    """RFC 7240: ``Prefer: respond-async`` among comma-separated preferences."""
+    return any(part.split(";")[0].strip().lower() == "respond-async" for part in prefer.split(","))
+
+
+def raw_path_segment(request: Request, route: list[bytes], action: str | None, name: str) -> str:
+    """A path parameter exactly as sent: one percent-encoded segment of UTF-8.
+
+    Routing sees the decoded path, where ``%2F`` is already a ``/`` (so such routes take
+    a ``path`` parameter) and invalid UTF-8 has become U+FFFD; the raw path still says
+    what the client meant (decisions P42). ``route`` is the segments before it.
+    """
+    raw = request.scope.get("raw_path")
+    if not isinstance(raw, bytes):  # optional in ASGI; uvicorn and the TestClient set it
+        return str(request.path_params[name])
+    count = len(route) + 1 + (action is not None)
+    segments = [unquote_to_bytes(segment) for segment in raw.split(b"/")[-count:]]
+    if segments[: len(route)] != route or (action and segments[-1] != action.encode()):
+        raise NotFound("no such route: an instance id is one path segment (send '/' as %2F)")
+    try:
+        return segments[len(route)].decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidRequest("the instance id in the path is not percent-encoded UTF-8") from None

@@ -1,0 +1,233 @@
+"""Operation handlers: registration, typed params/outcomes (pydantic), calling sync or async."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import hashlib
+import inspect
+import re
+import typing
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from blackops.failures import OutcomeInvalid, summarise_validation
+from domain.documents import MAX_SAFE_INTEGER, DocumentError, canonical_document
+from domain.errors import InvalidRequest, NotFound
+from domain.retention import Retention
+from domain.supervision import OperationRejected, Supervision
+
+OPERATION_TYPE = re.compile(r"^[a-z][a-z0-9_-]{0,63}(\.[a-z][a-z0-9_-]{0,63}){0,7}$")
+
+Handler = Callable[..., Any]
+
+#: The execution context of the handler running in this thread or task, so operations
+#: submitted from inside a handler inherit correlation and tenant and record causation.
+CURRENT_CONTEXT: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "blackops_current_context", default=None
+)
+
+
+def check_operation_type(name: object) -> str:
+    if not isinstance(name, str) or len(name) > 128 or not OPERATION_TYPE.fullmatch(name):
+        raise InvalidRequest("operation type must be dotted lower-case words, e.g. 'invoice.issue'")
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A handler's result as a document, with the type name and schema version (OL-9)."""
+
+    document: dict[str, Any] | None
+    type_name: str | None
+    schema_version: int
+    canonical: bytes | None
+
+    @property
+    def digest(self) -> str | None:
+        if self.canonical is None:
+            return None
+        return "sha256:" + hashlib.sha256(self.canonical).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerSpec:
+    """One registered operation type."""
+
+    operation_type: str
+    fn: Handler
+    supervision: Supervision
+    params_model: type[BaseModel] | None
+    outcome_model: type[BaseModel] | None
+    retention: Retention | None = None
+
+    @classmethod
+    def build(
+        cls,
+        type_name: str,
+        fn: Handler,
+        supervision: Supervision | None,
+        retention: Retention | None = None,
+    ) -> HandlerSpec:
+        check_operation_type(type_name)
+        if not callable(fn):
+            raise TypeError("an operation handler must be callable")
+        if supervision is not None and not isinstance(supervision, Supervision):
+            raise TypeError("supervision must be a blackops.Supervision")
+        params_model, outcome_model = _models_of(fn)
+        if retention is not None and not isinstance(retention, Retention):
+            raise TypeError("retention must be a blackops.Retention")
+        return cls(
+            type_name, fn, supervision or Supervision(), params_model, outcome_model, retention
+        )
+
+    def parse_params(self, params: dict[str, Any]) -> Any:
+        """The handler's input: the document itself, or the declared pydantic model.
+
+        Raises OperationRejected("validation", "invalid_params") when the document
+        does not satisfy the model: a business validation, recorded as Rejected.
+        """
+        if self.params_model is None:
+            return params
+        try:
+            return self.params_model.model_validate(params, strict=False)
+        except ValidationError as error:
+            raise OperationRejected(
+                "validation", "invalid_params", summarise_validation(error)
+            ) from None
+
+    def call(self, ctx: Any, params: Any) -> Any:
+        """Run the handler once, sync or async, from synchronous code."""
+        token = CURRENT_CONTEXT.set(ctx)
+        try:
+            result = self.fn(ctx, params)
+            if inspect.isawaitable(result):
+                return _await(result)
+            return result
+        finally:
+            CURRENT_CONTEXT.reset(token)
+
+    def outcome_of(self, value: Any) -> Outcome:
+        """Turn a handler's return value into a canonical outcome, or raise OutcomeInvalid."""
+        model = self.outcome_model
+        if isinstance(value, BaseModel):
+            if model is not None and not isinstance(value, model):
+                raise OutcomeInvalid(
+                    f"handler returned {type(value).__name__}, declared {model.__name__}"
+                )
+            model = type(value)
+            document = value.model_dump(mode="json")
+        elif value is None:
+            return Outcome(None, None, 1, None)
+        elif model is not None and type(value) is dict:
+            try:
+                document = model.model_validate(value).model_dump(mode="json")
+            except ValidationError as error:
+                raise OutcomeInvalid(
+                    f"outcome does not match {model.__name__}: {summarise_validation(error)}"
+                ) from None
+        else:
+            document = value
+        try:
+            canonical = canonical_document(document)
+        except DocumentError as error:
+            raise OutcomeInvalid(f"outcome is not a document: {error.message}") from None
+        type_name = f"{model.__module__}.{model.__qualname__}" if model else None
+        version = getattr(model, "schema_version", 1) if model else 1
+        if type(version) is not int or not 1 <= version <= MAX_SAFE_INTEGER:
+            raise OutcomeInvalid(
+                f"{type_name}.schema_version must be an integer from 1 to 2**53 - 1"
+            )
+        return Outcome(document, type_name, version, canonical)
+
+
+def _models_of(fn: Handler) -> tuple[type[BaseModel] | None, type[BaseModel] | None]:
+    """Pydantic models named by the handler's annotations: ``(ctx, params: In) -> Out``."""
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # unresolvable annotations: treat the handler as untyped
+        hints = {}
+    parameters = list(inspect.signature(fn).parameters.values())
+    if len(parameters) < 2:
+        raise TypeError("an operation handler takes (ctx, params)")
+    params_hint = hints.get(parameters[1].name)
+    outcome_hint = hints.get("return")
+    return _model_or_none(params_hint), _model_or_none(outcome_hint)
+
+
+def _model_or_none(hint: Any) -> type[BaseModel] | None:
+    if isinstance(hint, type) and issubclass(hint, BaseModel):
+        return hint
+    return None
+
+
+def _await(awaitable: Any) -> Any:
+    """Drive a coroutine to completion from sync code, even inside a running loop."""
+
+    async def wrap() -> Any:
+        return await awaitable
+
+    coroutine: Coroutine[Any, Any, Any] = wrap()
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    # A loop is running in this thread: run the coroutine on a private one.
+    # contextvars do not follow a thread by themselves: run it in a copy of ours.
+    context = contextvars.copy_context()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(context.run, asyncio.run, coroutine).result()
+
+
+#: Operation types under this prefix are the control plane's own (built-in handlers).
+BUILTIN_PREFIX = "blackops."
+
+
+class HandlerRegistry:
+    """The operation types of one application: its own and the built-in ``blackops.*``."""
+
+    def __init__(self) -> None:
+        #: type -> spec; public so a test may swap one spec (``monkeypatch.setitem``).
+        self.specs: dict[str, HandlerSpec] = {}
+
+    def register(self, spec: HandlerSpec, *, builtin: bool = False) -> None:
+        if spec.operation_type.startswith(BUILTIN_PREFIX) != builtin:
+            raise ValueError(
+                f"operation types starting with {BUILTIN_PREFIX!r} are reserved"
+                if not builtin
+                else f"built-in operation types start with {BUILTIN_PREFIX!r}"
+            )
+        if spec.operation_type in self.specs:
+            raise ValueError(f"operation type {spec.operation_type!r} is already registered")
+        self.specs[spec.operation_type] = spec
+
+    def get(self, type_name: str) -> HandlerSpec:
+        try:
+            return self.specs[type_name]
+        except KeyError:
+            raise NotFound(f"operation type {type_name!r} is not registered") from None
+
+    def find(self, type_name: str) -> HandlerSpec | None:
+        return self.specs.get(type_name)
+
+    def public(self, type_name: str) -> HandlerSpec:
+        """A type callers may run or submit: the built-in types are reachable only through
+        the control plane's checks."""
+        check_operation_type(type_name)
+        if type_name.startswith(BUILTIN_PREFIX):
+            raise NotFound(f"operation type {type_name!r} is not registered")
+        return self.get(type_name)
+
+    @property
+    def public_types(self) -> list[str]:
+        return sorted(t for t in self.specs if not t.startswith(BUILTIN_PREFIX))
+
+    def builtin(self) -> dict[str, HandlerSpec]:
+        return {t: s for t, s in self.specs.items() if t.startswith(BUILTIN_PREFIX)}
+
+    def all(self) -> dict[str, HandlerSpec]:
+        return dict(self.specs)

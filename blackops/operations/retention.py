@@ -1,0 +1,277 @@
+"""Hold, release and purge (OL-10, Part B): keeping and forgetting, journaled.
+
+A hold (reason, actor, time) blocks every purge of its operation until a privileged
+actor releases it. Purge removes only terminal, unheld operations past their journal
+retention, and outcomes past their outcome retention. It first appends a tombstone
+(``operation.purged`` / ``outcome.purged``: what, when, who, why, and the positions it
+accounts for), then deletes the event content. The Merkle leaves recorded at append
+stay, so ``verify`` still checks everything that remains, and the tombstone is the
+journal's newest row when the deletion runs (SQLite would otherwise reuse the ids of
+deleted newest rows, and a follower already past them would skip new events).
+
+Candidates are found by one pass over the journal: a batch job, not a hot path.
+Workflow instances have their own retention (``blackops/workflows/retention.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from blackops.runtime import Runtime
+from domain.clock import format_instant
+from domain.context import Actor
+from domain.errors import Forbidden, InvalidRequest
+from domain.events import NewEvent
+from domain.json_text import scalar_text
+from domain.lifecycle import TERMINAL, EventType
+from domain.operation import Operation
+from domain.retention import PRIVILEGED_KINDS, Retention
+from journal.operations import OperationJournal, pending_append
+from journal.outcomes import OUTCOME_RECORDED, outcome_stream
+from journal.store import Append
+
+OUTCOME_PURGED = "outcome.purged"
+TOMBSTONES = (EventType.PURGED.value, OUTCOME_PURGED)
+_TERMINAL_TOPICS = {
+    EventType.COMPLETED.value,
+    EventType.REJECTED.value,
+    EventType.FAILED.value,
+    EventType.DEAD_LETTERED.value,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeItem:
+    operation_id: str
+    what: str  # "operation" (its whole journal and outcome) or "outcome" only
+    operation_type: str
+    since: str  # the terminal transition (operation) or the completion (outcome)
+    due_at: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "operationId": self.operation_id,
+            "what": self.what,
+            "type": self.operation_type,
+            "since": self.since,
+            "dueAt": self.due_at,
+        }
+
+
+@dataclass(slots=True)
+class PurgeReport:
+    dry_run: bool
+    items: list[PurgeItem] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)  # past retention, kept by a hold
+    #: Terminal workflow instances past their 2,592,000 s (DW-RET-1).
+    instances: list[dict[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dryRun": self.dry_run,
+            "purged" if not self.dry_run else "wouldPurge": [i.to_dict() for i in self.items],
+            "held": self.held,
+            "instances": self.instances,
+        }
+
+
+@dataclass(slots=True)
+class _Summary:
+    type: str = ""
+    terminal_at: str | None = None
+    completed_at: str | None = None
+    held: bool = False
+    purged: bool = False
+    outcome: bool = False  # an Outcome Record is stored (not purged)
+    #: Content a tombstone accounts for is still there: a purge was cut short.
+    leftover: bool = False
+    outcome_leftover: bool = False
+
+
+def check_reason(reason: object) -> str:
+    if not isinstance(reason, str) or not reason.strip() or len(reason) > 500:
+        raise InvalidRequest("a reason of 1-500 characters is required")
+    return scalar_text(reason)
+
+
+class RetentionService:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.journal = OperationJournal(runtime.store)
+
+    # -- hold and release --------------------------------------------------------------------
+
+    def hold(self, operation_id: str, *, reason: str, actor: Actor) -> dict[str, Any]:
+        return self._record(EventType.HELD, operation_id, reason, actor).hold or {}
+
+    def release(self, operation_id: str, *, reason: str, actor: Actor) -> None:
+        if actor.kind not in PRIVILEGED_KINDS:
+            kinds = ", ".join(sorted(PRIVILEGED_KINDS))
+            raise Forbidden(f"only a privileged actor ({kinds}) may release a hold")
+        self._record(EventType.RELEASED, operation_id, reason, actor)
+
+    def _record(self, kind: EventType, operation_id: str, reason: str, actor: Actor) -> Operation:
+        operation = self.journal.load(operation_id)
+        data = {"reason": check_reason(reason), "by": actor.to_dict()}
+        operation.record(kind, self._now(), self._context(operation, actor), data)
+        self.journal.save(operation)
+        return operation
+
+    @staticmethod
+    def _context(operation: Operation, actor: Actor) -> dict[str, Any]:
+        return {"actor": actor.to_dict(), "operation_id": operation.id, "tenant": operation.tenant}
+
+    # -- purge -----------------------------------------------------------------------------
+
+    def purge(
+        self, *, actor: Actor, reason: str = "retention", dry_run: bool = False
+    ) -> PurgeReport:
+        text = check_reason(reason)
+        now = self.runtime.clock.now()
+        report = PurgeReport(dry_run)
+        for operation_id, summary in sorted(self._scan().items()):
+            if not dry_run and (summary.leftover or summary.outcome_leftover):
+                self._finish(operation_id)  # a purge cut short (crash): delete what it listed
+            if summary.purged or summary.terminal_at is None:
+                continue
+            policy = self._policy(summary.type)
+            journal_due = _due(summary.terminal_at, policy.journal_seconds)
+            outcome_due = _due(summary.completed_at, policy.outcome_seconds)
+            if journal_due is not None and journal_due <= now:
+                if summary.held:
+                    report.held.append(operation_id)
+                    continue
+                item = PurgeItem(
+                    operation_id,
+                    "operation",
+                    summary.type,
+                    summary.terminal_at,
+                    format_instant(journal_due),
+                )
+            elif summary.outcome and outcome_due is not None and outcome_due <= now:
+                if summary.held:
+                    report.held.append(operation_id)
+                    continue
+                since = summary.completed_at or ""
+                item = PurgeItem(
+                    operation_id, "outcome", summary.type, since, format_instant(outcome_due)
+                )
+            else:
+                continue
+            if not dry_run:
+                if item.what == "operation":
+                    self._purge_operation(operation_id, actor, text)
+                else:
+                    self._purge_outcome(operation_id, actor, text)
+            report.items.append(item)
+        return report
+
+    def _purge_operation(self, operation_id: str, actor: Actor, reason: str) -> None:
+        store = self.runtime.store
+        events = self.journal.events(operation_id)
+        operation = self.journal.load(operation_id)
+        if operation.purged or operation.hold is not None or operation.state not in TERMINAL:
+            return  # changed since the scan: the next run decides again
+        outcome = store.read_stream(outcome_stream(operation_id))
+        positions = [e.position for e in events] + [e.position for e in outcome]
+        for tombstone in outcome:  # an earlier outcome purge: what it accounted for too
+            positions += tombstone.data.get("positions", [])
+        assert operation.state is not None and operation.mode is not None
+        data = {
+            "reason": reason,
+            "by": actor.to_dict(),
+            "final_state": operation.state.value,
+            "mode": operation.mode.value,
+            "operation_type": operation.type,
+            "tenant": operation.tenant,
+            "correlation_id": operation.correlation_id,
+            "versions": operation.version,
+            "positions": sorted(positions),
+        }
+        versions = operation.version
+        operation.record(EventType.PURGED, self._now(), self._context(operation, actor), data)
+        store.append(pending_append(operation))  # the tombstone first: the newest row
+        store.delete_stream_events(operation_id, versions)
+        if outcome:
+            store.delete_stream_events(outcome_stream(operation_id), len(outcome))
+
+    def _finish(self, operation_id: str) -> None:
+        """Delete what existing tombstones account for; safe to repeat."""
+        store = self.runtime.store
+        events = store.read_stream(operation_id)
+        tombstone = next((e for e in events if e.type == EventType.PURGED.value), None)
+        if tombstone is not None:
+            store.delete_stream_events(operation_id, tombstone.version - 1)
+            store.delete_stream_events(outcome_stream(operation_id), 1_000_000)
+            return
+        outcome = store.read_stream(outcome_stream(operation_id))
+        if any(e.type == OUTCOME_PURGED for e in outcome):
+            store.delete_stream_events(outcome_stream(operation_id), 1)
+
+    def _purge_outcome(self, operation_id: str, actor: Actor, reason: str) -> None:
+        store = self.runtime.store
+        stream = outcome_stream(operation_id)
+        found = store.read_stream(stream)
+        if len(found) != 1 or found[0].type != OUTCOME_RECORDED:
+            return
+        operation = self.journal.load(operation_id)
+        if operation.hold is not None:
+            return
+        context = self._context(operation, actor)
+        data = {
+            "reason": reason,
+            "by": actor.to_dict(),
+            "versions": 1,
+            "positions": [found[0].position],
+            "digest": found[0].data.get("digest"),
+        }
+        store.append(Append(stream, 1, [NewEvent(OUTCOME_PURGED, self._now(), context, data)]))
+        store.delete_stream_events(stream, 1)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _scan(self) -> dict[str, _Summary]:
+        found: dict[str, _Summary] = {}
+        for event in self.runtime.store.iter_after(0, 5000):
+            if event.stream.startswith("outcome:"):
+                summary = found.setdefault(event.stream.removeprefix("outcome:"), _Summary())
+                if event.type == OUTCOME_PURGED:
+                    summary.outcome_leftover = summary.outcome  # record row still present
+                    summary.outcome = False
+                else:
+                    summary.outcome = event.type == OUTCOME_RECORDED
+                    summary.outcome_leftover = summary.outcome and summary.purged
+                continue
+            if not event.type.startswith("operation.") and not event.type.startswith("attempt."):
+                continue
+            summary = found.setdefault(event.stream, _Summary())
+            if event.type == EventType.RECEIVED.value:
+                summary.type = event.data.get("operation_type", "")
+            elif event.type in _TERMINAL_TOPICS:
+                summary.terminal_at = event.at
+                if event.type == EventType.COMPLETED.value:
+                    summary.completed_at = event.at
+            elif event.type == EventType.HELD.value:
+                summary.held = True
+            elif event.type == EventType.RELEASED.value:
+                summary.held = False
+            elif event.type == EventType.PURGED.value:
+                # Rows before the tombstone were seen: its deletion did not happen yet.
+                summary.leftover = summary.type != ""
+                summary.outcome_leftover = summary.outcome_leftover or summary.outcome
+                summary.purged = True
+        return found
+
+    def _policy(self, operation_type: str) -> Retention:
+        return self.runtime.retention_of(operation_type)
+
+    def _now(self) -> str:
+        return format_instant(self.runtime.clock.now())
+
+
+def _due(since: str | None, seconds: float | None) -> datetime | None:
+    if since is None or seconds is None:
+        return None
+    return datetime.fromisoformat(since.replace("Z", "+00:00")) + timedelta(seconds=seconds)

@@ -1,0 +1,162 @@
+"""Running, accepting and reading operations (python-contract §2), over a Runtime.
+
+``Application.run / submit / redrive / status / events / outcome`` delegate here; so do
+the HTTP routes and the CLI through the application.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from blackops.ids import derived_id
+from blackops.operations.contexts import (
+    check_idempotency_key,
+    check_operation_id,
+    check_tenant,
+    operation_context,
+)
+from blackops.operations.inline import InlineRunner, received_data
+from blackops.operations.outcomes import OutcomeRecord, outcome_record
+from blackops.operations.results import OperationResult, status_view
+from blackops.runtime import Runtime
+from domain.clock import format_instant
+from domain.context import Actor, ExecutionContext
+from domain.documents import canonical_document
+from domain.errors import Conflict, FencingError, InvalidRequest
+from domain.json_text import load_canonical
+from domain.lifecycle import EventType, Mode, State
+from domain.operation import Operation
+from domain.supervision import OperationRejected
+
+
+class OperationService:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def run(
+        self,
+        type: str,
+        params: dict[str, Any],
+        *,
+        actor: Actor | str | dict[str, Any],
+        tenant: str,
+        traceparent: str | None = None,
+        causation_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> OperationResult:
+        """Run ``type`` Inline in this process; everything is validated before any side
+        effect: a bad type, tenant, actor or params document records nothing (O3)."""
+        spec = self.runtime.handlers.public(type)
+        canonical = canonical_document(params)
+        ctx = operation_context(
+            self.runtime.clock,
+            spec.operation_type,
+            actor,
+            tenant,
+            traceparent,
+            causation_id,
+            correlation_id,
+        )
+        return InlineRunner(self.runtime.journal(), self.runtime.clock).run(spec, canonical, ctx)
+
+    def submit(
+        self,
+        type: str,
+        params: dict[str, Any],
+        *,
+        actor: Actor | str | dict[str, Any],
+        tenant: str,
+        idempotency_key: str | None = None,
+        traceparent: str | None = None,
+        causation_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> str:
+        """Accept ``type`` as Deferred, durably; see ``Application.submit``."""
+        spec = self.runtime.handlers.public(type)
+        canonical = canonical_document(params)
+        key = check_idempotency_key(idempotency_key)
+        tenant = check_tenant(tenant)
+        operation_id = derived_id("idempotency", tenant, spec.operation_type, key) if key else None
+        ctx = operation_context(
+            self.runtime.clock,
+            spec.operation_type,
+            actor,
+            tenant,
+            traceparent,
+            causation_id,
+            correlation_id,
+            operation_id=operation_id,
+        )
+        try:
+            spec.parse_params(load_canonical(canonical))
+        except OperationRejected as invalid:
+            raise InvalidRequest(invalid.message, code="invalid_params") from None
+        data = received_data(spec, ctx, canonical, Mode.DEFERRED)
+        if key:
+            data["idempotency_key"] = key
+        return self._accept(ctx, data, canonical, replayable=key is not None)
+
+    def _accept(
+        self, ctx: ExecutionContext, data: dict[str, Any], canonical: bytes, *, replayable: bool
+    ) -> str:
+        """Record Received -> Accepted in one commit. ``replayable``: the id is derived,
+        and finding it taken by the same request is success, not an error."""
+        operation = Operation(ctx.operation_id)
+        at, context = format_instant(self.runtime.clock.now()), ctx.to_dict()
+        operation.record(EventType.RECEIVED, at, context, data)
+        operation.record(EventType.ACCEPTED, at, context, {})
+        journal = self.runtime.journal()
+        try:
+            journal.save(operation)
+        except FencingError:
+            if not replayable:
+                raise
+            existing = journal.load(operation.id)
+            if canonical_document(existing.params) != canonical:
+                raise Conflict(
+                    f"operation {operation.id} was already submitted with this key "
+                    "and different params"
+                ) from None
+        return operation.id
+
+    def redrive(self, operation_id: str, *, actor: Actor | str | dict[str, Any]) -> str:
+        """A new operation from a Dead Letter one; see ``Application.redrive``."""
+        journal = self.runtime.journal()
+        events = journal.events(check_operation_id(operation_id))
+        dead = journal.load(operation_id)
+        if dead.state is not State.DEAD_LETTER:
+            raise Conflict(
+                f"operation {operation_id} is {dead.public_status}; only dead_letter "
+                "operations can be redriven"
+            )
+        ctx = operation_context(
+            self.runtime.clock,
+            dead.type,
+            actor,
+            dead.tenant,
+            None,
+            dead.id,
+            dead.correlation_id,
+            operation_id=derived_id("redrive", dead.id),
+        )
+        asked = events[0].data
+        data = {
+            **{k: asked[k] for k in ("operation_type", "mode", "tenant", "params", "supervision")},
+            "correlation_id": dead.correlation_id,
+            "redrive_of": dead.id,
+        }
+        return self._accept(ctx, data, canonical_document(dead.params), replayable=True)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def status(self, operation_id: str) -> dict[str, Any]:
+        """The HTTP shape of ``GET /v1/operations/{id}``; ``not_found`` if unknown."""
+        return status_view(self.runtime.journal().load(check_operation_id(operation_id)))
+
+    def outcome_record(self, operation_id: str) -> OutcomeRecord:
+        operation = self.runtime.journal().load(check_operation_id(operation_id))
+        return outcome_record(self.runtime.store, operation)
+
+    def events(self, operation_id: str) -> list[dict[str, Any]]:
+        events = self.runtime.journal().events(check_operation_id(operation_id))
+        return [event.to_observed() for event in events]

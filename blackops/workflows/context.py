@@ -1,0 +1,319 @@
+"""One execution context: a fresh workflow object, one ``run`` call, and its ``step``.
+
+This module runs wherever the context runs (an executor process of a worker, or the
+caller's thread under ``work_until_idle``). It owns no journal: completed steps
+replay from the plan it was given, and everything new goes to a :class:`Host`, which
+decides and **commits** before it answers (DW-DO-3). A reply of ``stop`` ends the
+context with an uncatchable :class:`ContextStop`; the host publishes sleeping,
+waiting or a terminal state only after :func:`run_context` has returned, that is
+after the code has stopped (DW-FENCE-1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from blackops.failures import describe_error
+from blackops.workflows.api import (
+    ContextStop,
+    InvalidStepArgument,
+    StepFailed,
+    WaitTimeout,
+    WorkflowEvent,
+)
+from domain.documents import DocumentError, canonical_document
+from domain.errors import InvalidRequest
+from domain.workflow import (
+    MAX_SLEEP_SECONDS,
+    MAX_STEPS,
+    RetryPolicy,
+    check_seconds,
+    check_text,
+)
+
+
+class Host(Protocol):
+    def request(self, message: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Decide and commit one step request; answers ``("ok", value)``,
+        ``("failed", message)`` or ``("stop", reason, message)``."""
+        ...
+
+
+@dataclass(slots=True)
+class ContextPlan:
+    """What a context needs: who it is and the step history so far (plain data, so it
+    crosses a process boundary cheaply)."""
+
+    stream: str
+    workflow: str
+    version: str
+    instance_id: str
+    params: dict[str, Any] | None
+    steps: dict[str, dict[str, Any]]
+    context: int = 0
+
+
+@dataclass(slots=True)
+class ContextEnd:
+    """How a context ended: ``complete`` (output), ``errored`` (reason, message) or
+    ``stopped`` (reason: suspend, fenced, lifetime_exceeded...)."""
+
+    kind: str
+    reason: str | None = None
+    message: str = ""
+    output: dict[str, Any] | None = None
+
+
+def error_message(error: BaseException) -> str:
+    return describe_error(error)["message"]
+
+
+@dataclass(eq=False)
+class _Call:
+    name: str
+    settled: bool = False
+
+
+@dataclass(eq=False)
+class Step:
+    """``run``'s second argument: bound to one instance and one context (DW-STEP-1)."""
+
+    _plan: ContextPlan
+    _host: Host
+    _calls: list[_Call] = field(default_factory=list)
+    _new_names: set[str] = field(default_factory=set)
+    _stop: ContextStop | None = None
+    _host_failure: BaseException | None = None
+    #: Host errors this context raised: genuineness is identity (DW-HERR-1).
+    _genuine: list[BaseException] = field(default_factory=list)
+
+    # -- the three steps -------------------------------------------------------------------
+
+    def do(
+        self, name: str, effect: Callable[[], Any], retry_policy: Any = None
+    ) -> Awaitable[dict[str, Any] | None]:
+        record = self._begin(name, "do")
+        if record is not None and record["completed"]:
+            return self._replayed(record)
+        if not callable(effect):
+            raise InvalidStepArgument("step.do needs a zero-argument callable effect")
+        try:
+            policy = RetryPolicy.from_spec(retry_policy)
+        except (TypeError, ValueError) as error:
+            raise InvalidStepArgument(f"invalid retry policy: {error}") from None
+        if record is not None and record["config"].get("retryPolicy"):
+            policy = RetryPolicy.from_spec(record["config"]["retryPolicy"])  # first saved
+        attempt = (record["failed_attempts"] if record else 0) + 1
+        call = self._start(name)
+        return self._do(call, effect, policy, attempt)
+
+    def sleep(self, name: str, seconds: int) -> Awaitable[None]:
+        record = self._begin(name, "sleep")
+        if record is not None and record["completed"]:
+            return self._replayed(record)
+        try:
+            check_seconds(seconds, "seconds", 0, MAX_SLEEP_SECONDS)
+        except ValueError as error:
+            raise InvalidStepArgument(str(error)) from None
+        call = self._start(name)
+        return self._ask(call, "sleep", ("sleep", name, seconds))
+
+    def wait_for_event(
+        self, name: str, *, type: str, timeout_seconds: int
+    ) -> Awaitable[dict[str, Any] | None]:
+        record = self._begin(name, "wait")
+        if record is not None and record["completed"]:
+            return self._replayed(record)
+        try:
+            check_text(type, "event type")
+            check_seconds(timeout_seconds, "timeout_seconds", 1, MAX_SLEEP_SECONDS)
+        except (InvalidRequest, ValueError) as error:
+            raise InvalidStepArgument(str(error)) from None
+        call = self._start(name)
+        return self._ask(call, "wait", ("wait", name, type, timeout_seconds))
+
+    # -- bookkeeping -----------------------------------------------------------------------
+
+    def _begin(self, name: str, kind: str) -> dict[str, Any] | None:
+        """Checks every call makes, in the spec's order: stopped? name valid? overlap?
+        kind matches what the history says (DW-STEP-2/3, decisions D7)?"""
+        if self._stop is not None:
+            raise self._stop  # a stopped context stays stopped, even if the app caught it
+        try:
+            check_text(name, "step name")
+        except InvalidRequest as error:
+            raise InvalidStepArgument(error.message) from None
+        if any(not call.settled for call in self._calls):
+            self._halt("step_definition_mismatch", f"step {name[:64]!r} overlaps an unsettled step")
+        record = self._plan.steps.get(name)
+        if record is not None and record["kind"] != kind:
+            self._halt(
+                "step_definition_mismatch",
+                f"step {name[:64]!r} was a {record['kind']} step, now called as {kind}",
+            )
+        new = record is None and name not in self._new_names
+        if new and len(self._plan.steps) + len(self._new_names) >= MAX_STEPS:
+            self._halt("step_limit_exceeded", f"more than {MAX_STEPS} steps")
+        return record
+
+    def _start(self, name: str) -> _Call:
+        self._new_names.add(name)
+        call = _Call(name)
+        self._calls.append(call)
+        return call
+
+    def _halt(self, reason: str, message: str) -> None:
+        self._stop = ContextStop(reason, message)
+        raise self._stop
+
+    def _replayed(self, record: dict[str, Any]) -> _Ready:
+        """A completed name: its recorded result, no new effect (DW-STEP-3, D8)."""
+        if record["succeeded"]:
+            return _Ready(record["result"])
+        error = record["error"] or {}
+        failure = (WaitTimeout if error.get("name") == "wait_timeout" else StepFailed)(
+            error.get("message", "")
+        )
+        self._genuine.append(failure)
+        return _Ready(None, failure)
+
+    def _request(self, message: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Ask the host; if the host itself fails (the journal is unreachable, the worker
+        is going away), the context is lost, not the workflow's fault: remembered here so
+        :func:`run_context` re-raises it whatever the app does with it."""
+        try:
+            return self._host.request(message)
+        except BaseException as failure:
+            self._host_failure = failure
+            raise
+
+    def _settle(self, call: _Call, kind: str, reply: tuple[Any, ...]) -> Any:
+        call.settled = True
+        if reply[0] in ("ok", "failed"):
+            # Completed now: a later call of this name in this context replays it (and
+            # is checked for its kind) exactly like one completed in an earlier context.
+            self._new_names.discard(call.name)
+            ok = reply[0] == "ok"
+            self._plan.steps[call.name] = {
+                "kind": kind,
+                "completed": True,
+                "succeeded": ok,
+                "result": reply[1] if ok else None,
+                "error": None if ok else {"name": reply[2], "message": reply[1]},
+            }
+        if reply[0] == "ok":
+            return reply[1]
+        if reply[0] == "failed":
+            failure = (WaitTimeout if reply[2] == "wait_timeout" else StepFailed)(reply[1])
+            self._genuine.append(failure)
+            raise failure
+        self._halt(reply[1], reply[2] if len(reply) > 2 else "")
+
+    async def _ask(self, call: _Call, kind: str, message: tuple[Any, ...]) -> Any:
+        return self._settle(call, kind, self._request(message))
+
+    async def _do(
+        self, call: _Call, effect: Callable[[], Any], policy: RetryPolicy, attempt: int
+    ) -> Any:
+        try:
+            value = effect()
+            if inspect.isawaitable(value):
+                value = await value
+            if value is not None:
+                canonical_document(value)  # DW-DO-1: a document or None
+                if type(value) is not dict:
+                    raise DocumentError("invalid_params", "an effect must return a dict or None")
+            ok, payload = True, value
+        except DocumentError as error:
+            ok, payload = False, f"the effect did not return a document: {error.message}"[:500]
+        except BaseException as error:  # decisions D9: raising anything fails the attempt
+            ok, payload = False, error_message(error)
+        if self._stop is not None:  # the effect called a step and stopped the context
+            raise self._stop
+        message = ("do", call.name, attempt, ok, payload, policy.to_document())
+        return self._settle(call, "do", self._request(message))
+
+
+class _Ready:
+    """An awaitable that is already settled (a replayed step)."""
+
+    __slots__ = ("_error", "_value")
+
+    def __init__(self, value: Any, error: BaseException | None = None) -> None:
+        self._value, self._error = value, error
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        if self._error is not None:
+            raise self._error
+        return self._value
+        yield  # pragma: no cover - makes this a generator
+
+
+def run_context(plan: ContextPlan, cls: type, env: Any, host: Host) -> ContextEnd:
+    """Construct ``cls(env)`` afresh and call ``run`` once (DW-ABI-2, DW-REPLAY-1).
+
+    Returns how it ended; never raises for anything the workflow code does.
+    """
+    step = Step(plan, host)
+    event = WorkflowEvent(plan.instance_id, plan.params)
+    loop: asyncio.AbstractEventLoop | None = None
+    try:
+        try:
+            result = cls(env).run(event, step)
+            if inspect.isawaitable(result):
+                # A new loop per context: no task or future of an earlier context survives.
+                loop = asyncio.new_event_loop()
+                loop.set_exception_handler(lambda _loop, _context: None)
+                result = loop.run_until_complete(_awaited(result))
+        finally:
+            if loop is not None:
+                loop.close()
+    except BaseException as error:  # DW-HERR-2: anything else escaping run is run_threw
+        if step._host_failure is not None:
+            raise step._host_failure from None
+        if step._stop is not None:
+            return _stopped(step, step._stop)
+        if isinstance(error, ContextStop):  # a stop of another context's step object
+            return ContextEnd(
+                "errored", "run_threw", "run used the step object of another execution context"
+            )
+        if any(not call.settled for call in step._calls):  # DW-STEP-2: settled (rejected)
+            return ContextEnd(
+                "errored", "step_definition_mismatch", "run ended while a step was still unsettled"
+            )
+        if any(error is genuine for genuine in step._genuine) and isinstance(error, StepFailed):
+            return ContextEnd("errored", "step_failed", error_message(error))
+        return ContextEnd("errored", "run_threw", error_message(error))
+    if step._host_failure is not None:
+        raise step._host_failure
+    if step._stop is not None:  # the app caught a stop and returned anyway
+        return _stopped(step, step._stop)
+    if any(not call.settled for call in step._calls):
+        return ContextEnd(
+            "errored", "step_definition_mismatch", "run settled while a step was still unsettled"
+        )
+    if result is not None:
+        try:
+            canonical_document(result)
+            if type(result) is not dict:
+                raise DocumentError("invalid_params", "not a dict")
+        except DocumentError as error:
+            return ContextEnd(
+                "errored", "run_threw", f"run returned a non-document: {error.message}"[:500]
+            )
+    return ContextEnd("complete", output=result)
+
+
+async def _awaited(value: Awaitable[Any]) -> Any:
+    return await value
+
+
+def _stopped(step: Step, stop: ContextStop) -> ContextEnd:
+    stop = step._stop or stop
+    if stop.reason in ("suspend", "fenced"):
+        return ContextEnd("stopped", stop.reason)
+    return ContextEnd("errored", stop.reason, stop.message)

@@ -1,0 +1,493 @@
+"""Workflow contexts in a worker: killable executor processes, one coordinator thread.
+
+Each context runs in an **executor process**, forked from the worker after the
+application's code is loaded, one context at a time. Only plain data crosses: the
+context's plan goes in, step requests come out, replies go back. The coordinator
+thread of the worker does every journal write: each turn it commits the step
+requests of all executors in one transaction (group commit) and only then replies,
+so every step result is committed before its context goes on (DW-DO-3), and many
+instances share each commit.
+
+Why processes: an effect may run for ever (decisions D15) and a thread cannot be
+stopped. To stop a context for certain (``terminate()``, a lost lease, the lifetime
+limit) the coordinator SIGKILLs its executor and waits for it to exit; only then is
+``terminated`` (or the other end) published (DW-TERM-1, DW-FENCE-1). Executors die
+with the worker (``PR_SET_PDEATHSIG``), so a worker killed with SIGKILL leaves no
+context running: after its lease ends, the stop is proven by that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from blackops.workflows.code import CodeProvider
+from blackops.workflows.context import ContextEnd, ContextPlan, run_context
+from blackops.workflows.engine import HeldContext, WorkflowEngine
+from domain.errors import BlackOpsError
+from domain.workflow import REASONS, to_micros
+
+log = logging.getLogger("blackops.workflows")
+#: After a ``stop`` reply the code has this long to unwind before it is killed.
+STOP_GRACE_SECONDS = 5.0
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class _PipeHost:
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def request(self, message: tuple[Any, ...]) -> tuple[Any, ...]:
+        self.conn.send(("step", message))
+        reply: tuple[Any, ...] = self.conn.recv()
+        return reply
+
+
+def _watchdog(deadline: Any) -> None:
+    """Exit the moment the coordinator's last lease renewal is too old: the stop
+    proof of a lost lease must not depend on the coordinator thread being responsive."""
+    while True:
+        time.sleep(0.1)
+        until = deadline.value
+        if until and time.monotonic() > until:
+            os._exit(70)
+
+
+def _executor_main(conn: Connection, provider: CodeProvider, deadline: Any) -> None:
+    """The executor process: run one context at a time, for as long as it is asked."""
+    _die_with_parent()
+    threading.Thread(target=_watchdog, args=(deadline,), daemon=True).start()
+    baseline = threading.active_count()
+    # What we inherited stays shared with the worker: keep the collector off those pages.
+    gc.freeze()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the worker decides when we stop
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    host = _PipeHost(conn)
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message[0] != "run":
+            return
+        plan: ContextPlan = message[1]
+        source = message[2]
+        try:
+            # A Version's code comes over the pipe the first time: no store is opened here.
+            code = (
+                provider.load_source(source)
+                if source
+                else provider.load(plan.workflow, plan.version)
+            )
+            end = run_context(plan, code.cls, code.env, host)
+        except (EOFError, OSError):
+            return
+        except Exception as error:  # the code could not even be loaded
+            end = ContextEnd("stopped", "fenced", f"executor failed: {type(error).__name__}")
+        # Threads an effect started may still run: then this process must be killed
+        # before the end is published (DW-FENCE-1).
+        lingering = threading.active_count() > baseline
+        try:
+            conn.send(("end", end, lingering))
+        except (EOFError, OSError):
+            return
+
+
+@dataclass(eq=False)
+class Executor:
+    process: multiprocessing.process.BaseProcess
+    conn: Connection
+    #: Monotonic time after which the executor exits by itself (0: no context held).
+    deadline: Any = None
+    held: HeldContext | None = None
+    contexts: int = 0
+    stop_sent_at: float | None = None
+    stop_reply: tuple[Any, ...] | None = None
+    #: (workflow, version) whose code this executor has been sent or has loaded.
+    versions: set[tuple[str, str]] = field(default_factory=set)
+
+    def kill(self) -> None:
+        """SIGKILL and wait for the exit: afterwards the context's code has stopped."""
+        if self.process.pid is not None and self.process.is_alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGKILL)
+        self.process.join()
+        self.conn.close()
+
+
+def _end_of_stop(reply: tuple[Any, ...] | None, held: HeldContext) -> ContextEnd | None:
+    """How a context killed for ignoring the host's stop ended: what the stop said."""
+    reason = reply[1] if reply else "fenced"
+    if reason == "suspend" and held.suspension is not None:
+        return ContextEnd("stopped", "suspend")
+    if reason in REASONS:
+        return ContextEnd("errored", reason, reply[2] if reply and len(reply) > 2 else "")
+    return None
+
+
+class WorkflowRunner:
+    """Runs due workflow contexts of one application in ``processes`` executors."""
+
+    def __init__(
+        self,
+        engine: WorkflowEngine,
+        *,
+        processes: int = 4,
+        heartbeat_seconds: float = 10.0,
+        poll_seconds: float = 0.02,
+        fence_check_seconds: float = 0.05,
+        contexts_per_process: int | None = None,
+    ) -> None:
+        self.engine = engine
+        #: Replace an executor after this many contexts (1: every context starts in a
+        #: freshly forked process, so no module state of an earlier context survives).
+        self.contexts_per_process = contexts_per_process
+        self.processes = processes
+        self.heartbeat_seconds = heartbeat_seconds
+        self.poll_seconds = poll_seconds
+        self.fence_check_seconds = fence_check_seconds
+        self._mp = multiprocessing.get_context("fork")
+        self._executors: list[Executor] = []
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+        self._stop = threading.Event()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_renewal = time.monotonic()
+        self._next_heartbeat = 0.0
+        self._next_fence_check = 0.0
+        self._next_due: int | None = None
+        self._next_look = 0.0
+        self._woken = True
+        self._backlog = False
+        self._grace = 10.0
+        self.steps_committed = 0
+        self.contexts_ended = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> WorkflowRunner:
+        self._thread = threading.Thread(target=self._main, name="blackops-workflows", daemon=True)
+        self._thread.start()
+        return self
+
+    def wake(self) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_w, b"x")
+
+    def stop(self, grace_seconds: float = 10.0) -> None:
+        self._grace = grace_seconds
+        self._stop.set()
+        self.wake()
+        if self._thread is not None:
+            self._stopped.wait()
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    @property
+    def running(self) -> int:
+        return sum(1 for e in self._executors if e.held is not None)
+
+    def _spawn(self) -> Executor:
+        parent, child = self._mp.Pipe()
+        deadline = self._mp.Value("d", 0.0, lock=False)
+        process = self._mp.Process(
+            target=_executor_main, args=(child, self.engine.provider, deadline), daemon=True
+        )
+        process.start()
+        child.close()
+        return Executor(process, parent, deadline)
+
+    def _extend(self, executors: list[Executor], since: float) -> None:
+        """A renewal succeeded at ``since``: the executors may run until 0.8 x lease."""
+        for executor in executors:
+            if executor.held is not None and executor.deadline is not None:
+                executor.deadline.value = since + 0.8 * self.engine.lease_seconds
+
+    # -- the coordinator -------------------------------------------------------------------
+
+    def _main(self) -> None:
+        try:
+            while not self._stop.is_set():
+                if not self._executors and self.engine.types:
+                    # Only once there is a workflow to run (Workflow resources can appear
+                    # at any time). Forked from this thread: PR_SET_PDEATHSIG also fires
+                    # if it ends.
+                    self._executors = [self._spawn() for _ in range(self.processes)]
+                self._turn()
+            self._drain(self._grace)
+        except Exception:
+            log.exception("workflow runner stopped by an unexpected error")
+        finally:
+            for executor in self._executors:
+                executor.kill()
+            self._stopped.set()
+
+    def _turn(self) -> None:
+        """Wait for messages, then commit every step request, every context end and the
+        claims that fill the free executors in one transaction (``engine.cycle``)."""
+        busy = [e for e in self._executors if e.held is not None]
+        idle = len(self._executors) - len(busy)
+        timeout = 0.0 if idle and self._look_wanted() else self._timeout(busy)
+        ready = wait([e.conn for e in busy] + [self._wake_r], timeout)
+        if self._wake_r in ready:
+            self._woken = True
+            with contextlib.suppress(BlockingIOError, OSError):
+                os.read(self._wake_r, 4096)
+        requests, ends = self._collect(ready, busy)
+        freed = [(self._free(e, end, lingering), end) for e, end, lingering in ends]
+        idle = sum(1 for e in self._executors if e.held is None)
+        limit = idle if idle and self._should_look() and self._anything_due() else 0
+        if requests or freed or limit:
+            self._cycle(requests, freed, limit)
+        self._supervise([e for e in self._executors if e.held is not None])
+
+    def _collect(
+        self, ready: list[Any], busy: list[Executor]
+    ) -> tuple[
+        list[tuple[Executor, tuple[Any, ...]]], list[tuple[Executor, ContextEnd | None, bool]]
+    ]:
+        by_conn = {id(e.conn): e for e in busy}
+        requests: list[tuple[Executor, tuple[Any, ...]]] = []
+        ends: list[tuple[Executor, ContextEnd | None, bool]] = []
+        for conn in ready:
+            found = by_conn.get(id(conn))
+            if found is None:
+                continue
+            try:
+                message = found.conn.recv()
+            except (EOFError, OSError):
+                ends.append((found, None, False))  # it died under the context
+                continue
+            if message[0] == "step":
+                requests.append((found, message[1]))
+            else:
+                ends.append((found, message[1], message[2]))
+        return requests, ends
+
+    def _free(self, executor: Executor, end: ContextEnd | None, lingering: bool) -> HeldContext:
+        """The executor's context has ended: it takes the next one, or is replaced."""
+        held = executor.held
+        assert held is not None
+        executor.contexts += 1
+        if executor.deadline is not None:
+            executor.deadline.value = 0.0
+        # Replaced: the process is gone (proven stopped), threads an effect started still
+        # run (killed before the end is published), or it has run its share of contexts
+        # (a fresh process: fresh module state, DW-REPLAY-1).
+        if (
+            end is None
+            or lingering
+            or (self.contexts_per_process and executor.contexts >= self.contexts_per_process)
+        ):
+            self._replace(executor)
+        else:
+            executor.held = None
+        return held
+
+    def _cycle(
+        self,
+        requests: list[tuple[Executor, tuple[Any, ...]]],
+        ends: list[tuple[HeldContext, ContextEnd | None]],
+        limit: int,
+    ) -> None:
+        items = [(e.held, m) for e, m in requests if e.held is not None]
+        try:
+            replies, helds, acted = self.engine.cycle(items, ends, limit)
+            self.contexts_ended += len(ends)
+        except BlackOpsError as error:
+            # Nothing was acknowledged: stop these contexts; their leases bring them back.
+            log.warning("workflow journal write failed: %s", error)
+            replies, helds, acted = [("stop", "fenced", "")] * len(items), [], 0
+            if limit:
+                self._stop.wait(min(1.0, self.poll_seconds * 10))
+        for (executor, _), reply in zip(requests, replies, strict=True):
+            if reply[0] == "stop":
+                executor.stop_sent_at, executor.stop_reply = time.monotonic(), reply
+            else:
+                self.steps_committed += 1
+            with contextlib.suppress(OSError, ValueError):
+                executor.conn.send(reply)  # if it died, the next wait() sees EOF
+        if limit:
+            # A full claim may have left more due work: look again when room frees up.
+            self._backlog = acted >= limit
+            idle = [e for e in self._executors if e.held is None]
+            for executor, held in zip(idle, helds, strict=False):
+                self._assign(executor, held)
+        # A context whose process died is proven stopped: due again at once, here or
+        # elsewhere, instead of after its lease.
+        self._release([held for held, end in ends if end is None])
+
+    def _assign(self, executor: Executor, held: HeldContext) -> None:
+        executor.held, executor.stop_sent_at, executor.stop_reply = held, None, None
+        if executor.deadline is not None:
+            executor.deadline.value = time.monotonic() + 0.8 * self.engine.lease_seconds
+        try:
+            key = (held.plan.workflow, held.plan.version)
+            source = None
+            if key not in executor.versions:
+                source = self.engine.provider.source(*key)
+                executor.versions.add(key)
+            executor.conn.send(("run", held.plan, source))
+        except (OSError, ValueError, LookupError, BlackOpsError):
+            self._replace(executor)  # it never started: due again at once
+            self._finish([(held, None)])
+            self._release([held])
+
+    def _release(self, helds: list[HeldContext]) -> None:
+        if not helds:
+            return
+        with contextlib.suppress(BlackOpsError):
+            now = to_micros(self.engine.clock.now())
+            self.engine.store.renew_leases(
+                [h.lease for h in helds], self.engine.worker_id, now, now
+            )
+
+    def _finish(self, items: list[tuple[HeldContext, ContextEnd | None]]) -> None:
+        try:
+            self.engine.finish(items)
+            self.contexts_ended += len(items)
+        except BlackOpsError as error:
+            log.warning(
+                "workflow context end not recorded (the lease will bring it back): %s", error
+            )
+
+    def _replace(self, executor: Executor) -> None:
+        """Kill ``executor`` (if alive), wait for it, and start a fresh one in its place."""
+        executor.kill()
+        executor.held = None
+        index = self._executors.index(executor)
+        if not self._stop.is_set():
+            self._executors[index] = self._spawn()
+
+    def _stop_context(self, executor: Executor, end: ContextEnd | None) -> None:
+        held = executor.held
+        self._replace(executor)
+        if held is not None:
+            held.abandoned = True
+            self._finish([(held, end)])
+
+    # -- leases, fences, lifetimes ---------------------------------------------------------
+
+    def _supervise(self, busy: list[Executor]) -> None:
+        busy = [e for e in busy if e.held is not None]
+        if not busy:
+            self._last_renewal = time.monotonic()
+            return
+        now = time.monotonic()
+        clock_now = to_micros(self.engine.clock.now())
+        for executor in busy:
+            held = executor.held
+            assert held is not None
+            if clock_now >= held.state.lifetime_ends_at:
+                self._stop_context(executor, None)  # recorded as lifetime_exceeded
+            elif (
+                executor.stop_sent_at is not None
+                and now - executor.stop_sent_at > STOP_GRACE_SECONDS
+            ):
+                log.warning("context of %s ignored its stop; killing it", held.state.stream)
+                self._stop_context(executor, _end_of_stop(executor.stop_reply, held))
+        busy = [e for e in busy if e.held is not None]
+        helds = [e.held for e in busy if e.held is not None]
+        lost: list[HeldContext] = []
+        try:
+            if now >= self._next_heartbeat:
+                self._next_heartbeat = now + self.heartbeat_seconds
+                lost = self.engine.renew(helds)
+                self._last_renewal = now
+                self._extend([e for e in busy if e.held not in lost], now)
+            elif now >= self._next_fence_check:
+                self._next_fence_check = now + self.fence_check_seconds
+                lost = self.engine.fenced(helds)
+        except BlackOpsError as error:
+            log.warning("workflow lease check failed: %s", error)
+            self._next_heartbeat = now + min(1.0, self.heartbeat_seconds)
+        if now - self._last_renewal >= 0.8 * self.engine.lease_seconds:
+            lost = helds  # renewals failed for most of a lease: stop before it can end
+        for held in lost:
+            for executor in busy:
+                if executor.held is held:
+                    self._stop_context(executor, None)
+
+    def _look_wanted(self) -> bool:
+        due = self._next_due
+        return (
+            self._woken
+            or self._backlog
+            or time.monotonic() >= self._next_look
+            or (due is not None and due <= to_micros(self.engine.clock.now()))
+        )
+
+    def _should_look(self) -> bool:
+        """Read the index only when something may have become due: a wake-up (an append
+        here, a NOTIFY), a full claim last time, the known next due time, or the polling
+        interval (other processes on SQLite). Not after every step."""
+        if self._look_wanted():
+            self._woken = False
+            self._next_look = time.monotonic() + self.poll_seconds
+            return True
+        return False
+
+    def _anything_due(self) -> bool:
+        types = self.engine.types
+        try:
+            due = self.engine.store.next_due(types)
+        except BlackOpsError:
+            return False
+        self._next_due = due
+        return due is not None and due <= to_micros(self.engine.clock.now())
+
+    def _timeout(self, busy: list[Executor]) -> float:
+        timeout = self.poll_seconds
+        if busy:
+            timeout = min(timeout, self.fence_check_seconds)
+        due = self._next_due
+        if due is not None:
+            now = to_micros(self.engine.clock.now())
+            timeout = min(timeout, max(0.0, (due - now) / 1_000_000))
+        return max(timeout, 0.001)
+
+    def _drain(self, grace: float) -> None:
+        """Let running contexts reach their end for ``grace`` seconds, then kill them.
+
+        A killed context's lease is released at once (its code is proven stopped),
+        so another worker takes it over without waiting out the lease.
+        """
+        deadline = time.monotonic() + grace
+        while any(e.held is not None for e in self._executors) and time.monotonic() < deadline:
+            busy = [e for e in self._executors if e.held is not None]
+            ready = wait([e.conn for e in busy], min(0.1, max(0.0, deadline - time.monotonic())))
+            requests, ends = self._collect(ready, busy)
+            freed = [(self._free(e, end, lingering), end) for e, end, lingering in ends]
+            if requests or freed:
+                self._cycle(requests, freed, 0)  # no new claims while draining
+            # Heartbeats, fences and lifetimes go on: a lease must not end under running code.
+            self._supervise([e for e in self._executors if e.held is not None])
+        self._stop.set()
+        leftovers = [e for e in self._executors if e.held is not None]
+        released = []
+        for executor in leftovers:
+            held = executor.held
+            executor.kill()
+            executor.held = None
+            if held is not None:
+                released.append(held)
+                self._finish([(held, None)])
+        self._release(released)

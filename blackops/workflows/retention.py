@@ -1,0 +1,167 @@
+"""Retention of workflow instances (DW-RET-1, DW-DEL-2): tombstones, then deletion.
+
+A terminal instance is purged once its retention period has passed (its due-work row,
+the purge timer, is due); an instance of a deleted Workflow resource left behind by a
+creator that died is stopped and purged too. Every purge appends a tombstone first
+(``workflow.purged``, listing the positions it accounts for), so what remains still
+verifies; a purge cut short between the two is finished by the next run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from blackops.workflows.stamping import event_context
+from domain.clock import Clock
+from domain.context import Actor
+from domain.errors import BackendUnavailable
+from domain.events import NewEvent
+from domain.resources import Topic as ResourceTopic
+from domain.workflow import InstanceState, Topic, micros_instant, to_micros
+from domain.workflow_rules import RETENTION_MICROS
+from journal.instances import load_instance, refresh
+from journal.store import Append, EventStore
+
+if TYPE_CHECKING:
+    from blackops.workflows.instances import InstanceService
+
+log = logging.getLogger("blackops.workflows")
+
+
+def purge_instance(
+    store: EventStore,
+    clock: Clock,
+    state: InstanceState,
+    positions: list[int],
+    *,
+    actor: dict[str, str] | None = None,
+    reason: str = "retention",
+    by: str = "purge",
+) -> bool:
+    """Purge a terminal instance: a tombstone, then the history is deleted; ``get`` then
+    answers ``unknown_instance``. Returns False when someone else acted on it first."""
+    stream_events = store.read_stream(state.stream)
+    earlier = [e for e in stream_events if e.type == Topic.PURGED]
+    listed = sorted({*positions, *(p for e in earlier for p in e.data.get("positions", []))})
+    data = {
+        "instance_id": state.instance_id,
+        "workflow": state.workflow,
+        "status": state.status,
+        "terminal_at": micros_instant(state.terminal_at or 0),
+        "reason": reason,
+        "versions": state.version,
+        "positions": listed,
+    }
+    at = micros_instant(to_micros(clock.now()))
+    ctx = {**event_context(state), "actor": actor or {"id": by, "kind": "system"}}
+    if reason == "workflow_deleted":
+        # DW-DEL-2 purges every instance ID of the UID: the tombstone that keeps the
+        # journal verifiable names the instance only by digest.
+        digest = (
+            "sha256:"
+            + hashlib.sha256(state.instance_id.encode("utf-8", "surrogatepass")).hexdigest()
+        )
+        data["instance_id"] = ctx["instance_id"] = digest
+    try:
+        store.append(Append(state.stream, state.version, [NewEvent(Topic.PURGED, at, ctx, data)]))
+    except BackendUnavailable:
+        raise
+    except Exception as refused:  # someone else purged or acted first
+        log.info("purge of %s skipped: %s", state.stream, refused)
+        return False
+    store.delete_stream_events(state.stream, state.version)
+    return True
+
+
+def stream_positions(store: EventStore, stream: str) -> list[int]:
+    return [e.position for e in store.read_stream(stream)]
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceRetention:
+    """The batch path of instance retention (``purge``); workers purge on their own too."""
+
+    store: EventStore
+    clock: Clock
+    instances: InstanceService
+
+    def purge(self, actor: Actor, reason: str, *, dry_run: bool) -> list[dict[str, str]]:
+        """Terminal instances whose retention ended, and orphans of deleted Workflows:
+        what was (or, with ``dry_run``, would be) purged."""
+        now = to_micros(self.clock.now())
+        if not dry_run:
+            self.finish_purges()
+        deleted = self._deleted_resources()
+        report: list[dict[str, str]] = []
+        for row in self.store.work_rows():
+            if row.operation_type.removeprefix("workflow:") in deleted:
+                found = self._purge_orphan(actor, row.operation_id, now, dry_run=dry_run)
+                if found is not None:
+                    report.append(found)
+                continue
+            if not row.operation_type.startswith("workflow:") or row.due_at > now:
+                continue
+            state = load_instance(self.store, row.operation_id)
+            if not state.is_terminal or state.terminal_at is None:
+                continue
+            due = state.terminal_at + RETENTION_MICROS
+            if due > now:
+                continue
+            if not dry_run and not self._purge(state, actor.to_dict(), reason):
+                continue
+            report.append(
+                {
+                    "workflow": state.workflow,
+                    "id": state.instance_id,
+                    "status": state.status,
+                    "since": micros_instant(state.terminal_at),
+                    "dueAt": micros_instant(due),
+                }
+            )
+        return report
+
+    def finish_purges(self) -> None:
+        """A purge cut short between its tombstone and the deletion (a crash) left history
+        that no index row points at any more: delete what each newest tombstone lists."""
+        newest: dict[str, int] = {}
+        for tombstone in self.store.read_topics([Topic.PURGED]):
+            newest[tombstone.stream] = max(newest.get(tombstone.stream, 0), tombstone.version)
+        for stream, version in sorted(newest.items()):
+            first = self.store.read_stream(stream)[:1]
+            if first and first[0].version < version:
+                self.store.delete_stream_events(stream, version - 1)
+
+    def _deleted_resources(self) -> set[str]:
+        removed = self.store.read_topics([ResourceTopic.CATALOG_REMOVED])
+        return {str(e.data["uid"]) for e in removed}
+
+    def _purge(self, state: InstanceState, actor: dict[str, Any], reason: str) -> bool:
+        positions = stream_positions(self.store, state.stream)
+        return purge_instance(self.store, self.clock, state, positions, actor=actor, reason=reason)
+
+    def _purge_orphan(
+        self, actor: Actor, stream: str, now: int, *, dry_run: bool
+    ) -> dict[str, str] | None:
+        """An instance of a Workflow resource whose DELETE was accepted (DW-DEL-2), left
+        by a create whose caller died between its append and its own check: never
+        claimed (off the catalog), so it is stopped at once and purged like the DELETE
+        would have."""
+        state = load_instance(self.store, stream)
+        if state.purged or state.context_open:
+            return None  # a context is held: the DELETE operation proves its stop
+        if not dry_run:
+            if not self.instances.advance_termination(state, actor, "workflow_deleted"):
+                return None
+            refresh(self.store, state)
+            if not self._purge(state, actor.to_dict(), "workflow_deleted"):
+                return None
+        return {
+            "workflow": state.workflow,
+            "id": state.instance_id,
+            "status": "deleted",
+            "since": micros_instant(now),
+            "dueAt": micros_instant(now),
+        }
