@@ -20,13 +20,9 @@ from blackops.control.provider import ResourceProvider
 from blackops.ids import new_id
 from blackops.operations.contexts import check_operation_id, check_tenant
 from blackops.operations.deferred import DeferredEngine
-from blackops.operations.handlers import (
-    BUILTIN_PREFIX,
-    Handler,
-    HandlerSpec,
-    check_operation_type,
-)
+from blackops.operations.handlers import Handler, HandlerSpec
 from blackops.operations.outcomes import OutcomeRecord
+from blackops.operations.registry import BUILTIN_PREFIX, check_operation_type
 from blackops.operations.results import OperationResult
 from blackops.operations.retention import PurgeReport, RetentionService, check_reason
 from blackops.operations.service import OperationService
@@ -336,11 +332,11 @@ class Application:
     def list_operations(self, **filters: Any) -> dict[str, Any]:
         """Operations by creation time: ``tenant``, ``type``, ``status``, ``since``,
         ``until`` (RFC 3339), ``limit`` (1-1000), ``cursor`` (from ``next``)."""
-        return self.projections.list_operations(**filters)
+        return self._operations.list_operations(**filters)
 
     def operation_counts(self, tenant: str | None = None) -> dict[str, Any]:
         """``{tenant: {type: {status: count}}}`` from the counts projection."""
-        return self.projections.counts(tenant)
+        return self._operations.operation_counts(tenant)
 
     # -- retention (OL-10) -----------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from blackops.operations.handlers import HandlerRegistry
+from blackops.operations.registry import HandlerRegistry
 from domain.clock import Clock
 from domain.errors import InvalidRequest
 from domain.retention import Retention

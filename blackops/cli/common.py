@@ -9,10 +9,11 @@ import getpass
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     from blackops.application import Application
+    from blackops.operations.reads import OperationReads
     from domain.context import Actor
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REJECTED, EXIT_FAILED = 0, 1, 2, 3, 4
@@ -20,8 +21,13 @@ RESULT_EXIT = {"completed": EXIT_OK, "rejected": EXIT_REJECTED, "failed": EXIT_F
 #: The subparsers of a command group.
 Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
-#: Applications a command opened; ``main`` closes them when it returns (in-process use).
-OPENED: list[Application] = []
+
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
+#: What a command opened (applications, runtimes); ``main`` closes them when it returns.
+OPENED: list[Closable] = []
 
 
 def emit(document: Any, as_json: bool, human: Callable[[], str]) -> None:
@@ -45,6 +51,20 @@ def app_of(args: argparse.Namespace) -> Application:
         application.use_store(args.store)
     OPENED.append(application)
     return application
+
+
+def reads_of(args: argparse.Namespace) -> Application | OperationReads:
+    """What an operation read needs: the ``--app`` application if one is named (its
+    types may matter, e.g. an outcome model); else the store alone, without building an
+    application (a read command starts in a fraction of the time)."""
+    if getattr(args, "app", None) or os.environ.get("BLACKOPS_APP"):
+        return app_of(args)
+    from blackops.operations.reads import OperationReads
+    from blackops.runtime import Runtime
+
+    runtime = Runtime(args.store)
+    OPENED.append(runtime)
+    return OperationReads(runtime)
 
 
 def store_app(args: argparse.Namespace) -> Application:

@@ -16,6 +16,7 @@ from blackops.cli.common import (
     app_of,
     cli_actor,
     emit,
+    reads_of,
 )
 
 
@@ -118,7 +119,7 @@ def cmd_op_submit(args: argparse.Namespace) -> int:
 def cmd_op_outcome(args: argparse.Namespace) -> int:
     import orjson
 
-    record = app_of(args).outcome_record(args.operation_id)
+    record = reads_of(args).outcome_record(args.operation_id)
     emit(record.to_dict(), args.json, lambda: orjson.dumps(record.document).decode())
     return EXIT_OK
 
@@ -131,7 +132,7 @@ def cmd_op_redrive(args: argparse.Namespace) -> int:
 
 
 def cmd_op_list(args: argparse.Namespace) -> int:
-    page = app_of(args).list_operations(
+    page = reads_of(args).list_operations(
         tenant=args.tenant, type=args.type, status=args.status, since=args.since,
         until=args.until, limit=args.limit, cursor=args.cursor,
     )  # fmt: skip
@@ -150,13 +151,13 @@ def cmd_op_list(args: argparse.Namespace) -> int:
 
 
 def cmd_op_status(args: argparse.Namespace) -> int:
-    status = app_of(args).status(args.operation_id)
+    status = reads_of(args).status(args.operation_id)
     emit(status, args.json, lambda: "\n".join(f"{k:<14}{v}" for k, v in status.items()))
     return EXIT_OK
 
 
 def cmd_op_events(args: argparse.Namespace) -> int:
-    events = app_of(args).events(args.operation_id)
+    events = reads_of(args).events(args.operation_id)
 
     def human() -> str:
         return "\n".join(

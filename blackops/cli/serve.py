@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import logging
 import os
 import signal
 import sys
@@ -153,6 +152,8 @@ def _describe(started: dict[str, Any]) -> str:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run a worker until SIGTERM/SIGINT, then drain for the grace period and exit."""
+    import logging
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     # Without --app it still runs the control plane's operations (verification, deployment
     # updates, reconciling, deleting) and the instances of Workflow resources.

@@ -6,11 +6,11 @@ here, before any side effect, and builds the context recorded on every event.
 
 from __future__ import annotations
 
+import contextvars
 import re
 from typing import Any
 
 from blackops.ids import new_id
-from blackops.operations.handlers import CURRENT_CONTEXT
 from domain.access import SPACE_NAME
 from domain.clock import Clock
 from domain.context import Actor, ExecutionContext, check_traceparent
@@ -20,6 +20,11 @@ TENANT = SPACE_NAME  # a tenant is a Space
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
 #: Idempotency keys: visible ASCII, as an HTTP header carries them (decisions P21).
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+#: The execution context of the handler running in this thread or task, so operations
+#: submitted from inside a handler inherit correlation and tenant and record causation.
+CURRENT_CONTEXT: contextvars.ContextVar[ExecutionContext | None] = contextvars.ContextVar(
+    "blackops_current_context", default=None
+)
 
 
 def check_idempotency_key(key: object) -> str | None:

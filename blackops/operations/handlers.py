@@ -7,7 +7,6 @@ import concurrent.futures
 import contextvars
 import hashlib
 import inspect
-import re
 import typing
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -16,26 +15,13 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from blackops.failures import OutcomeInvalid, summarise_validation
+from blackops.operations.contexts import CURRENT_CONTEXT
+from blackops.operations.registry import check_operation_type
 from domain.documents import MAX_SAFE_INTEGER, DocumentError, canonical_document
-from domain.errors import InvalidRequest, NotFound
 from domain.retention import Retention
 from domain.supervision import OperationRejected, Supervision
 
-OPERATION_TYPE = re.compile(r"^[a-z][a-z0-9_-]{0,63}(\.[a-z][a-z0-9_-]{0,63}){0,7}$")
-
 Handler = Callable[..., Any]
-
-#: The execution context of the handler running in this thread or task, so operations
-#: submitted from inside a handler inherit correlation and tenant and record causation.
-CURRENT_CONTEXT: contextvars.ContextVar[Any] = contextvars.ContextVar(
-    "blackops_current_context", default=None
-)
-
-
-def check_operation_type(name: object) -> str:
-    if not isinstance(name, str) or len(name) > 128 or not OPERATION_TYPE.fullmatch(name):
-        raise InvalidRequest("operation type must be dotted lower-case words, e.g. 'invoice.issue'")
-    return name
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,53 +167,3 @@ def _await(awaitable: Any) -> Any:
     context = contextvars.copy_context()
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(context.run, asyncio.run, coroutine).result()
-
-
-#: Operation types under this prefix are the control plane's own (built-in handlers).
-BUILTIN_PREFIX = "blackops."
-
-
-class HandlerRegistry:
-    """The operation types of one application: its own and the built-in ``blackops.*``."""
-
-    def __init__(self) -> None:
-        #: type -> spec; public so a test may swap one spec (``monkeypatch.setitem``).
-        self.specs: dict[str, HandlerSpec] = {}
-
-    def register(self, spec: HandlerSpec, *, builtin: bool = False) -> None:
-        if spec.operation_type.startswith(BUILTIN_PREFIX) != builtin:
-            raise ValueError(
-                f"operation types starting with {BUILTIN_PREFIX!r} are reserved"
-                if not builtin
-                else f"built-in operation types start with {BUILTIN_PREFIX!r}"
-            )
-        if spec.operation_type in self.specs:
-            raise ValueError(f"operation type {spec.operation_type!r} is already registered")
-        self.specs[spec.operation_type] = spec
-
-    def get(self, type_name: str) -> HandlerSpec:
-        try:
-            return self.specs[type_name]
-        except KeyError:
-            raise NotFound(f"operation type {type_name!r} is not registered") from None
-
-    def find(self, type_name: str) -> HandlerSpec | None:
-        return self.specs.get(type_name)
-
-    def public(self, type_name: str) -> HandlerSpec:
-        """A type callers may run or submit: the built-in types are reachable only through
-        the control plane's checks."""
-        check_operation_type(type_name)
-        if type_name.startswith(BUILTIN_PREFIX):
-            raise NotFound(f"operation type {type_name!r} is not registered")
-        return self.get(type_name)
-
-    @property
-    def public_types(self) -> list[str]:
-        return sorted(t for t in self.specs if not t.startswith(BUILTIN_PREFIX))
-
-    def builtin(self) -> dict[str, HandlerSpec]:
-        return {t: s for t, s in self.specs.items() if t.startswith(BUILTIN_PREFIX)}
-
-    def all(self) -> dict[str, HandlerSpec]:
-        return dict(self.specs)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any
 
 from domain.errors import InvalidRequest, NotFound
 from domain.lifecycle import Mode, State
 from domain.operation import Operation
 from journal.outcomes import read_outcome
 from journal.store import EventStore
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 _WHY_NOT = {
     State.RECEIVED: "it has not been accepted",
@@ -80,6 +81,8 @@ def outcome_record(store: EventStore, operation: Operation) -> OutcomeRecord:
 
 
 def _import_model(type_name: str | None) -> type[BaseModel]:
+    from pydantic import BaseModel
+
     if not type_name:
         raise InvalidRequest("this outcome was recorded without a model type")
     # Nested classes: walk the qualname from the longest importable module prefix.

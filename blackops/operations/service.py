@@ -1,4 +1,4 @@
-"""Running, accepting and reading operations (python-contract §2), over a Runtime.
+"""Running and accepting operations (python-contract §2), over a Runtime.
 
 ``Application.run / submit / redrive / status / events / outcome`` delegate here; so do
 the HTTP routes and the CLI through the application.
@@ -16,9 +16,8 @@ from blackops.operations.contexts import (
     operation_context,
 )
 from blackops.operations.inline import InlineRunner, received_data
-from blackops.operations.outcomes import OutcomeRecord, outcome_record
-from blackops.operations.results import OperationResult, status_view
-from blackops.runtime import Runtime
+from blackops.operations.reads import OperationReads
+from blackops.operations.results import OperationResult
 from domain.clock import format_instant
 from domain.context import Actor, ExecutionContext
 from domain.documents import canonical_document
@@ -29,9 +28,8 @@ from domain.operation import Operation
 from domain.supervision import OperationRejected
 
 
-class OperationService:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+class OperationService(OperationReads):
+    """Inline runs, Deferred acceptance and redrives; and the reads of ``OperationReads``."""
 
     def run(
         self,
@@ -146,17 +144,3 @@ class OperationService:
             "redrive_of": dead.id,
         }
         return self._accept(ctx, data, canonical_document(dead.params), replayable=True)
-
-    # -- reading ---------------------------------------------------------------------------
-
-    def status(self, operation_id: str) -> dict[str, Any]:
-        """The HTTP shape of ``GET /v1/operations/{id}``; ``not_found`` if unknown."""
-        return status_view(self.runtime.journal().load(check_operation_id(operation_id)))
-
-    def outcome_record(self, operation_id: str) -> OutcomeRecord:
-        operation = self.runtime.journal().load(check_operation_id(operation_id))
-        return outcome_record(self.runtime.store, operation)
-
-    def events(self, operation_id: str) -> list[dict[str, Any]]:
-        events = self.runtime.journal().events(check_operation_id(operation_id))
-        return [event.to_observed() for event in events]

@@ -1,0 +1,56 @@
+"""The CLI starts fast: ``--help`` and the read commands import neither FastAPI nor uvicorn
+nor the control plane nor the application (command modules import what a command needs
+when it runs). Checked in a fresh interpreter by what lands in ``sys.modules``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HEAVY = ("fastapi", "uvicorn", "blackops.control", "blackops.application", "blackops.http")
+
+
+def loaded_after(argv: list[str], cwd: Path) -> list[str]:
+    probe = (
+        "import sys, contextlib, io, json\n"
+        "from blackops.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        f"        main({argv!r})\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        f"print(json.dumps(sorted(m for m in sys.modules if m.startswith({HEAVY!r}))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=cwd
+    )
+    found: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+def test_help_imports_nothing_heavy(tmp_path: Path) -> None:
+    assert loaded_after(["--help"], tmp_path) == []
+    assert loaded_after(["op", "--help"], tmp_path) == []
+
+
+@pytest.mark.parametrize("command", ["status", "events", "outcome"])
+def test_reading_an_operation_imports_nothing_heavy(tmp_path: Path, command: str) -> None:
+    from blackops import Application
+
+    store = f"sqlite:///{tmp_path}/j.sqlite3"
+    with Application(store) as app:
+        app.operation("t.echo")(lambda ctx, params: params)
+        operation_id = app.submit("t.echo", {}, actor="t", tenant="acme")
+    assert loaded_after(["op", command, operation_id, "--json", "--store", store], tmp_path) == []
+
+
+def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:
+    """The check can fail: a command that needs the application (purge applies its
+    retention policies) does import it, and the probe reports that."""
+    store = f"sqlite:///{tmp_path}/j.sqlite3"
+    found = loaded_after(["purge", "--dry-run", "--store", store, "--json"], tmp_path)
+    assert "blackops.application" in found
