@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_readme_example_runs_as_shown() -> None:
@@ -53,3 +55,15 @@ def test_workflows_guide_example_runs() -> None:
     assert block is not None and "asyncio.run(main())" in block.group(1)
     namespace: dict[str, object] = {"__name__": "docs_workflows"}
     exec(compile(block.group(1), "docs/workflows.md", "exec"), namespace)
+
+
+@pytest.mark.parametrize("guide", ["operations.md", "workflows.md"])
+def test_the_testing_examples_of_the_guides_run(guide: str) -> None:
+    """The TestEnvironment examples run as written (their asserts are the checks)."""
+    text = (ROOT / "docs" / guide).read_text()
+    blocks = [
+        b for b in re.findall(r"```python\n(.*?)```", text, re.DOTALL) if "TestEnvironment(" in b
+    ]
+    assert blocks, f"docs/{guide} shows no TestEnvironment example"
+    for block in blocks:
+        exec(compile(block, f"docs/{guide}", "exec"), {"__name__": "docs_example"})
