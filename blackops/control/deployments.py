@@ -21,7 +21,7 @@ class DeploymentControl(VersionControl):
         worker_uid: str,
         allocation: object,
         actor: Actor,
-        key: str | None,
+        key: str | None = None,
     ) -> dict[str, Any]:
         """Accept an allocation update (an operation); until it finishes it is pending,
         and DW-SPEC-7's create check looks at it too."""

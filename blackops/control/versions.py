@@ -127,7 +127,9 @@ class VersionControl(WorkerControl):
                 found.append(load_version(self.store, event.data["id"]).view())
         return found
 
-    def delete_version(self, space: str, vid: str, actor: Actor, key: str | None) -> dict[str, Any]:
+    def delete_version(
+        self, space: str, vid: str, actor: Actor, key: str | None = None
+    ) -> dict[str, Any]:
         """A Version leaves the Worker: refused while any allocation (active or pending)
         weighs it, so the code of a running context is never taken away."""
         state = self.version_in(space, vid)

@@ -39,7 +39,7 @@ from journal.store import Append
 
 class WorkflowControl(DeploymentControl):
     def create_workflow(
-        self, space: str, body: object, actor: Actor, key: str | None
+        self, space: str, body: object, actor: Actor, key: str | None = None
     ) -> dict[str, Any]:
         """DW-CRUD-1: reserve a UID and an empty instance ID space (an Operation)."""
         if type(body) is not dict:
@@ -100,7 +100,7 @@ class WorkflowControl(DeploymentControl):
         return state
 
     def replace_workflow(
-        self, space: str, uid: str, body: object, actor: Actor, key: str | None
+        self, space: str, uid: str, body: object, actor: Actor, key: str | None = None
     ) -> dict[str, Any]:
         """DW-CRUD-2: full replacement with the same worker and className only; a new
         generation that reconciles again. History is never rewritten."""
@@ -143,7 +143,7 @@ class WorkflowControl(DeploymentControl):
         return self.operation_view(operation_id, resource={"uid": uid, "name": current.name})
 
     def delete_workflow(
-        self, space: str, uid: str, actor: Actor, key: str | None
+        self, space: str, uid: str, actor: Actor, key: str | None = None
     ) -> dict[str, Any]:
         """DW-DEL-1..5: refused while a live Version binds it; otherwise close it now and
         let the operation fence, stop and purge (it reconciles until stop is proven)."""
