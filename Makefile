@@ -7,6 +7,8 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8080
 APP    ?= examples.shop:app
 PYTEST_ARGS ?=
+# Test processes for the parallel part of `make test` (most tests wait on I/O and timers).
+JOBS   ?= 6
 
 .PHONY: run test test-min lint format bench clean
 
@@ -20,16 +22,19 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/blackops serve --app $(APP) --host $(HOST) --port $(PORT)
 
-## All tests, on SQLite and PostgreSQL (CI=true makes a missing PostgreSQL fatal).
+## All tests, on SQLite and PostgreSQL (CI=true makes a missing PostgreSQL fatal): every test
+## but the fault tests in $(JOBS) parallel processes, then the fault tests on their own.
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(JOBS) -m "not faults" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m faults $(PYTEST_ARGS)
 
 ## The suite on the oldest dependency versions pyproject.toml admits (its own .venv-min).
 test-min:
 	test -x .venv-min/bin/python || $(PYTHON) -m venv .venv-min
 	.venv-min/bin/python -m pip install --quiet -r constraints-min.txt
 	.venv-min/bin/python -m pip install --quiet --no-deps -e .
-	.venv-min/bin/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+	.venv-min/bin/python -m pytest -p no:cacheprovider -n $(JOBS) -m "not faults" $(PYTEST_ARGS)
+	.venv-min/bin/python -m pytest -p no:cacheprovider -m faults $(PYTEST_ARGS)
 
 ## ruff (lint + format check) and mypy (strict for the library packages).
 lint: $(STAMP)

@@ -1,4 +1,5 @@
-"""Applications that ``blackops worker`` subprocesses run in tests/test_worker_faults.py.
+"""Applications that ``blackops worker`` subprocesses run in the worker fault tests
+(tests/faults/test_worker_kills_and_stalls.py).
 
 The store comes from the worker's ``--store``; behaviour comes from environment
 variables, so each worker process of one test can behave differently:

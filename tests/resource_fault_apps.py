@@ -1,4 +1,4 @@
-"""What ``blackops worker`` subprocesses run in tests/test_workflow_delete_faults.py.
+"""What ``blackops worker`` subprocesses run in tests/faults/test_workflow_delete_races.py.
 
 The workflows those tests run are Workflow *resources*: their code is a Version in
 the journal, found through the catalog, so this application registers nothing of

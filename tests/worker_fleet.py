@@ -59,7 +59,9 @@ class WorkerProcess:
             "--poll-seconds",
             str(poll),
         ]
-        path = os.pathsep.join([str(TESTS), str(ROOT), os.environ.get("PYTHONPATH", "")])
+        # Test modules name apps as ``module:attr``: every test folder is importable.
+        folders = [str(TESTS), *(str(p) for p in sorted(TESTS.iterdir()) if p.is_dir())]
+        path = os.pathsep.join([*folders, str(ROOT), os.environ.get("PYTHONPATH", "")])
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
             command,

@@ -1,4 +1,4 @@
-"""Workflows that ``blackops worker`` subprocesses run in tests/test_workflow_faults.py.
+"""Workflows that ``blackops worker`` subprocesses run in tests/faults/test_workflow_kills.py.
 
 Behaviour comes from the environment, so each process of one test can differ:
 

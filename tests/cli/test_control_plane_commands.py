@@ -30,7 +30,7 @@ from domain.access import Role
 from domain.context import Actor
 from domain.errors import InvalidRequest, Unauthorized
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "resources.md"
 
 FLOWS = (

@@ -4,30 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-BLACKOPS = [sys.executable, "-m", "blackops.cli.main"]
-
-
-def run(
-    *args: str, store: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*BLACKOPS, *args, "--store", store],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-    )
+from cli_processes import BLACKOPS, ROOT, free_port, run
 
 
 def op_run(params: str, store: str, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -98,15 +81,9 @@ def test_op_run_failure_exits_four(tmp_path: Path, store_url: str) -> None:
     assert json.loads(status.stdout)["status"] == "failed"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_serve_prints_how_to_try_it_and_answers(tmp_path: Path, store_url: str) -> None:
     """What ``make run`` does: serve the example app, token required, on either store."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "BLACKOPS_HOME": str(tmp_path / "home"), "BLACKOPS_DEV_TOKEN": ""}
     server = subprocess.Popen(
         [

@@ -21,6 +21,9 @@ from blackops.workflows.executor import WorkflowRunner
 from blackops.workflows.instances import InstanceService
 from journal.instances import instance_stream
 
+#: Real processes and servers against real leases: run on their own, after the rest.
+pytestmark = pytest.mark.faults
+
 
 class TwoWaits:
     def __init__(self, env: Any) -> None:
@@ -205,7 +208,7 @@ def test_an_executor_stops_by_itself_when_its_coordinator_freezes(
     asyncio.run(binding.create(params={"hold": str(hold), "pids": str(pids)}))
     app.close()
     worker = fleet.start(
-        store_url, "A", app="test_workflow_review_fixes:worker_app", lease=2.0, poll=0.1
+        store_url, "A", app="test_accepted_work_survives_races:worker_app", lease=2.0, poll=0.1
     )
     wait_for(lambda: pids.exists() and pids.read_text().strip() != "", 60, "the effect")
     executor = int(pids.read_text().split()[0])

@@ -10,7 +10,12 @@ import multiprocessing
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 
+import pytest
+
 from blackops import Application
+
+#: Real processes and servers against real leases: run on their own, after the rest.
+pytestmark = pytest.mark.faults
 
 PROCESSES = 8
 

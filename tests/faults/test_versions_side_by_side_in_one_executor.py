@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 from resource_helpers import (
     deploy,
     new_worker,
@@ -22,6 +23,9 @@ from resource_helpers import (
 
 from blackops import Application
 from journal.instances import instance_stream
+
+#: Real processes and servers against real leases: run on their own, after the rest.
+pytestmark = pytest.mark.faults
 
 FLOWS = """\
 import os

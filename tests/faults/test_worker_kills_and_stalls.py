@@ -37,6 +37,9 @@ from blackops import Application, BlackOpsError
 from domain.errors import BackendUnavailable
 from domain.events import RecordedEvent
 
+#: Real processes and servers against real leases: run on their own, after the rest.
+pytestmark = pytest.mark.faults
+
 TERMINAL = {
     "operation.completed",
     "operation.rejected",

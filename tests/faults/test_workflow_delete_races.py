@@ -31,6 +31,9 @@ from domain.context import Actor
 from domain.workflow import Topic
 from journal.instances import instance_stream
 
+#: Real processes and servers against real leases: run on their own, after the rest.
+pytestmark = pytest.mark.faults
+
 APP = "resource_fault_apps:app"
 SPACE = "default"
 ACTOR = Actor("ana", "principal")

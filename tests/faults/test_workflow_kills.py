@@ -27,6 +27,9 @@ from workflow_fault_apps import build_app
 from blackops import Application, BlackOpsError
 from domain.events import RecordedEvent
 
+#: Real processes and servers against real leases: run on their own, after the rest.
+pytestmark = pytest.mark.faults
+
 APP = "workflow_fault_apps:app"
 
 

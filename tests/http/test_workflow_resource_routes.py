@@ -1,6 +1,6 @@
 """Workflow resources through HTTP (durable-workflow.md §1) on SQLite and PostgreSQL.
 
-The same behaviours as tests/test_workflow_resources.py, through the routes of
+The same behaviours as tests/control/test_workflow_resources.py, through the routes of
 blackops/http_resources.py with a TestClient: status codes (202/400/403/404/409),
 error bodies ``{"error": {"code", "message"}}``, ``Location`` headers, and each
 mutation followed through ``GET /v1/operations/{id}`` until ``completed``. Deferred

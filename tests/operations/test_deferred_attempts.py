@@ -3,7 +3,7 @@ OL-9, OL-12.
 
 Attempts run through ``work_until_idle`` or the DeferredEngine directly, on the fake
 clock, so leases, retries and backoffs take no real time. Worker processes, signals
-and server restarts are in test_worker_faults.py.
+and server restarts are in tests/faults/test_worker_kills_and_stalls.py.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 import pytest
+from cli_processes import BLACKOPS, ROOT, free_port, run
 from fastapi.testclient import TestClient
-from test_cli import BLACKOPS, ROOT, _free_port, run
 
 from blackops import Application, ExecutionContext, Retryable, Supervision
 from blackops.http.app import create_http_app
@@ -201,7 +201,7 @@ def test_cli_redrive(store_url: str) -> None:
 
 def test_serve_runs_an_in_process_worker(tmp_path: Path, store_url: str) -> None:
     """``blackops serve`` = HTTP + in-process worker: a 202 operation completes."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "BLACKOPS_HOME": str(tmp_path / "home"), "BLACKOPS_DEV_TOKEN": ""}
     server = subprocess.Popen(
         [*BLACKOPS, "serve", "--app", "examples.shop:app", "--port", str(port),

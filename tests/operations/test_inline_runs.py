@@ -183,7 +183,7 @@ def test_received_to_rejected_when_params_fail_the_declared_model(app: Applicati
     assert good.outcome == {"sku": "A", "total": 6}
     assert Receipt.model_validate(good.outcome) == Receipt(sku="A", total=6)
     completed = app.events(good.operation_id)[-1]["data"]
-    assert completed["outcome_type"].endswith("test_inline_operations.Receipt")
+    assert completed["outcome_type"].endswith("test_inline_runs.Receipt")
     assert completed["outcome_schema_version"] == 3
 
 

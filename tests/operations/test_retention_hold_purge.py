@@ -12,8 +12,8 @@ import json
 from typing import Any
 
 import pytest
+from cli_processes import run
 from fastapi.testclient import TestClient
-from test_cli import run
 
 from blackops import Application, ExecutionContext, OperationRejected
 from blackops.http.app import create_http_app

@@ -16,8 +16,8 @@ import time
 from typing import Any
 
 import pytest
+from cli_processes import BLACKOPS, ROOT
 from projection_checks import live_and_rebuilt_from_jsonl, rows
-from test_cli import BLACKOPS, ROOT
 
 from blackops import Application, ExecutionContext, OperationRejected, Retryable, Supervision
 from domain.errors import BlackOpsError

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_processes import BLACKOPS, ROOT, run
 from fastapi.testclient import TestClient
-from test_cli import BLACKOPS, ROOT, run
 
 from blackops import Application, ExecutionContext, OperationRejected, Retryable, Supervision
 from blackops.http.app import create_http_app

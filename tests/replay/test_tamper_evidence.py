@@ -24,7 +24,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from test_cli import run
+from cli_processes import run
 
 from blackops import Application, ExecutionContext, Retryable, Supervision
 from blackops.testing import FakeClock
@@ -44,7 +44,7 @@ from replay.merkle import (
 )
 from replay.verify import verify_export, verify_store
 
-VECTORS = Path(__file__).parent / "vectors"
+VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 CLOCK_START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
 

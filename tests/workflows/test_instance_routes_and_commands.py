@@ -33,7 +33,7 @@ from domain.context import Actor
 from journal.instances import instance_stream
 from journal.store import EventStore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BLACKOPS = [sys.executable, "-m", "blackops.cli.main"]
 TOKEN = "test-token-123"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
