@@ -36,6 +36,7 @@ from blackops.operations.deferred import Attempt, DeferredEngine, Ending
 from blackops.runtime import Runtime
 from blackops.workflows.engine import WorkflowEngine
 from blackops.workflows.executor import WorkflowRunner
+from blackops.workflows.in_process import run_due_contexts
 from domain.errors import BlackOpsError, InvalidRequest
 from journal.leases import check_lease_seconds, check_worker_id
 from journal.work_index import moment_micros
@@ -363,6 +364,6 @@ def run_until_idle(runtime: Runtime, worker_id: str) -> None:
                     rest = attempts[index + 1 :]
                     engine.commit([type(ending)(a, interrupt=ending.interrupt) for a in rest])
                     raise ending.raised
-        acted += workflows.run_until_idle()
+        acted += run_due_contexts(workflows)
         if not acted:
             return

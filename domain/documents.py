@@ -1,4 +1,9 @@
-"""RFC 8785 canonical documents: strict validation and exact canonical bytes (DW-DOC-1..3)."""
+"""RFC 8785 canonical documents: strict validation and exact canonical bytes (DW-DOC-1..3).
+
+One module, one thing: a document's rules and its canonical bytes are checked in the same
+walk (a fast path through orjson and an exact, iterative path it falls back to), so the
+limits, the refusals and the bytes can never disagree.
+"""
 
 from __future__ import annotations
 

@@ -2,7 +2,9 @@
 
 Pure model (no I/O). An instance's journal stream is the only truth about it; this
 module folds that stream into :class:`InstanceState` and names the events. The
-engine (``blackops/workflow_engine.py``) decides, this module only describes.
+engine (``blackops/workflows/engine.py``) decides, this module only describes. One
+module because the fold and the vocabulary it folds (topics, limits, statuses, the
+retry policy's document) change together; the decisions are ``workflow_rules.py``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""The canonical journal: append-only streams with versions and one global position order."""
+"""The canonical journal: append-only streams with versions and one global position order.
+
+``EventStore`` is the journal's one door: appends (with fencing and lost-commit
+reconciliation), reads, and the thin typed front of what the recorders keep beside the
+events in the same transactions (the due-work index, Merkle leaves, wake-ups).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from eventsourcing.persistence import (
     InfrastructureFactory,
@@ -24,7 +29,9 @@ from domain.events import NewEvent, RecordedEvent
 from journal.backend_memory import BlackOpsMemoryRecorder
 from journal.codec import decode_state, encode_state
 from journal.leaves import SAFE_NAME
-from journal.locator import StoreLocation, postgres_connect, resolve_store
+from journal.locator import StoreLocation, resolve_store
+from journal.recorder import Recorder
+from journal.setup import postgres_setup_lock, sqlite_setup_lock
 from journal.work_index import WAKING_TOPICS, WorkRow
 
 _RECORDERS = {
@@ -32,52 +39,6 @@ _RECORDERS = {
     "postgresql": "journal.backend_postgres:BlackOpsPostgresRecorder",
 }
 PAGE_LIMIT_MAX = 10_000
-
-
-class _Recorder(Protocol):
-    def insert_events(self, stored_events: Sequence[StoredEvent]) -> Sequence[int] | None: ...
-
-    def select_stream(self, stream: str, after_version: int = 0) -> list[Notification]: ...
-
-    def select_streams(
-        self, streams: Sequence[str], after_version: int = 0
-    ) -> list[Notification]: ...
-
-    def select_notifications(
-        self,
-        start: int | None,
-        limit: int,
-        stop: int | None = None,
-        topics: Sequence[str] = (),
-        *,
-        inclusive_of_start: bool = True,
-    ) -> Sequence[Notification]: ...
-
-    def max_notification_id(self) -> int | None: ...
-
-    def create_table(self) -> None: ...
-
-    def reserve_due(
-        self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
-    ) -> list[str]: ...
-
-    def renew_leases(
-        self, leases: Sequence[tuple[str, int]], worker: str, now: int, until: int
-    ) -> list[str]: ...
-
-    def held_leases(self, leases: Sequence[tuple[str, int]], worker: str) -> list[str]: ...
-
-    def next_due(self, types: Sequence[str]) -> int | None: ...
-
-    def work_rows(self) -> list[WorkRow]: ...
-
-    def work_position(self) -> int: ...
-
-    def select_leaves(self, after: int, limit: int) -> list[tuple[int, bytes]]: ...
-
-    def delete_stream_events(self, stream: str, upto_version: int) -> int: ...
-
-    def rebuild_work(self, page: int = 5000) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +81,7 @@ class EventStore:
         self._factory: InfrastructureFactory[Any] | None = None
         if location.kind == "memory":
             # eventsourcing's POPO factory ignores APPLICATION_RECORDER_TOPIC.
-            self._recorder: _Recorder = BlackOpsMemoryRecorder()
+            self._recorder: Recorder = BlackOpsMemoryRecorder()
             return
         settings = dict(location.settings)
         settings["APPLICATION_RECORDER_TOPIC"] = _RECORDERS[location.kind]
@@ -130,14 +91,14 @@ class EventStore:
             path.parent.mkdir(parents=True, exist_ok=True)
         settings["CREATE_TABLE"] = "no"  # created below, serialised across processes
         setup_lock = (
-            _postgres_setup_lock(settings)
+            postgres_setup_lock(settings)
             if location.kind == "postgresql"
-            else _sqlite_setup_lock(settings["SQLITE_DBNAME"])
+            else sqlite_setup_lock(settings["SQLITE_DBNAME"])
         )
         with _backend_errors(), setup_lock:
             # Explicit settings only: the user's shell environment never reconfigures it.
             self._factory = InfrastructureFactory.construct(Environment("blackops", settings))
-            self._recorder = cast(_Recorder, self._factory.application_recorder())
+            self._recorder = cast(Recorder, self._factory.application_recorder())
             self._recorder.create_table()
 
     def close(self) -> None:
@@ -448,41 +409,3 @@ def _decode(notification: Notification) -> RecordedEvent:
         context=context,
         data=data,
     )
-
-
-@contextlib.contextmanager
-def _sqlite_setup_lock(path: str) -> Iterator[None]:
-    """Serialise opening a SQLite journal across processes.
-
-    The first connections switch the file to WAL and create the tables; SQLite answers
-    "database is locked" at once (no busy wait) when several processes do that together.
-    """
-    import fcntl
-
-    with open(f"{path}.setup-lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
-def _postgres_setup_lock(settings: dict[str, str]) -> Iterator[None]:
-    """Create the schema and hold an advisory lock while the tables are created.
-
-    eventsourcing's CREATE TABLE / TYPE / FUNCTION statements collide when several
-    processes start at once ("tuple concurrently updated"); one at a time they are
-    idempotent.
-    """
-    import psycopg
-    from psycopg import sql
-
-    schema = settings["POSTGRES_SCHEMA"]
-    try:
-        with postgres_connect(settings) as conn:
-            conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"blackops-setup:{schema}",))
-            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
-            yield
-    except psycopg.OperationalError as error:
-        raise BackendUnavailable("PostgreSQL cannot be reached", str(error)) from error

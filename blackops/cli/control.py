@@ -17,7 +17,7 @@ from blackops.cli.common import (
     emit,
     store_app,
 )
-from domain.errors import BackendUnavailable, InvalidRequest, NotFound
+from domain.errors import BackendUnavailable, NotFound
 
 if TYPE_CHECKING:
     from blackops.application import Application
@@ -88,19 +88,7 @@ def plane_of(args: argparse.Namespace) -> Application:
 def resolve_worker(application: Application, space: str, worker: str) -> str:
     """``--worker``: a Worker UID of ``space`` or a Worker name there, resolved here, on
     the client side, to the UID; the spec sent holds the UID only (DW-SPEC-4, -6)."""
-    from domain.resources import RESOURCE_UID, check_name
-    from journal.resources import load_name, name_stream
-
-    if RESOURCE_UID.fullmatch(worker):
-        return str(application.control.worker_in(space, worker)["uid"])
-    try:
-        check_name(worker, "worker")
-    except InvalidRequest:
-        raise NotFound(f"no worker {worker[:128]!r} in space {space!r}") from None
-    holder = load_name(application.store, name_stream(space, "worker", worker)).holder
-    if holder is None:
-        raise NotFound(f"no worker {worker!r} in space {space!r}")
-    return holder
+    return application.control.worker_uid(space, worker)
 
 
 def wait_for(application: Application, args: argparse.Namespace, operation_ids: list[str]) -> None:

@@ -8,7 +8,7 @@ from blackops.control.base import WORKER_CREATE, ControlBase
 from blackops.operations.inline import InlineRunner
 from domain.context import Actor
 from domain.documents import canonical_document
-from domain.errors import BackendUnavailable, Conflict, NotFound
+from domain.errors import BackendUnavailable, Conflict, InvalidRequest, NotFound
 from domain.resources import Topic, check_name, is_uid
 from journal.resources import load_name, load_worker, name_stream
 
@@ -39,6 +39,20 @@ class WorkerControl(ControlBase):
         if not worker.exists or worker.space != space:
             raise NotFound(f"no worker {uid!r} in space {space!r}")
         return worker.view()
+
+    def worker_uid(self, space: str, worker: str) -> str:
+        """A Worker UID of ``space``, or the UID of the Worker named ``worker`` there (for
+        a client resolving a name; what a spec holds is the UID only, DW-SPEC-4, -6)."""
+        if is_uid(worker, "wk"):
+            return str(self.worker_in(space, worker)["uid"])
+        try:
+            check_name(worker, "worker")
+        except InvalidRequest:
+            raise NotFound(f"no worker {worker[:128]!r} in space {space!r}") from None
+        holder = load_name(self.store, name_stream(space, "worker", worker)).holder
+        if holder is None:
+            raise NotFound(f"no worker {worker!r} in space {space!r}")
+        return holder
 
     def workers(self, space: str) -> list[dict[str, Any]]:
         found = []

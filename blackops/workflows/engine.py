@@ -11,27 +11,23 @@ now sees that its owner was fenced (a newer context, a termination request, an
 end), in which case the context is told to stop and can never commit.
 
 Where the context's code runs is not this module's business: under
-``work_until_idle`` in the calling thread (:meth:`run_until_idle`), in a worker in a
+``work_until_idle`` in the calling thread (``local_contexts.run_due_contexts``), in a worker in a
 killable executor process (``blackops/workflows/executor.py``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from blackops.workflows.code import CodeProvider, NotLoaded, WorkflowCode
-from blackops.workflows.context import ContextEnd, ContextPlan, run_context
-from blackops.workflows.local_contexts import running_here
+from blackops.workflows.code import CodeProvider, WorkflowCode
+from blackops.workflows.context import ContextEnd, ContextPlan
 from blackops.workflows.retention import purge_instance
 from blackops.workflows.stamping import event_context, fold_in, stamp
 from domain.clock import Clock
-from domain.errors import BlackOpsError
 from domain.workflow import InstanceState, fold, micros_instant, to_micros
 from domain.workflow_rules import (
     Owner,
@@ -369,58 +365,3 @@ class WorkflowEngine:
             reason=reason,
             by=self.worker_id,
         )
-
-    # -- in this process -------------------------------------------------------------------
-
-    def run_until_idle(self) -> int:
-        """Run every due context in this thread (``work_until_idle``); returns how many
-        rows were acted on. Effects run here, so they cannot be killed: ``terminate``
-        stops such a context at its next step."""
-        total = 0
-        while True:
-            helds, acted = self.claim(50)
-            total += acted
-            if not acted:
-                return total
-            for held in helds:
-                with self._inline(held):
-                    host = _InlineHost(self, held)
-                    try:
-                        code = held.code
-                        if code.cls is NotLoaded:
-                            code = self.provider.load(code.workflow, code.version)
-                    except Exception as error:  # the Version's code could not be loaded
-                        end = ContextEnd(
-                            "stopped", "fenced", f"load failed: {type(error).__name__}"
-                        )
-                    else:
-                        end = run_context(held.plan, code.cls, code.env, host)
-                self.finish([(held, end)])
-
-    @contextlib.contextmanager
-    def _inline(self, held: HeldContext) -> Iterator[None]:
-        """While a context runs in this thread: its lease is renewed (no other worker
-        takes it over), and a terminate() in this process waits for it to stop."""
-        stop = threading.Event()
-
-        def heartbeat() -> None:
-            while not stop.wait(self.lease_seconds / 3):
-                with contextlib.suppress(BlackOpsError):
-                    self.renew([held])
-
-        beat = threading.Thread(target=heartbeat, name="blackops-inline-lease", daemon=True)
-        with running_here(held.state.stream):
-            beat.start()
-            try:
-                yield
-            finally:
-                stop.set()
-                beat.join()
-
-
-class _InlineHost:
-    def __init__(self, engine: WorkflowEngine, held: HeldContext) -> None:
-        self.engine, self.held = engine, held
-
-    def request(self, message: tuple[Any, ...]) -> tuple[Any, ...]:
-        return self.engine.request([(self.held, message)])[0]

@@ -14,13 +14,14 @@ limit) the coordinator SIGKILLs its executor and waits for it to exit; only then
 ``terminated`` (or the other end) published (DW-TERM-1, DW-FENCE-1). Executors die
 with the worker (``PR_SET_PDEATHSIG``), so a worker killed with SIGKILL leaves no
 context running: after its lease ends, the stop is proven by that.
+
+One module, one thing: the coordinator's loop (:class:`WorkflowRunner`) and the handle of
+each executor it supervises; the executor's own side is ``executor_process.py``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import gc
 import logging
 import multiprocessing
 import os
@@ -31,82 +32,15 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from blackops.workflows.code import CodeProvider
-from blackops.workflows.context import ContextEnd, ContextPlan, run_context
+from blackops.workflows.context import ContextEnd
 from blackops.workflows.engine import HeldContext, WorkflowEngine
+from blackops.workflows.executor_process import executor_main
 from domain.errors import BlackOpsError
 from domain.workflow import REASONS, to_micros
 
 log = logging.getLogger("blackops.workflows")
 #: After a ``stop`` reply the code has this long to unwind before it is killed.
 STOP_GRACE_SECONDS = 5.0
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-class _PipeHost:
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-
-    def request(self, message: tuple[Any, ...]) -> tuple[Any, ...]:
-        self.conn.send(("step", message))
-        reply: tuple[Any, ...] = self.conn.recv()
-        return reply
-
-
-def _watchdog(deadline: Any) -> None:
-    """Exit the moment the coordinator's last lease renewal is too old: the stop
-    proof of a lost lease must not depend on the coordinator thread being responsive."""
-    while True:
-        time.sleep(0.1)
-        until = deadline.value
-        if until and time.monotonic() > until:
-            os._exit(70)
-
-
-def _executor_main(conn: Connection, provider: CodeProvider, deadline: Any) -> None:
-    """The executor process: run one context at a time, for as long as it is asked."""
-    _die_with_parent()
-    threading.Thread(target=_watchdog, args=(deadline,), daemon=True).start()
-    baseline = threading.active_count()
-    # What we inherited stays shared with the worker: keep the collector off those pages.
-    gc.freeze()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the worker decides when we stop
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    host = _PipeHost(conn)
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            return
-        if message[0] != "run":
-            return
-        plan: ContextPlan = message[1]
-        source = message[2]
-        try:
-            # A Version's code comes over the pipe the first time: no store is opened here.
-            code = (
-                provider.load_source(source)
-                if source
-                else provider.load(plan.workflow, plan.version)
-            )
-            end = run_context(plan, code.cls, code.env, host)
-        except (EOFError, OSError):
-            return
-        except Exception as error:  # the code could not even be loaded
-            end = ContextEnd("stopped", "fenced", f"executor failed: {type(error).__name__}")
-        # Threads an effect started may still run: then this process must be killed
-        # before the end is published (DW-FENCE-1).
-        lingering = threading.active_count() > baseline
-        try:
-            conn.send(("end", end, lingering))
-        except (EOFError, OSError):
-            return
 
 
 @dataclass(eq=False)
@@ -209,7 +143,7 @@ class WorkflowRunner:
         parent, child = self._mp.Pipe()
         deadline = self._mp.Value("d", 0.0, lock=False)
         process = self._mp.Process(
-            target=_executor_main, args=(child, self.engine.provider, deadline), daemon=True
+            target=executor_main, args=(child, self.engine.provider, deadline), daemon=True
         )
         process.start()
         child.close()

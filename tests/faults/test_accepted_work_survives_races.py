@@ -18,6 +18,7 @@ from worker_fleet import Fleet, wait_for
 from blackops import Application
 from blackops.testing import FakeClock
 from blackops.workflows.executor import WorkflowRunner
+from blackops.workflows.in_process import run_due_contexts
 from blackops.workflows.instances import InstanceService
 from journal.instances import instance_stream
 
@@ -230,7 +231,7 @@ def test_terminate_in_this_process_waits_for_an_inline_context(tmp_path: Path) -
     binding = app.register_workflow(Holding)
     inst = asyncio.run(binding.create(params={"hold": str(hold), "pids": str(pids)}))
     engine = app.workflow_engine("inline", lease_seconds=1)
-    running = threading.Thread(target=engine.run_until_idle)
+    running = threading.Thread(target=run_due_contexts, args=(engine,))
     running.start()
     wait_for(lambda: pids.exists() and pids.read_text().strip() != "", 30, "the effect")
     release = threading.Timer(2.5, hold.unlink)  # the effect ends after 2.5 leases

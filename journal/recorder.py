@@ -1,0 +1,58 @@
+"""The recorder seam: what ``EventStore`` needs of a backend (eventsourcing's application
+recorder plus our stream reads, the due-work index and the Merkle leaves). One module per
+backend implements it: ``backend_memory``, ``backend_sqlite``, ``backend_postgres``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from eventsourcing.persistence import Notification, StoredEvent
+
+from journal.work_index import WorkRow
+
+
+class Recorder(Protocol):
+    def insert_events(self, stored_events: Sequence[StoredEvent]) -> Sequence[int] | None: ...
+
+    def select_stream(self, stream: str, after_version: int = 0) -> list[Notification]: ...
+
+    def select_streams(
+        self, streams: Sequence[str], after_version: int = 0
+    ) -> list[Notification]: ...
+
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]: ...
+
+    def max_notification_id(self) -> int | None: ...
+
+    def create_table(self) -> None: ...
+
+    def reserve_due(
+        self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
+    ) -> list[str]: ...
+
+    def renew_leases(
+        self, leases: Sequence[tuple[str, int]], worker: str, now: int, until: int
+    ) -> list[str]: ...
+
+    def held_leases(self, leases: Sequence[tuple[str, int]], worker: str) -> list[str]: ...
+
+    def next_due(self, types: Sequence[str]) -> int | None: ...
+
+    def work_rows(self) -> list[WorkRow]: ...
+
+    def work_position(self) -> int: ...
+
+    def select_leaves(self, after: int, limit: int) -> list[tuple[int, bytes]]: ...
+
+    def delete_stream_events(self, stream: str, upto_version: int) -> int: ...
+
+    def rebuild_work(self, page: int = 5000) -> int: ...
