@@ -22,6 +22,22 @@ def predecessors(stored_events: Sequence[StoredEvent]) -> Iterable[tuple[str, in
     return [(stream, version - 1) for stream, version in first.items() if version > 1]
 
 
+def new_streams(stored_events: Sequence[StoredEvent]) -> dict[str, int]:
+    """Streams this append starts (its first version is 1), with how many events it writes.
+
+    Such a stream must have no rows at all: after a retention purge its early versions
+    are deleted under a tombstone, and the primary key alone would let version 1 be
+    written again. Every backend refuses that append (a stream is never rewritten).
+    """
+    first: dict[str, int] = {}
+    count: dict[str, int] = {}
+    for event in stored_events:
+        stream = str(event.originator_id)
+        first[stream] = min(first.get(stream, event.originator_version), event.originator_version)
+        count[stream] = count.get(stream, 0) + 1
+    return {stream: count[stream] for stream, version in first.items() if version == 1}
+
+
 def notification(row: Mapping[str, Any], position_column: str) -> Notification:
     """A stored row with its global position (``rowid`` / ``notification_id``)."""
     return Notification(

@@ -10,7 +10,7 @@ from eventsourcing.persistence import IntegrityError, Notification, StoredEvent
 from eventsourcing.popo import POPOApplicationRecorder
 
 from journal import work_index
-from journal.backend_common import predecessors
+from journal.backend_common import new_streams, predecessors
 from journal.leaves import event_leaf
 from journal.work_index import RowChange, WorkRow
 
@@ -29,6 +29,9 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
         for stream, version in predecessors(stored_events):  # called under the lock
             if version not in self._stored_events_index.get(stream, {}):
                 raise IntegrityError(f"stream {stream!r} has no version {version}")
+        for stream in new_streams(stored_events):
+            if self._stored_events_index.get(stream):
+                raise IntegrityError(f"stream {stream!r} has a history: it cannot start again")
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any

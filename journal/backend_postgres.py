@@ -23,7 +23,7 @@ from psycopg.errors import DivisionByZero
 from psycopg.sql import SQL, Composed, Identifier
 
 from journal import work_index
-from journal.backend_common import notification, predecessors
+from journal.backend_common import new_streams, notification, predecessors
 from journal.locator import postgres_connect
 from journal.work_sql import WorkTables
 
@@ -76,6 +76,12 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
             "JOIN unnest(%s::text[], %s::bigint[]) AS p(id, v) "
             "ON t.originator_id = p.id AND t.originator_version = p.v"
         )
+        # Likewise: a stream this append starts must have no rows (a purged history keeps
+        # its tombstone), or version 1 of a purged stream could be written again.
+        self._fresh_check = self._sql(
+            "SELECT 1 / (CASE WHEN count(*) = 0 THEN 1 ELSE 0 END) AS fresh "
+            "FROM {schema}.{table} WHERE originator_id = ANY(%s)"
+        )
 
     def create_table(self) -> None:
         super().create_table()
@@ -105,13 +111,14 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
             for s in stored_events
         ]
         needed = list(predecessors(stored_events))
+        fresh = list(new_streams(stored_events))
         try:
-            return self._insert_pipelined(rows, changes, wake, needed)
+            return self._insert_pipelined(rows, changes, wake, needed, fresh)
         except (DivisionByZero, DataError) as error:
             gap = isinstance(error, DivisionByZero) or isinstance(error.__cause__, DivisionByZero)
             if not gap:
                 raise
-            raise IntegrityError("an append would leave a gap in a stream's versions") from None
+            raise IntegrityError("an append would leave a gap or restart a stream") from None
 
     def _insert_pipelined(
         self,
@@ -119,6 +126,7 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
         changes: list[work_index.RowChange],
         wake: bool,
         needed: list[tuple[str, int]],
+        fresh: list[str],
     ) -> list[int]:
         with (
             self.datastore.get_connection() as conn,
@@ -130,6 +138,8 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
             if needed:
                 streams, versions = [s for s, _ in needed], [v for _, v in needed]
                 curs.execute(self._gap_check, (len(needed), streams, versions), prepare=True)
+            if fresh:
+                curs.execute(self._fresh_check, (fresh,), prepare=True)
             # A writer stopped mid-transaction (SIGSTOP, a debugger) must not hold the
             # lock every writer needs for ever: the server ends such a session.
             curs.execute(self._idle_limit)

@@ -9,7 +9,7 @@ from eventsourcing.persistence import IntegrityError, Notification, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
 
 from journal import work_index
-from journal.backend_common import notification, predecessors
+from journal.backend_common import new_streams, notification, predecessors
 from journal.leaves import event_leaf
 from journal.work_sql import WorkTables
 
@@ -44,6 +44,13 @@ class BlackOpsSQLiteRecorder(SQLiteApplicationRecorder):
             )
             if c.fetchone() is None:
                 raise IntegrityError(f"stream {stream!r} has no version {version}")
+        for stream, written in new_streams(stored_events).items():
+            c.execute(
+                f"SELECT count(*) FROM {self.events_table_name} WHERE originator_id = ?",
+                (stream,),
+            )
+            if int(c.fetchone()[0]) != written:  # a purged history's tombstone is there
+                raise IntegrityError(f"stream {stream!r} has a history: it cannot start again")
         if positions:
             changes = work_index.changes(
                 (str(s.originator_id), s.topic, s.state) for s in stored_events
@@ -59,7 +66,16 @@ class BlackOpsSQLiteRecorder(SQLiteApplicationRecorder):
         return positions
 
     def delete_stream_events(self, stream: str, upto_version: int) -> int:
+        """Refuses to delete the journal's newest row: SQLite would give its rowid (a
+        position) to the next append, and a follower already past it would skip that."""
         with self.datastore.transaction(commit=True) as c:
+            c.execute(
+                f"SELECT originator_id, originator_version FROM {self.events_table_name} "
+                "ORDER BY rowid DESC LIMIT 1"
+            )
+            newest = c.fetchone()
+            if newest is not None and newest[0] == stream and newest[1] <= upto_version:
+                raise IntegrityError("the journal's newest event cannot be deleted")
             c.execute(
                 f"DELETE FROM {self.events_table_name} "
                 "WHERE originator_id = ? AND originator_version <= ?",

@@ -24,7 +24,7 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import Environment
 
-from domain.errors import BackendUnavailable, FencingError, InvalidRequest
+from domain.errors import BackendUnavailable, Conflict, FencingError, InvalidRequest
 from domain.events import NewEvent, RecordedEvent
 from journal.backend_memory import BlackOpsMemoryRecorder
 from journal.codec import decode_state, encode_state
@@ -239,6 +239,8 @@ class EventStore:
 
     def read_topics(self, topics: Sequence[str], page: int = 1000) -> list[RecordedEvent]:
         """Every event whose type is one of ``topics``, in position order."""
+        if not topics:
+            return []  # the recorder reads "no topics" as "no filter"
         found: list[RecordedEvent] = []
         position = 0
         while True:
@@ -342,8 +344,11 @@ class EventStore:
         """Irreversibly delete a stream's events up to a version (retention purge only:
         the caller has already appended the tombstone that accounts for them)."""
         _check_stream(stream)
-        with _backend_errors():
-            return self._recorder.delete_stream_events(stream, upto_version)
+        try:
+            with _backend_errors():
+                return self._recorder.delete_stream_events(stream, upto_version)
+        except IntegrityError as refused:  # SQLite: the newest row (its rowid is a position)
+            raise Conflict(str(refused)) from None
 
     def rebuild_work_index(self) -> int:
         """Drop the due-work index and rebuild it from position 0; returns its position."""

@@ -110,6 +110,8 @@ class OperationService(OperationReads):
             if not replayable:
                 raise
             existing = journal.load(operation.id)
+            if existing.purged:
+                return operation.id  # the same request; retention has forgotten it since
             if canonical_document(existing.params) != canonical:
                 raise Conflict(
                     f"operation {operation.id} was already submitted with this key "

@@ -246,3 +246,21 @@ def test_projections_forget_purged_operations_as_a_rebuild_does(
         runner.rebuild()
         assert sorted(runner.query(f"SELECT * FROM {{p}}blackops_{name}")) == live
     assert all(retained.status(i)["purged"] for i in ids)
+
+
+def test_a_purged_operation_is_never_written_again_by_its_idempotency_key(
+    retained: Application, clock: FakeClock
+) -> None:
+    """OL-10 with O5: resubmitting the key of a purged operation answers the same
+    (purged) operation; its stream is never started again from version 1."""
+    first = retained.submit("order.place", {"n": 7}, actor="a", tenant="t", idempotency_key="k")
+    settle(retained)
+    clock.advance(11 * DAY)
+    retained.purge(actor="ops")
+    assert retained.status(first)["status"] == "completed" and "purged" in retained.status(first)
+    stream = [e.version for e in retained.store.read_stream(first)]
+    again = retained.submit("order.place", {"n": 7}, actor="a", tenant="t", idempotency_key="k")
+    assert again == first
+    assert [e.version for e in retained.store.read_stream(first)] == stream
+    settle(retained)  # nothing of it is due again
+    assert retained.status(first)["purged"]
