@@ -28,11 +28,11 @@ from blackops.operations.retention import PurgeReport, RetentionService, check_r
 from blackops.operations.service import OperationService
 from blackops.runtime import Runtime
 from blackops.workflows.binding import WorkflowBinding
-from blackops.workflows.code import Env, LocalProvider, WorkflowResource
+from blackops.workflows.code import Env, LocalProvider, WorkflowResource, registered_view
 from blackops.workflows.engine import WorkflowEngine
 from blackops.workflows.instances import InstanceService
 from blackops.workflows.retention import InstanceRetention
-from domain.clock import Clock
+from domain.clock import Clock, format_instant
 from domain.context import Actor
 from domain.errors import InvalidRequest
 from domain.resources import RESOURCE_UID
@@ -285,6 +285,25 @@ class Application:
         """The locally registered workflows."""
         return self._workflows.resources()
 
+    def workflow_views(self, space: str) -> list[dict[str, Any]]:
+        """The Space's workflows as ``GET .../workflows`` lists them: the ones registered in
+        this application (marked ``registered``) and the Workflow resources."""
+        at = format_instant(self.clock.now())
+        local = [
+            registered_view(r, self.projections.instance_counts(r.uid), at)
+            for r in self._workflows.resources()
+            if r.space == space
+        ]
+        return [*local, *self.control.list_workflows(space)]
+
+    def workflow_view(self, space: str, uid: str) -> dict[str, Any]:
+        """One workflow of the Space: a registered one, or a Workflow resource."""
+        for resource in self._workflows.resources():
+            if resource.uid == uid and resource.space == space:
+                counts = self.projections.instance_counts(uid)
+                return registered_view(resource, counts, format_instant(self.clock.now()))
+        return self.control.get_workflow(space, uid)
+
     @property
     def code_provider(self) -> ResourceProvider:
         return self._provider
@@ -294,9 +313,11 @@ class Application:
         return self._runtime.instances
 
     def instance_counts(self, uid: str) -> dict[str, Any]:
-        """``instanceCounts`` of a registered workflow, from the projection (DW-OBS-1)."""
+        """``instanceCounts`` of a workflow from the projection (DW-OBS-1), the journal
+        position they are as of (``observedPosition``) and when they were read."""
         resource = self.workflow(uid).resource
-        return self.projections.instance_counts(resource.uid)
+        counts = self.projections.instance_counts(resource.uid)
+        return {**counts, "observedAt": format_instant(self.clock.now())}
 
     def list_instances(self, uid: str, **filters: Any) -> dict[str, Any]:
         """Instances of a registered workflow (``status``, ``limit``, ``cursor``)."""

@@ -156,6 +156,8 @@ def check_system(principal: Principal, what: str) -> None:
 SPACE_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 PRINCIPAL_ID: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")
 LABEL_MAX: Final = 200
+#: A token label: free text without control characters or line breaks.
+LABEL: Final = re.compile(r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]{1,200}$")
 
 
 def check_space_name(name: object) -> str:
@@ -171,11 +173,11 @@ def check_principal_id(principal_id: object) -> str:
 
 
 def check_label(label: object) -> str | None:
-    """A token label: None, or 1-200 printable characters (no control characters)."""
+    """A token label: None, or 1-200 characters without controls or line breaks."""
     if label is None:
         return None
-    if not isinstance(label, str) or not 1 <= len(label) <= LABEL_MAX or not label.isprintable():
-        raise InvalidRequest(f"token label must be 1-{LABEL_MAX} printable characters")
+    if not isinstance(label, str) or not LABEL.fullmatch(label):
+        raise InvalidRequest(f"token label must be 1-{LABEL_MAX} characters, no control characters")
     return label
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Protocol
 
 
@@ -19,3 +20,46 @@ def format_instant(moment: datetime) -> str:
     if moment.tzinfo is None:
         raise ValueError("instants must be timezone-aware")
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+#: RFC 3339 ``date-time`` (section 5.6): a full date, a time with optional fraction, and a
+#: ``Z`` or numeric offset. Nothing else is an instant here (no dates alone, no epochs).
+_RFC3339 = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})$"
+)
+
+
+def parse_instant(text: object) -> datetime:
+    """An RFC 3339 instant, any offset, as an aware UTC datetime, rounded *up* to the
+    microsecond (the journal's precision), so ``>= since`` and ``< until`` compare
+    exactly as the instants would. Anything else raises ValueError."""
+    found = _RFC3339.fullmatch(text) if isinstance(text, str) else None
+    if found is None:
+        raise ValueError("not an RFC 3339 date-time (e.g. 2026-12-01T09:10:00Z)")
+    year, month, day, hour, minute, second, fraction, offset = found.groups()
+    digits = fraction or ""
+    micros = int((digits + "000000")[:6])
+    if len(digits) > 6 and int(digits[6:]) > 0:
+        micros += 1  # a finer instant than the journal keeps: round up
+    zone = UTC if offset in ("Z", "z") else _offset(offset)
+    try:
+        moment = datetime(
+            int(year),
+            int(month),
+            int(day),
+            int(hour),
+            int(minute),
+            min(int(second), 59),
+            tzinfo=zone,
+        )  # fmt: skip  (a leap second, :60, is read as the last second before it)
+        return (moment + timedelta(microseconds=micros)).astimezone(UTC)
+    except OverflowError:
+        raise ValueError("the instant is outside the years 1-9999 in UTC") from None
+
+
+def _offset(text: str) -> timezone:
+    sign = -1 if text[0] == "-" else 1
+    hours, minutes = int(text[1:3]), int(text[4:6])
+    if hours > 23 or minutes > 59:
+        raise ValueError("the offset is out of range")
+    return timezone(sign * timedelta(hours=hours, minutes=minutes))

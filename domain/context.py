@@ -10,7 +10,7 @@ from domain.errors import InvalidRequest
 from domain.json_text import scalar_text
 
 # W3C Trace Context, version 00: version-traceid-parentid-flags, ids not all zero.
-_TRACEPARENT = re.compile(r"^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$")
+TRACEPARENT = re.compile(r"^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$")
 _ACTOR_KINDS = frozenset(
     {"principal", "user", "service", "token", "cli", "system", "operation", "admin"}
 )
@@ -50,7 +50,7 @@ def check_traceparent(value: str | None) -> str | None:
     """A W3C ``traceparent`` or None; anything malformed is refused, not dropped."""
     if value is None:
         return None
-    if not isinstance(value, str) or not _TRACEPARENT.fullmatch(value):
+    if not isinstance(value, str) or not TRACEPARENT.fullmatch(value):
         raise InvalidRequest("traceparent must be a W3C Trace Context version 00 value")
     return value
 

@@ -39,6 +39,8 @@ _RECORDERS = {
     "postgresql": "journal.backend_postgres:BlackOpsPostgresRecorder",
 }
 PAGE_LIMIT_MAX = 10_000
+#: Positions are 64-bit signed integers in every backend.
+MAX_POSITION = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,8 +231,8 @@ class EventStore:
 
     def read_after(self, position: int, limit: int = 1000) -> list[RecordedEvent]:
         """Up to ``limit`` events with positions greater than ``position``, in order."""
-        if type(position) is not int or position < 0:
-            raise InvalidRequest("position must be a non-negative integer")
+        if type(position) is not int or not 0 <= position <= MAX_POSITION:
+            raise InvalidRequest("position must be an integer from 0 to 2**63 - 1")
         if type(limit) is not int or not 1 <= limit <= PAGE_LIMIT_MAX:
             raise InvalidRequest(f"limit must be an integer from 1 to {PAGE_LIMIT_MAX}")
         with _backend_errors():
@@ -255,8 +257,8 @@ class EventStore:
 
     def read_raw_after(self, position: int, limit: int = 1000) -> list[Notification]:
         """Like :meth:`read_after`, undecoded: ``state`` holds the stored canonical bytes."""
-        if type(position) is not int or position < 0:
-            raise InvalidRequest("position must be a non-negative integer")
+        if type(position) is not int or not 0 <= position <= MAX_POSITION:
+            raise InvalidRequest("position must be an integer from 0 to 2**63 - 1")
         if type(limit) is not int or not 1 <= limit <= PAGE_LIMIT_MAX:
             raise InvalidRequest(f"limit must be an integer from 1 to {PAGE_LIMIT_MAX}")
         with _backend_errors():

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import base64
+import re
 from typing import Any
 
+from domain.clock import format_instant, parse_instant
 from domain.errors import InvalidRequest, NotFound
 from journal.store import EventStore
 from projections.framework import Projection, ProjectionRunner
@@ -62,12 +63,7 @@ class Projections:
             if value is not None:
                 where.append(f"{column} = %s")
                 params.append(value)
-        if since is not None:
-            where.append("created_at >= %s")
-            params.append(since)
-        if until is not None:
-            where.append("created_at < %s")
-            params.append(until)
+        _time_range(where, params, since, until)
         columns = ["operation_id", "tenant", "type", "mode", "status", "attempt",
                    "created_at", "updated_at"]  # fmt: skip
         rows, next_cursor = _page(
@@ -104,6 +100,11 @@ class Projections:
             per_type[status] = int(count)
         return counts
 
+    def operation_counts(self, tenant: str | None = None) -> dict[str, Any]:
+        """:meth:`counts` with the journal position they are as of (``observedPosition``)."""
+        counts = self.counts(tenant)
+        return {"counts": counts, "observedPosition": self.runner("operation_counts").position()}
+
     def instance_counts(self, workflow: str) -> dict[str, Any]:
         """``instanceCounts`` of one Workflow resource (all seven statuses, DW-OBS-1) and
         the journal position they are as of (``observedPosition``)."""
@@ -123,10 +124,13 @@ class Projections:
         workflow: str,
         *,
         status: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
     ) -> dict[str, Any]:
-        """Instances of one Workflow resource by creation time, optionally by status."""
+        """Instances of one Workflow resource by creation time, optionally by status and
+        creation time (``since`` inclusive, ``until`` exclusive, RFC 3339)."""
         if status is not None and status not in empty_counts():
             raise InvalidRequest(f"status must be one of {', '.join(empty_counts())}")
         _check_limit(limit)
@@ -136,12 +140,27 @@ class Projections:
         if status is not None:
             where.append("status = %s")
             params.append(status)
+        _time_range(where, params, since, until)
         columns = ["stream", "instance_id", "status", "created_at", "updated_at"]
         rows, next_cursor = _page(
             runner, "blackops_instance_status", columns, "stream", where, params, limit, cursor
         )
         items = [{"id": r[1], "status": r[2], "createdAt": r[3], "updatedAt": r[4]} for r in rows]
         return {"items": items, "next": next_cursor}
+
+
+def _time_range(where: list[str], params: list[Any], since: object, until: object) -> None:
+    """``created_at`` from ``since`` (inclusive) to ``until`` (exclusive): RFC 3339 instants
+    with any offset, compared as instants (the column holds fixed-width UTC text)."""
+    for name, value, operator in (("since", since, ">="), ("until", until, "<")):
+        if value is None:
+            continue
+        try:
+            instant = format_instant(parse_instant(value))
+        except ValueError as error:
+            raise InvalidRequest(f"{name} must be an RFC 3339 date-time: {error}") from None
+        where.append(f"created_at {operator} %s")
+        params.append(instant)
 
 
 def _check_limit(limit: object) -> None:
@@ -162,8 +181,10 @@ def _page(
     """One page of ``table`` by (created_at, ``key``) after ``cursor``, and the next cursor."""
     if cursor is not None:
         after_at, after_key = _decode_cursor(cursor)
-        where = [*where, f"(created_at > %s OR (created_at = %s AND {key} > %s))"]
-        params = [*params, after_at, after_at, after_key]
+        # A row value: both SQLite and PostgreSQL seek the index to it (an OR would scan
+        # from the start, so page n would cost n pages).
+        where = [*where, f"(created_at, {key}) > (%s, %s)"]
+        params = [*params, after_at, after_key]
     rows = runner.query(
         f"SELECT {', '.join(columns)} FROM {{p}}{table} WHERE {' AND '.join(where)} "
         f"ORDER BY created_at, {key} LIMIT %s",
@@ -176,16 +197,18 @@ def _page(
     return rows[:limit], _encode_cursor(at, key_value)
 
 
-def _encode_cursor(created_at: str, operation_id: str) -> str:
-    return base64.urlsafe_b64encode(f"{created_at}|{operation_id}".encode()).decode().rstrip("=")
+#: A cursor is a position in the listing's order, readable: ``<created_at>~<key>``. Any
+#: value of this shape is a valid position (the order is by text), so the pattern is
+#: the whole rule, and the published schema says exactly what is accepted.
+CURSOR = re.compile(r"^[0-9TZ:.\-]{1,32}~[A-Za-z0-9_.:\-]{1,256}$")
+
+
+def _encode_cursor(created_at: str, key: str) -> str:
+    return f"{created_at}~{key}"
 
 
 def _decode_cursor(cursor: str) -> tuple[str, str]:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        created_at, _, operation_id = base64.urlsafe_b64decode(padded).decode().partition("|")
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidRequest("cursor is not one this API gave out") from None
-    if not created_at or not operation_id:
-        raise InvalidRequest("cursor is not one this API gave out")
-    return created_at, operation_id
+    if not isinstance(cursor, str) or not CURSOR.fullmatch(cursor):
+        raise InvalidRequest("cursor is not one this API gave out (the `next` of a page)")
+    created_at, _, key = cursor.partition("~")
+    return created_at, key

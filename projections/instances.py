@@ -44,6 +44,8 @@ class InstanceStatus:
             "updated_at TEXT NOT NULL)",
             f"CREATE INDEX IF NOT EXISTS blackops_instance_status_listing "
             f"ON {prefix}blackops_instance_status (workflow, created_at, stream)",
+            f"CREATE INDEX IF NOT EXISTS blackops_instance_status_by_status "
+            f"ON {prefix}blackops_instance_status (workflow, status, created_at, stream)",
         ]
 
     def drop(self, prefix: str) -> list[str]:

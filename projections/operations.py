@@ -28,6 +28,17 @@ STATUS_AFTER = {
 }
 
 
+#: (index name, its filter columns): the listing's filters, alone and with the tenant.
+_LISTING_INDEXES = (
+    ("time", ""),
+    ("tenant", "tenant, "),
+    ("tenant_status", "tenant, status, "),
+    ("tenant_type", "tenant, type, "),
+    ("status", "status, "),
+    ("type", "type, "),
+)
+
+
 class OperationStatus:
     name = "operation_status"
 
@@ -37,8 +48,15 @@ class OperationStatus:
             "operation_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, type TEXT NOT NULL, "
             "mode TEXT NOT NULL, status TEXT NOT NULL, attempt BIGINT NOT NULL, "
             "created_at TEXT NOT NULL, updated_at TEXT NOT NULL)",
-            f"CREATE INDEX IF NOT EXISTS blackops_operation_status_listing "
-            f"ON {prefix}blackops_operation_status (tenant, created_at, operation_id)",
+            # One index per filter a listing takes, each in the listing's order, so the
+            # first page and every later one are index range scans whatever the size.
+            *(
+                f"CREATE INDEX IF NOT EXISTS blackops_operation_status_by_{name} "
+                f"ON {prefix}blackops_operation_status ({columns}created_at, operation_id)"
+                for name, columns in _LISTING_INDEXES
+            ),
+            # Its first index, before there was one per filter (the tenant one is the same).
+            f"DROP INDEX IF EXISTS {prefix}blackops_operation_status_listing",
         ]
 
     def drop(self, prefix: str) -> list[str]:

@@ -125,3 +125,13 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
         workers.close()
         # Shown by pytest only when the test fails.
         print(workers.report())
+
+
+def spaces(app: Application, *names: str) -> None:
+    """Create these Spaces (an HTTP route answers not_found for a Space nobody created,
+    whoever asks, the system token included: decisions Q2)."""
+    from domain.context import Actor
+
+    for name in names:
+        if not app.access.space_exists(name):
+            app.access.create_space(name, app.access_context(Actor("test", "cli"), name))

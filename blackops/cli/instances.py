@@ -27,9 +27,22 @@ def register(commands: Commands) -> None:
     wf = commands.add_parser("wf", help="workflow instances")
     wf_commands = wf.add_subparsers(dest="wf", required=True)
 
-    listing = wf_commands.add_parser("list", help="the workflows --app registers")
+    listing = wf_commands.add_parser(
+        "list", help="the workflows --app registers; with a UID, that workflow's instances"
+    )
     add_common(listing)
+    listing.add_argument("uid", nargs="?", help="a workflow: list its instances")
+    listing.add_argument("--status", help="instances in this status only")
+    listing.add_argument("--since", help="created at or after this RFC 3339 instant")
+    listing.add_argument("--until", help="created before this RFC 3339 instant")
+    listing.add_argument("--limit", type=int, default=100)
+    listing.add_argument("--cursor", help="the `next` of the previous page")
     listing.set_defaults(handler=cmd_wf_list)
+
+    counts = wf_commands.add_parser("counts", help="a workflow's instanceCounts (DW-OBS-1)")
+    add_common(counts)
+    counts.add_argument("uid", help="a registered workflow's uid or a Workflow resource UID")
+    counts.set_defaults(handler=cmd_wf_counts)
 
     def instance_command(
         name: str, summary: str, handler: Callable[..., int], *, with_id: bool = True
@@ -80,7 +93,21 @@ def document_flag(text: str | None) -> dict[str, Any] | None:
     return None if text is None else parse_document(text)
 
 
+def cmd_wf_counts(args: argparse.Namespace) -> int:
+    counts = app_of(args).instance_counts(args.uid)
+
+    def human() -> str:
+        listed = "  ".join(f"{status} {n}" for status, n in counts["instanceCounts"].items())
+        return f"{listed}\n(as of position {counts['observedPosition']})"
+
+    emit(counts, args.json, human)
+    return EXIT_OK
+
+
 def cmd_wf_list(args: argparse.Namespace) -> int:
+    """Without a UID: the registered workflows; with one: its instances, paged."""
+    if args.uid is not None:
+        return _list_instances(args)
     resources = app_of(args).workflows()
     body = {
         "workflows": [
@@ -93,6 +120,22 @@ def cmd_wf_list(args: argparse.Namespace) -> int:
         return "\n".join(lines) or "no workflows"
 
     emit(body, args.json, human)
+    return EXIT_OK
+
+
+def _list_instances(args: argparse.Namespace) -> int:
+    page = app_of(args).list_instances(
+        args.uid, status=args.status, since=args.since, until=args.until, limit=args.limit,
+        cursor=args.cursor,
+    )  # fmt: skip
+
+    def human() -> str:
+        lines = [f"{i['id']:<40} {i['status']:<11} {i['createdAt']}" for i in page["items"]]
+        if page["next"]:
+            lines.append(f"(more: --cursor {page['next']})")
+        return "\n".join(lines) or "no instances"
+
+    emit(page, args.json, human)
     return EXIT_OK
 
 

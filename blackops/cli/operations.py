@@ -59,6 +59,11 @@ def register(commands: Commands) -> None:
     listing.add_argument("--limit", type=int, default=100)
     listing.set_defaults(handler=cmd_op_list)
 
+    counts = op.add_parser("counts", help="operations by tenant, type and public status")
+    add_common(counts)
+    counts.add_argument("--tenant", help="one Space only")
+    counts.set_defaults(handler=cmd_op_counts)
+
     by_id("status", "an operation's public status", cmd_op_status)
     by_id("events", "an operation's lifecycle events", cmd_op_events)
 
@@ -147,6 +152,23 @@ def cmd_op_list(args: argparse.Namespace) -> int:
         return "\n".join(lines) or "no operations"
 
     emit(page, args.json, human)
+    return EXIT_OK
+
+
+def cmd_op_counts(args: argparse.Namespace) -> int:
+    reads = reads_of(args)
+    found = reads.runtime.projections.operation_counts(args.tenant)
+
+    def human() -> str:
+        lines = [
+            f"{tenant:<20} {kind:<28} "
+            + "  ".join(f"{status} {n}" for status, n in statuses.items() if n)
+            for tenant, kinds in sorted(found["counts"].items())
+            for kind, statuses in sorted(kinds.items())
+        ]
+        return "\n".join(lines) or "no operations"
+
+    emit(found, args.json, human)
     return EXIT_OK
 
 

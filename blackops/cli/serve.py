@@ -236,6 +236,12 @@ def bootstrap_dev_admin(
         with contextlib.suppress(Conflict):
             access.create_principal(DEV_ADMIN, ctx)
     access.grant(DEV_ADMIN, DEV_SPACE, Role.ADMIN, ctx)  # appends nothing if held
+    # The Spaces the application's registered workflows live in exist too (a route
+    # answers not_found for a Space nobody created, decisions Q2).
+    for space in sorted({resource.space for resource in application.workflows()} - {DEV_SPACE}):
+        if not access.space_exists(space):
+            with contextlib.suppress(Conflict):
+                access.create_space(space, application.access_context(actor, space))
     saved = path.read_text(encoding="ascii").strip() if path.exists() else ""
     issued = False
     try:

@@ -241,12 +241,18 @@ class AccessService:
         return self._retry(attempt)
 
     def revoke_token(
-        self, principal_id: str, token_id: str, context: dict[str, Any]
+        self,
+        principal_id: str,
+        token_id: str,
+        context: dict[str, Any],
+        *,
+        space: str | None = None,
     ) -> dict[str, Any]:
         """Revoke one of ``principal_id``'s tokens (both streams, one transaction).
 
         ``NotFound`` if the principal has no such token; revoking a revoked token
-        appends nothing.
+        appends nothing. With ``space`` (a Space admin's revocation) only a token scoped
+        to that Space is found: one that acts elsewhere too is not this Space's to revoke.
         """
         check_principal_id(principal_id)
         check_token_id(token_id)
@@ -257,11 +263,14 @@ class AccessService:
             ref = state.tokens.get(token_id)
             if ref is None:
                 raise NotFound(f"principal {principal_id!r} has no token {token_id!r}")
+            stream = token_stream(ref.digest)
+            events = self.store.read_stream(stream)
+            if space is not None and fold_token(_pairs(events)).space != space:
+                raise NotFound(f"principal {principal_id!r} has no token {token_id!r} here")
             record: dict[str, Any] = {"tokenId": token_id, "principal": principal_id}
             if ref.revoked:
                 return record | {"revoked": True}
-            stream = token_stream(ref.digest)
-            token_version = _version(self.store.read_stream(stream))
+            token_version = _version(events)
             at = self._at()
             data = {"principal": principal_id, "token_id": token_id, "request": _nonce()}
             self.store.append(

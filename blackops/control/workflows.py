@@ -258,6 +258,7 @@ class WorkflowControl(DeploymentControl):
             "operations": state.operations,
             "observed": observed,
             "output": {},
+            "registered": False,
         }
 
     def get_workflow(self, space: str, uid: str) -> dict[str, Any]:

@@ -15,12 +15,26 @@ from starlette.concurrency import run_in_threadpool
 from blackops.application import Application
 from blackops.http.auth import Caller, application, caller, check_space
 from blackops.http.bodies import resource_body
+from blackops.http.models import (
+    IssuedToken,
+    PrincipalInSpace,
+    PrincipalList,
+    RevokedToken,
+    RoleBody,
+    SpaceBody,
+    SpaceView,
+    TokenBody,
+)
+from blackops.http.openapi import errors, request_body
+from blackops.http.params import PrincipalPath, SpacePath, TokenPath
 from blackops.http.responses import JSON
 from domain.access import Action, Role, check_system
 from domain.errors import InvalidRequest, NotFound
 
-router = APIRouter()
+router = APIRouter(tags=["access"])
 SPACE = "/v1/spaces/{space}"
+Space = SpacePath
+PrincipalId = PrincipalPath
 
 
 def in_space(app: Application, principal_id: str, space: str) -> dict[str, Any]:
@@ -35,7 +49,14 @@ def in_space(app: Application, principal_id: str, space: str) -> dict[str, Any]:
     return {"id": principal_id, "space": space, "role": role.value}
 
 
-@router.post("/v1/spaces", status_code=201, summary="Create a Space (system principals)")
+@router.post(
+    "/v1/spaces",
+    status_code=201,
+    summary="Create a Space (system principals)",
+    openapi_extra=request_body(SpaceBody, required=True, description='{"name": ...}'),
+    response_model=SpaceView,
+    responses=errors(400, 403, 409, 413),
+)
 async def create_space(
     request: Request, who: Caller = Depends(caller), app: Application = Depends(application)
 ) -> Any:
@@ -47,18 +68,29 @@ async def create_space(
     return JSON(await run_in_threadpool(lambda: app.access.create_space(body["name"], ctx)), 201)
 
 
-@router.get(SPACE + "/principals", summary="Principals with a role in the Space (admin)")
+@router.get(
+    SPACE + "/principals",
+    summary="Principals with a role in the Space (admin)",
+    response_model=PrincipalList,
+    responses=errors(400, 403, 404),
+)
 async def list_principals(
-    space: str, who: Caller = Depends(caller), app: Application = Depends(application)
+    space: Space, who: Caller = Depends(caller), app: Application = Depends(application)
 ) -> Any:
     check_space(app, who, space, Action.ADMINISTER)
     return JSON({"items": await run_in_threadpool(lambda: app.access.principals(space))})
 
 
-@router.put(SPACE + "/principals/{principal_id}", summary="Create a principal / set its role")
+@router.put(
+    SPACE + "/principals/{principal_id}",
+    summary="Create a principal / set its role",
+    openapi_extra=request_body(RoleBody, required=True, description='{"role": ...}'),
+    response_model=PrincipalInSpace,
+    responses=errors(400, 403, 404, 409, 413),
+)
 async def put_principal(
-    space: str,
-    principal_id: str,
+    space: Space,
+    principal_id: PrincipalId,
     request: Request,
     who: Caller = Depends(caller),
     app: Application = Depends(application),
@@ -84,10 +116,15 @@ async def put_principal(
     return JSON(await run_in_threadpool(grant))
 
 
-@router.delete(SPACE + "/principals/{principal_id}", summary="Remove a principal's role")
+@router.delete(
+    SPACE + "/principals/{principal_id}",
+    summary="Remove a principal's role",
+    response_model=PrincipalInSpace,
+    responses=errors(400, 403, 404, 409),
+)
 async def revoke_role(
-    space: str,
-    principal_id: str,
+    space: Space,
+    principal_id: PrincipalId,
     who: Caller = Depends(caller),
     app: Application = Depends(application),
 ) -> Any:
@@ -105,11 +142,14 @@ async def revoke_role(
 @router.post(
     SPACE + "/principals/{principal_id}/tokens",
     status_code=201,
-    summary="Issue a bearer token (shown once; only its hash is kept)",
+    summary="Issue a bearer token scoped to this Space (shown once; only its hash is kept)",
+    openapi_extra=request_body(TokenBody, required=False, description='{} or {"label": ...}'),
+    response_model=IssuedToken,
+    responses=errors(400, 403, 404, 409, 413),
 )
 async def issue_token(
-    space: str,
-    principal_id: str,
+    space: Space,
+    principal_id: PrincipalId,
     request: Request,
     who: Caller = Depends(caller),
     app: Application = Depends(application),
@@ -130,3 +170,29 @@ async def issue_token(
         return {**record, "token": token}
 
     return JSON(await run_in_threadpool(issue), 201)
+
+
+@router.delete(
+    SPACE + "/principals/{principal_id}/tokens/{token_id}",
+    summary="Revoke a token scoped to this Space (system principals: any of its tokens)",
+    response_model=RevokedToken,
+    responses=errors(400, 403, 404, 409),
+)
+async def revoke_token(
+    space: Space,
+    principal_id: PrincipalId,
+    token_id: TokenPath,
+    who: Caller = Depends(caller),
+    app: Application = Depends(application),
+) -> Any:
+    """The same right as ``blackops token revoke`` for a system principal; a Space admin
+    reaches only tokens it could have issued (scoped to its Space)."""
+    check_space(app, who, space, Action.ADMINISTER)
+    ctx = app.access_context(who.actor, space)
+    scope = None if who.principal.system else space
+
+    def revoke() -> dict[str, Any]:
+        in_space(app, principal_id, space)  # 404 unless it has a role here
+        return app.access.revoke_token(principal_id, token_id, ctx, space=scope)
+
+    return JSON(await run_in_threadpool(revoke))

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
 
 from blackops.application import Application
 from blackops.http import access, instances, journal, operations, resources
 from blackops.http.auth import SYSTEM_CALLER, Caller, Served
+from blackops.http.openapi import publish
 from blackops.http.responses import install_error_handlers
 
 __all__ = ["SYSTEM_CALLER", "Caller", "create_http_app"]
@@ -28,4 +32,15 @@ def create_http_app(application: Application, token: str | None = None) -> FastA
     install_error_handlers(api)
     for module in (operations, journal, instances, access, resources):
         api.include_router(module.router)
+
+    def openapi() -> dict[str, Any]:
+        if api.openapi_schema is None:
+            document = get_openapi(
+                title=api.title, version=api.version, description=api.description,
+                routes=api.routes,
+            )  # fmt: skip
+            api.openapi_schema = publish(document)
+        return api.openapi_schema
+
+    api.openapi = openapi  # type: ignore[method-assign]
     return api

@@ -73,10 +73,10 @@ async def resource_body(request: Request) -> Any:
 
 
 async def reason_of(request: Request) -> str:
-    """A hold's or release's body: ``{"reason": "..."}``."""
+    """A hold's or release's body: exactly ``{"reason": "..."}``."""
     body = parse_document(await read_body(request), empty_is={})
     reason = body.get("reason")
-    if not isinstance(reason, str):
+    if set(body) != {"reason"} or not isinstance(reason, str):
         raise InvalidRequest('the body must be {"reason": "..."}')
     return reason
 

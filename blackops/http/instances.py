@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from blackops.application import Application
-from blackops.http.auth import Caller, application, caller
+from blackops.http.auth import Caller, application, caller, check_space
 from blackops.http.bodies import optional_document, raw_path_segment, read_body, request_object
+from blackops.http.models import (
+    CreateInstanceBody,
+    EventAccepted,
+    InstanceCounts,
+    InstanceCreated,
+    InstanceList,
+    InstanceStatusName,
+    InstanceStatusView,
+    SendEventBody,
+    TerminateBody,
+    Terminated,
+)
+from blackops.http.openapi import errors, request_body
+from blackops.http.operations import Cursor, Limit, Since, Until
+from blackops.http.params import SpacePath
 from blackops.http.responses import JSON
-from blackops.operations.contexts import check_tenant
 from blackops.workflows.code import WorkflowResource
 from domain.access import Action
 from domain.errors import InvalidRequest, NotFound
@@ -22,24 +36,16 @@ router = APIRouter()
 INSTANCES = "/v1/spaces/{space}/workflows/{uid}/instances"
 
 
-def _envelope(properties: dict[str, Any], required: list[str], what: str) -> dict[str, Any]:
-    schema = {"type": "object", "properties": properties, "additionalProperties": False}
-    if required:
-        schema["required"] = required
-    return {
-        "required": bool(required),
-        "content": {"application/json": {"schema": schema}},
-        "description": what,
-    }
-
-
-_DOC = {"type": "object", "description": "a document (RFC 8785 rules, at most 1 MiB)"}
-_ID_TEXT = {"type": "string", "minLength": 1, "maxLength": 256}
-_CREATE_BODY = _envelope(
-    {"id": _ID_TEXT, "params": _DOC}, [], "Optional instance id (else a UUID) and params."
+Space = SpacePath
+Uid = Annotated[str, Path(description="a Workflow resource UID, or a registered workflow's uid")]
+InstanceId = Annotated[
+    str, Path(description="the instance id: one path segment, percent-encoded UTF-8")
+]
+_CREATE_BODY = request_body(
+    CreateInstanceBody, required=False, description="Optional instance id (else a UUID), params."
 )
-_EVENT_BODY = _envelope({"type": _ID_TEXT, "payload": _DOC}, ["type"], "The event to accept.")
-_TERMINATE_BODY = _envelope({}, [], "Empty, or {}.")
+_EVENT_BODY = request_body(SendEventBody, required=True, description="The event to accept.")
+_TERMINATE_BODY = request_body(TerminateBody, required=False, description="Empty, or {}.")
 
 
 def workflow_in(
@@ -47,8 +53,7 @@ def workflow_in(
 ) -> WorkflowResource:
     """Workflow ``uid`` of Space ``space``; another Space's is as unknown as none at all,
     so no caller learns what exists elsewhere."""
-    who.check(space, action)
-    check_tenant(space)
+    check_space(app, who, space, action)
     try:
         resource = app.workflow(uid).resource
     except NotFound:
@@ -71,15 +76,58 @@ def _instance_id(request: Request, space: str, uid: str, action: str | None) -> 
     return raw_path_segment(request, route, action, "instance_id")
 
 
+@router.get(
+    INSTANCES,
+    summary="Instances of a workflow by creation time: status and time filters, paged",
+    response_model=InstanceList,
+    responses=errors(400, 403, 404),
+)
+async def list_instances(
+    space: Space,
+    uid: Uid,
+    status: InstanceStatusName | None = None,
+    since: Since = None,
+    until: Until = None,
+    limit: Limit = 100,
+    cursor: Cursor = None,
+    who: Caller = Depends(caller),
+    app: Application = Depends(application),
+) -> Response:
+    resource = workflow_in(app, space, uid, who, Action.READ)
+    filters = {"status": status, "since": since, "until": until, "limit": limit,
+               "cursor": cursor}  # fmt: skip
+    page = await run_in_threadpool(lambda: app.list_instances(resource.uid, **filters))
+    return JSON(page)
+
+
+@router.get(
+    "/v1/spaces/{space}/workflows/{uid}/instance-counts",
+    summary="instanceCounts of a workflow (DW-OBS-1), and the journal position they are of",
+    response_model=InstanceCounts,
+    responses=errors(400, 403, 404),
+)
+async def instance_counts(
+    space: Space,
+    uid: Uid,
+    who: Caller = Depends(caller),
+    app: Application = Depends(application),
+) -> Response:
+    resource = workflow_in(app, space, uid, who, Action.READ)
+    counts = await run_in_threadpool(lambda: app.instance_counts(resource.uid))
+    return JSON(counts)
+
+
 @router.post(
     INSTANCES,
     status_code=201,
-    openapi_extra={"requestBody": _CREATE_BODY},
+    openapi_extra=_CREATE_BODY,
     summary="Create an instance (201, status queued, Location of its status)",
+    response_model=InstanceCreated,
+    responses=errors(400, 403, 404, 409, 413),
 )
 async def create_instance(
-    space: str,
-    uid: str,
+    space: Space,
+    uid: Uid,
     request: Request,
     who: Caller = Depends(caller),
     app: Application = Depends(application),
@@ -104,11 +152,13 @@ async def create_instance(
 @router.get(
     INSTANCES + "/{instance_id:path}",
     summary="An instance's status(): {status, output?, error?}",
+    response_model=InstanceStatusView,
+    responses=errors(400, 403, 404),
 )
 async def instance_status(
-    space: str,
-    uid: str,
-    instance_id: str,
+    space: Space,
+    uid: Uid,
+    instance_id: InstanceId,
     request: Request,
     who: Caller = Depends(caller),
     app: Application = Depends(application),
@@ -121,13 +171,15 @@ async def instance_status(
 @router.post(
     INSTANCES + "/{instance_id:path}/events",
     status_code=202,
-    openapi_extra={"requestBody": _EVENT_BODY},
+    openapi_extra=_EVENT_BODY,
     summary="Accept an event durably (202 with its per-instance sequence number)",
+    response_model=EventAccepted,
+    responses=errors(400, 403, 404, 409, 413, 429),
 )
 async def send_instance_event(
-    space: str,
-    uid: str,
-    instance_id: str,
+    space: Space,
+    uid: Uid,
+    instance_id: InstanceId,
     request: Request,
     who: Caller = Depends(caller),
     app: Application = Depends(application),
@@ -150,13 +202,15 @@ async def send_instance_event(
 
 @router.post(
     INSTANCES + "/{instance_id:path}/terminate",
-    openapi_extra={"requestBody": _TERMINATE_BODY},
+    openapi_extra=_TERMINATE_BODY,
     summary="Terminate an instance; answers once its code has provably stopped",
+    response_model=Terminated,
+    responses=errors(400, 403, 404),
 )
 async def terminate_instance(
-    space: str,
-    uid: str,
-    instance_id: str,
+    space: Space,
+    uid: Uid,
+    instance_id: InstanceId,
     request: Request,
     who: Caller = Depends(caller),
     app: Application = Depends(application),

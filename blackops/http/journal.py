@@ -4,40 +4,53 @@ Space (its lines only)."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from blackops.application import Application
-from blackops.http.auth import Caller, application, caller
+from blackops.http.auth import Caller, application, caller, check_space
+from blackops.http.openapi import errors
+from blackops.http.params import SpacePath
 from domain.access import Action, check_system
-from domain.errors import InvalidRequest
-from journal.store import PAGE_LIMIT_MAX
+from journal.store import MAX_POSITION, PAGE_LIMIT_MAX
 from replay.export import observed_lines
 
-router = APIRouter()
-
-
-def _check_page(after: int, limit: int) -> None:
-    if after < 0 or not 1 <= limit <= PAGE_LIMIT_MAX:
-        raise InvalidRequest(f"after must be >= 0 and limit from 1 to {PAGE_LIMIT_MAX}")
+router = APIRouter(tags=["journal"])
+After = Annotated[
+    int, Query(ge=0, le=MAX_POSITION, description="lines with positions after this one")
+]
+PageLimit = Annotated[int, Query(ge=1, le=PAGE_LIMIT_MAX, description="at most this many lines")]
+#: The JSONL answers: one canonical JSON object per line (python-contract §7).
+JSONL: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Observed JSONL; header BlackOps-Next-After is where to continue",
+        "content": {"application/jsonl": {"schema": {"type": "string"}}},
+        "headers": {
+            "BlackOps-Next-After": {
+                "description": "the next request's ``after``",
+                "schema": {"type": "integer"},
+            }
+        },
+    }
+}
 
 
 @router.get(
     "/v1/journal",
     summary="Observed JSONL (application/jsonl): events after a position, in order",
     response_class=Response,
+    responses={**JSONL, **errors(400, 403)},
 )
 async def journal(
-    after: int = 0,
-    limit: int = 1000,
+    after: After = 0,
+    limit: PageLimit = 1000,
     who: Caller = Depends(caller),
     app: Application = Depends(application),
 ) -> Response:
     check_system(who.principal, "reading the whole journal")
-    _check_page(after, limit)
 
     def page() -> tuple[bytes, int | None]:
         lines = list(observed_lines(app.store, after, limit))
@@ -53,16 +66,16 @@ async def journal(
     "/v1/spaces/{space}/journal",
     summary="Observed JSONL of one Space: its lines only (positions keep their gaps)",
     response_class=Response,
+    responses={**JSONL, **errors(400, 403, 404)},
 )
 async def space_journal(
-    space: str,
-    after: int = 0,
-    limit: int = 1000,
+    space: SpacePath,
+    after: After = 0,
+    limit: PageLimit = 1000,
     who: Caller = Depends(caller),
     app: Application = Depends(application),
 ) -> Response:
-    who.check(space, Action.READ)
-    _check_page(after, limit)
+    check_space(app, who, space, Action.READ)
 
     def page() -> tuple[bytes, int]:
         lines, last = space_lines(app.store, space, after, limit)

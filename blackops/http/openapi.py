@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, WithJsonSchema
 
 from domain.errors import HTTP_STATUS
 
@@ -77,3 +77,115 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
 def codes_for(status: int) -> list[str]:
     """The taxonomy codes an HTTP status carries (for docs and tests)."""
     return sorted(code for code, value in HTTP_STATUS.items() if value == status)
+
+
+# -- request bodies and documents in the published schema ---------------------------------
+
+#: Marks a field whose schema is a shared one (replaced when the document is built: pydantic
+#: cannot refer to schemas it did not make).
+_DOCUMENT_MARK = "x-blackops-document"
+_ENV_MARK = "x-blackops-env"
+DocumentSchema = WithJsonSchema({_DOCUMENT_MARK: True})
+#: A Version's env: Python-identifier names to document values.
+EnvSchema = WithJsonSchema({_ENV_MARK: True})
+_REF = "#/components/schemas/{model}"
+MAX_SAFE_INTEGER = 2**53 - 1
+#: The document rules (python-contract §1) as far as JSON Schema can say them: objects of at
+#: most 1024 keys, safe integers, finite numbers (JSON has no others); the canonical size
+#: (1 MiB) and the nesting limit are checked by the service and answered 413 / 400.
+COMPONENTS: dict[str, Any] = {
+    "Document": {
+        "type": "object",
+        "maxProperties": 1024,
+        "additionalProperties": {"$ref": "#/components/schemas/DocumentValue"},
+        "description": "A document: RFC 8785 rules, at most 1,048,576 canonical bytes.",
+    },
+    "DocumentValue": {
+        "anyOf": [
+            {"type": "null"},
+            {"type": "boolean"},
+            {"type": "string"},
+            {"type": "integer", "minimum": -MAX_SAFE_INTEGER, "maximum": MAX_SAFE_INTEGER},
+            {"type": "number", "not": {"type": "integer"}},
+            {"type": "array", "items": {"$ref": "#/components/schemas/DocumentValue"}},
+            {"$ref": "#/components/schemas/Document"},
+        ]
+    },
+}
+
+
+def request_body(model: type[BaseModel], *, required: bool, description: str) -> dict[str, Any]:
+    """``openapi_extra`` declaring a JSON body of ``model``'s shape. The route reads the body
+    itself (the strict parser), so FastAPI never parses it; optional fields may be left
+    out but are never ``null`` (only leaving a document out means none, DW-DOC-4)."""
+    schema = model.model_json_schema(ref_template=_REF)
+    for name, definition in schema.pop("$defs", {}).items():
+        COMPONENTS[name] = _not_null(definition)
+    COMPONENTS[model.__name__] = _not_null(schema)
+    return {
+        "requestBody": {
+            "required": required,
+            "content": {
+                "application/json": {"schema": {"$ref": _REF.format(model=model.__name__)}}
+            },
+            "description": description,
+        }
+    }
+
+
+def document_body(description: str) -> dict[str, Any]:
+    """``openapi_extra`` of a route whose whole body is one document (empty means ``{}``)."""
+    ref = {"$ref": "#/components/schemas/Document"}
+    body = {"required": False, "content": {"application/json": {"schema": ref}}}
+    return {"requestBody": {**body, "description": description}}
+
+
+def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """Optional properties of a request body: absent is allowed, ``null`` is not."""
+    required = set(schema.get("required", ()))
+    for name, prop in schema.get("properties", {}).items():
+        options = prop.get("anyOf")
+        if name in required or not options:
+            continue
+        kept = [o for o in options if o != {"type": "null"}]
+        if len(kept) != len(options):
+            prop.pop("anyOf")
+            prop.pop("default", None)
+            prop.update(kept[0] if len(kept) == 1 else {"anyOf": kept})
+    return schema
+
+
+def publish(document: dict[str, Any]) -> dict[str, Any]:
+    """The finished OpenAPI document: the shared schemas added, document marks resolved."""
+    components = document.setdefault("components", {}).setdefault("schemas", {})
+    for name, schema in COMPONENTS.items():
+        components.setdefault(name, schema)
+    # FastAPI documents a 422 of its own on every route that takes parameters; the
+    # service never answers it (a malformed parameter is 400 invalid_request).
+    validation = "#/components/schemas/HTTPValidationError"
+    for item in document.get("paths", {}).values():
+        for operation in item.values():
+            answer = operation.get("responses", {}).get("422", {})
+            schema = answer.get("content", {}).get("application/json", {}).get("schema", {})
+            if schema.get("$ref") == validation:
+                del operation["responses"]["422"]
+    components.pop("HTTPValidationError", None)
+    components.pop("ValidationError", None)
+    published: dict[str, Any] = _resolve_marks(document)
+    return published
+
+
+def _resolve_marks(value: Any) -> Any:
+    if isinstance(value, dict):
+        if value.get(_DOCUMENT_MARK) is True:
+            return {"$ref": "#/components/schemas/Document"}
+        if value.get(_ENV_MARK) is True:
+            return {
+                "type": "object",
+                "propertyNames": {"pattern": r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"},
+                "additionalProperties": {"$ref": "#/components/schemas/DocumentValue"},
+            }
+        return {key: _resolve_marks(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_resolve_marks(item) for item in value]
+    return value

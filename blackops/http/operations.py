@@ -1,30 +1,44 @@
 """Operation routes (python-contract §4): run Inline or Deferred, status, outcome, events,
-listing, redrive, hold and release."""
+listing and counts, redrive, hold and release."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from blackops.application import Application
-from blackops.http.auth import Caller, application, caller
+from blackops.http.auth import Caller, application, caller, check_space
 from blackops.http.bodies import idempotency_key, prefers_async, read_body, reason_of
+from blackops.http.models import (
+    Accepted,
+    HoldAnswer,
+    InlineResult,
+    OperationCounts,
+    OperationEvents,
+    OperationList,
+    OperationStatusName,
+    OperationStatusView,
+    OutcomeRecordView,
+    ReasonBody,
+    Redriven,
+    ReleaseAnswer,
+)
+from blackops.http.openapi import document_body, errors, request_body
+from blackops.http.params import SPACE_PATTERN, SpacePath, TypePath
 from blackops.http.responses import JSON, result_response
 from blackops.jsonbody import parse_document
 from blackops.operations.results import OperationResult
 from domain.access import Action
-from domain.context import Actor
+from domain.context import TRACEPARENT, Actor
 from domain.errors import InvalidRequest, NotFound
+from projections.catalog import CURSOR
 
-router = APIRouter()
-_DOCUMENT_BODY = {
-    "required": False,
-    "content": {"application/json": {"schema": {"type": "object"}}},
-    "description": "The operation's params document (RFC 8785 rules, at most 1 MiB).",
-}
+router = APIRouter(tags=["operations"])
+Space = SpacePath
+OperationId = Annotated[str, Path(description="an operation id (unknown ids answer 404)")]
 
 
 def operation_of(
@@ -42,24 +56,49 @@ def operation_of(
 
 @router.post(
     "/v1/spaces/{space}/operations/{type}",
-    openapi_extra={"requestBody": _DOCUMENT_BODY},
     summary="Run an operation: Inline (200) or, with Prefer: respond-async, Deferred (202)",
+    openapi_extra=document_body("The operation's params document; an empty body is {}."),
+    response_model=InlineResult,
+    responses={
+        202: {"model": Accepted, "description": "Deferred: durably accepted"},
+        422: {"model": InlineResult, "description": "Rejected (error.code rejected)"},
+        **errors(400, 403, 404, 409, 413, 422, 500),
+    },
 )
 async def run_operation(
-    space: str,
-    type: str,
+    space: Space,
+    type: TypePath,
     request: Request,
+    prefer: Annotated[
+        str | None,
+        Header(description="respond-async: run Deferred and answer 202 at once (RFC 7240)"),
+    ] = None,
+    idempotency_key_header: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            pattern=r"^[\x21-\x7e]{1,255}$",
+            description="Deferred only: the same key (per Space and type) is the same operation",
+        ),
+    ] = None,
+    traceparent: Annotated[
+        str | None,
+        Header(
+            # Documented, not validated here (the look-aheads): check_traceparent does that.
+            json_schema_extra={"pattern": TRACEPARENT.pattern},
+            description="W3C Trace Context version 00, recorded on every event",
+        ),
+    ] = None,
     who: Caller = Depends(caller),
     app: Application = Depends(application),
 ) -> Response:
-    who.check(space, Action.OPERATE)
+    check_space(app, who, space, Action.OPERATE)
     actor = who.actor
-    deferred = prefers_async(request.headers.get("prefer", ""))
+    deferred = prefers_async(prefer or "")
     key = idempotency_key(request)
     if key is not None and not deferred:
         raise InvalidRequest("Idempotency-Key applies to Deferred operations only")
     raw = await read_body(request)
-    traceparent = request.headers.get("traceparent")
 
     if deferred:
 
@@ -89,9 +128,13 @@ async def run_operation(
 @router.get(
     "/v1/operations/{operation_id}/outcome",
     summary="The Outcome Record of a Deferred Completed operation (404 otherwise)",
+    response_model=OutcomeRecordView,
+    responses=errors(404),
 )
 async def operation_outcome(
-    operation_id: str, who: Caller = Depends(caller), app: Application = Depends(application)
+    operation_id: OperationId,
+    who: Caller = Depends(caller),
+    app: Application = Depends(application),
 ) -> Response:
     await run_in_threadpool(operation_of, app, operation_id, who, Action.READ)
     record = await run_in_threadpool(app.outcome_record, operation_id)
@@ -100,10 +143,15 @@ async def operation_outcome(
 
 @router.post(
     "/v1/operations/{operation_id}/redrive",
+    status_code=202,
     summary="Submit a new operation from a dead letter one (202)",
+    response_model=Redriven,
+    responses=errors(403, 404, 409),
 )
 async def redrive_operation(
-    operation_id: str, who: Caller = Depends(caller), app: Application = Depends(application)
+    operation_id: OperationId,
+    who: Caller = Depends(caller),
+    app: Application = Depends(application),
 ) -> Response:
     await run_in_threadpool(operation_of, app, operation_id, who, Action.OPERATE)
     actor = who.actor
@@ -113,40 +161,103 @@ async def redrive_operation(
     return JSON(body, status_code=202, headers={"Location": location})
 
 
-@router.get("/v1/operations", summary="Operations by creation time, filtered and paged")
-async def list_operations(
-    tenant: str | None = None,
-    type: str | None = None,
-    status: str | None = None,
-    since: str | None = None,
-    until: str | None = None,
-    limit: int = 100,
-    cursor: str | None = None,
-    who: Caller = Depends(caller),
-    app: Application = Depends(application),
-) -> Response:
+def _tenant_of(who: Caller, tenant: str | None) -> str | None:
+    """The Space a listing reads: the one named, or the caller's only one."""
     if tenant is None and not who.principal.system:
         spaces = list(who.principal.roles)
         if len(spaces) != 1:
             raise InvalidRequest("name the space: ?tenant=SPACE")
         tenant = spaces[0]
+    return tenant
+
+
+_INSTANT = {"format": "date-time"}
+Since = Annotated[
+    str | None,
+    Query(
+        json_schema_extra=_INSTANT,
+        description="created at or after this RFC 3339 instant (any offset)",
+    ),
+]
+Until = Annotated[
+    str | None,
+    Query(json_schema_extra=_INSTANT, description="created before this RFC 3339 instant"),
+]
+Limit = Annotated[int, Query(ge=1, le=1000, description="items per page")]
+Cursor = Annotated[
+    str | None, Query(pattern=CURSOR.pattern, description="the `next` of the previous page")
+]
+
+
+@router.get(
+    "/v1/operations",
+    summary="Operations by creation time, filtered and paged",
+    response_model=OperationList,
+    responses=errors(400, 403, 404),
+)
+async def list_operations(
+    tenant: Annotated[str | None, Query(pattern=SPACE_PATTERN)] = None,
+    type: Annotated[str | None, Query(max_length=128)] = None,
+    status: OperationStatusName | None = None,
+    since: Since = None,
+    until: Until = None,
+    limit: Limit = 100,
+    cursor: Cursor = None,
+    who: Caller = Depends(caller),
+    app: Application = Depends(application),
+) -> Response:
+    tenant = _tenant_of(who, tenant)
     if tenant is not None:
-        who.check(tenant, Action.READ)
+        check_space(app, who, tenant, Action.READ)
     filters = {"tenant": tenant, "type": type, "status": status, "since": since,
                "until": until, "limit": limit, "cursor": cursor}  # fmt: skip
     return JSON(await run_in_threadpool(lambda: app.list_operations(**filters)))
 
 
-@router.get("/v1/operations/{operation_id}", summary="An operation's public status")
+@router.get(
+    "/v1/operation-counts",
+    summary="Operations by tenant, type and public status (the counts projection)",
+    response_model=OperationCounts,
+    responses=errors(400, 403, 404),
+)
+async def operation_counts(
+    tenant: Annotated[str | None, Query(pattern=SPACE_PATTERN)] = None,
+    who: Caller = Depends(caller),
+    app: Application = Depends(application),
+) -> Response:
+    tenant = _tenant_of(who, tenant)
+    if tenant is not None:
+        check_space(app, who, tenant, Action.READ)
+    found = await run_in_threadpool(lambda: app.projections.operation_counts(tenant))
+    return JSON(found)
+
+
+@router.get(
+    "/v1/operations/{operation_id}",
+    summary="An operation's public status",
+    response_model=OperationStatusView,
+    responses=errors(404),
+)
 async def operation_status(
-    operation_id: str, who: Caller = Depends(caller), app: Application = Depends(application)
+    operation_id: OperationId,
+    who: Caller = Depends(caller),
+    app: Application = Depends(application),
 ) -> Response:
     return JSON(await run_in_threadpool(operation_of, app, operation_id, who, Action.READ))
 
 
-@router.post("/v1/operations/{operation_id}/hold", summary="Hold an operation (OL-10)")
+_REASON = request_body(ReasonBody, required=True, description='{"reason": "..."}')
+
+
+@router.post(
+    "/v1/operations/{operation_id}/hold",
+    summary="Hold an operation (OL-10)",
+    openapi_extra=_REASON,
+    response_model=HoldAnswer,
+    responses=errors(400, 403, 404, 409, 413),
+)
 async def hold_operation(
-    operation_id: str,
+    operation_id: OperationId,
     request: Request,
     who: Caller = Depends(caller),
     app: Application = Depends(application),
@@ -158,9 +269,15 @@ async def hold_operation(
     return JSON({"operationId": operation_id, "hold": hold})
 
 
-@router.post("/v1/operations/{operation_id}/release", summary="Release a hold (privileged)")
+@router.post(
+    "/v1/operations/{operation_id}/release",
+    summary="Release a hold (privileged)",
+    openapi_extra=_REASON,
+    response_model=ReleaseAnswer,
+    responses=errors(400, 403, 404, 409, 413),
+)
 async def release_operation(
-    operation_id: str,
+    operation_id: OperationId,
     request: Request,
     who: Caller = Depends(caller),
     app: Application = Depends(application),
@@ -173,9 +290,16 @@ async def release_operation(
     return JSON({"operationId": operation_id, "released": True})
 
 
-@router.get("/v1/operations/{operation_id}/events", summary="An operation's lifecycle events")
+@router.get(
+    "/v1/operations/{operation_id}/events",
+    summary="An operation's lifecycle events, as Observed JSONL lines",
+    response_model=OperationEvents,
+    responses=errors(404),
+)
 async def operation_events(
-    operation_id: str, who: Caller = Depends(caller), app: Application = Depends(application)
+    operation_id: OperationId,
+    who: Caller = Depends(caller),
+    app: Application = Depends(application),
 ) -> Response:
     await run_in_threadpool(operation_of, app, operation_id, who, Action.READ)
     events = await run_in_threadpool(app.events, operation_id)

@@ -4,25 +4,72 @@ Every route checks the caller's Space and role first, as ``access.py`` says."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Path, Request
 from starlette.concurrency import run_in_threadpool
 
 from blackops.application import Application
 from blackops.http.auth import Caller, application, caller, check_space
 from blackops.http.bodies import idempotency_key, resource_body
+from blackops.http.models import (
+    ControlOperation,
+    CreatedWorker,
+    DeploymentBody,
+    DeploymentView,
+    Items,
+    VersionBody,
+    VersionWithSources,
+    WorkerBody,
+    WorkerView,
+    WorkflowCreateBody,
+    WorkflowList,
+    WorkflowReplaceBody,
+    WorkflowView,
+)
+from blackops.http.openapi import errors, request_body
+from blackops.http.params import SpacePath
 from blackops.http.responses import JSON, accepted
 from domain.access import Action
 from domain.errors import InvalidRequest
 
-router = APIRouter()
+router = APIRouter(tags=["control plane"])
 SPACE = "/v1/spaces/{space}"
+Space = SpacePath
+Worker = Annotated[str, Path(description="a Worker UID (wk-...)")]
+Version = Annotated[str, Path(description="a Version id (sha256:...)")]
+Uid = Annotated[str, Path(description="a Workflow resource UID (wf-...) or a registered uid")]
+#: Mutations: 202 with the control-plane Operation to follow.
+_ACCEPTED: dict[int | str, dict[str, Any]] = {
+    202: {"model": ControlOperation, "description": "accepted: follow location"}
+}
+_KEY = {
+    "parameters": [
+        {
+            "name": "Idempotency-Key",
+            "in": "header",
+            "required": False,
+            "schema": {"type": "string", "pattern": r"^[\x21-\x7e]{1,255}$"},
+            "description": "the same key is the same Operation (DW-SPEC-7, DW-DEL-5)",
+        }
+    ]
+}
 
 
-@router.post(SPACE + "/workers", status_code=201, summary="Create a Worker (a code unit)")
+def _with_key(extra: dict[str, Any]) -> dict[str, Any]:
+    return {**extra, **_KEY}
+
+
+@router.post(
+    SPACE + "/workers",
+    status_code=201,
+    summary="Create a Worker (a code unit)",
+    openapi_extra=request_body(WorkerBody, required=True, description='{"name": ...}'),
+    response_model=CreatedWorker,
+    responses=errors(400, 403, 404, 409, 413),
+)
 async def create_worker(
-    space: str,
+    space: Space,
     request: Request,
     who: Caller = Depends(caller),
     app: Application = Depends(application),
@@ -37,17 +84,30 @@ async def create_worker(
     return JSON(created, 201)
 
 
-@router.get(SPACE + "/workers", summary="The Space's Workers")
+@router.get(
+    SPACE + "/workers",
+    summary="The Space's Workers",
+    response_model=Items,
+    responses=errors(400, 403, 404),
+)
 async def list_workers(
-    space: str, who: Caller = Depends(caller), app: Application = Depends(application)
+    space: Space, who: Caller = Depends(caller), app: Application = Depends(application)
 ) -> Any:
     check_space(app, who, space, Action.READ)
     return JSON({"items": await run_in_threadpool(lambda: app.control.workers(space))})
 
 
-@router.get(SPACE + "/workers/{worker}", summary="A Worker")
+@router.get(
+    SPACE + "/workers/{worker}",
+    summary="A Worker",
+    response_model=WorkerView,
+    responses=errors(400, 403, 404),
+)
 async def get_worker(
-    space: str, worker: str, who: Caller = Depends(caller), app: Application = Depends(application)
+    space: Space,
+    worker: Worker,
+    who: Caller = Depends(caller),
+    app: Application = Depends(application),
 ) -> Any:
     check_space(app, who, space, Action.READ)
     return JSON(await run_in_threadpool(lambda: app.control.worker_in(space, worker)))
@@ -57,10 +117,13 @@ async def get_worker(
     SPACE + "/workers/{worker}/versions",
     status_code=202,
     summary="Upload a Version (content-addressed); 202 with its ABI verification",
+    openapi_extra=request_body(VersionBody, required=True, description="the bundle"),
+    response_model=ControlOperation,
+    responses={**_ACCEPTED, **errors(400, 403, 404, 409, 413)},
 )
 async def upload_version(
-    space: str,
-    worker: str,
+    space: Space,
+    worker: Worker,
     request: Request,
     who: Caller = Depends(caller),
     app: Application = Depends(application),
@@ -72,17 +135,33 @@ async def upload_version(
     )
 
 
-@router.get(SPACE + "/workers/{worker}/versions", summary="A Worker's Versions")
+@router.get(
+    SPACE + "/workers/{worker}/versions",
+    summary="A Worker's Versions",
+    response_model=Items,
+    responses=errors(400, 403, 404),
+)
 async def list_versions(
-    space: str, worker: str, who: Caller = Depends(caller), app: Application = Depends(application)
+    space: Space,
+    worker: Worker,
+    who: Caller = Depends(caller),
+    app: Application = Depends(application),
 ) -> Any:
     check_space(app, who, space, Action.READ)
     return JSON({"items": await run_in_threadpool(lambda: app.control.versions(space, worker))})
 
 
-@router.get(SPACE + "/versions/{version}", summary="A Version, its sources and its verdict")
+@router.get(
+    SPACE + "/versions/{version}",
+    summary="A Version, its sources and its verdict",
+    response_model=VersionWithSources,
+    responses=errors(400, 403, 404),
+)
 async def get_version(
-    space: str, version: str, who: Caller = Depends(caller), app: Application = Depends(application)
+    space: Space,
+    version: Version,
+    who: Caller = Depends(caller),
+    app: Application = Depends(application),
 ) -> Any:
     check_space(app, who, space, Action.READ)
 
@@ -93,10 +172,17 @@ async def get_version(
     return JSON(await run_in_threadpool(read))
 
 
-@router.delete(SPACE + "/versions/{version}", status_code=202, summary="Delete a Version")
+@router.delete(
+    SPACE + "/versions/{version}",
+    status_code=202,
+    summary="Delete a Version (refused while an allocation weighs it)",
+    openapi_extra=_KEY,
+    response_model=ControlOperation,
+    responses={**_ACCEPTED, **errors(400, 403, 404, 409)},
+)
 async def delete_version(
-    space: str,
-    version: str,
+    space: Space,
+    version: Version,
     request: Request,
     who: Caller = Depends(caller),
     app: Application = Depends(application),
@@ -108,9 +194,17 @@ async def delete_version(
     )
 
 
-@router.get(SPACE + "/workers/{worker}/deployment", summary="The active allocation")
+@router.get(
+    SPACE + "/workers/{worker}/deployment",
+    summary="The active allocation and pending updates",
+    response_model=DeploymentView,
+    responses=errors(400, 403, 404),
+)
 async def get_deployment(
-    space: str, worker: str, who: Caller = Depends(caller), app: Application = Depends(application)
+    space: Space,
+    worker: Worker,
+    who: Caller = Depends(caller),
+    app: Application = Depends(application),
 ) -> Any:
     check_space(app, who, space, Action.READ)
     return JSON(await run_in_threadpool(lambda: app.control.deployment(space, worker)))
@@ -120,10 +214,15 @@ async def get_deployment(
     SPACE + "/workers/{worker}/deployment",
     status_code=202,
     summary="Update the allocation (an Operation; pending until it finishes)",
+    openapi_extra=_with_key(
+        request_body(DeploymentBody, required=True, description='{"allocation": [...]}')
+    ),
+    response_model=ControlOperation,
+    responses={**_ACCEPTED, **errors(400, 403, 404, 409, 413)},
 )
 async def put_deployment(
-    space: str,
-    worker: str,
+    space: Space,
+    worker: Worker,
     request: Request,
     who: Caller = Depends(caller),
     app: Application = Depends(application),
@@ -145,9 +244,14 @@ async def put_deployment(
     SPACE + "/workflows",
     status_code=202,
     summary="Create a Workflow resource (202 with its Operation)",
+    openapi_extra=_with_key(
+        request_body(WorkflowCreateBody, required=True, description='{"name", "spec"}')
+    ),
+    response_model=ControlOperation,
+    responses={**_ACCEPTED, **errors(400, 403, 404, 409, 413)},
 )
 async def create_workflow(
-    space: str,
+    space: Space,
     request: Request,
     who: Caller = Depends(caller),
     app: Application = Depends(application),
@@ -160,26 +264,48 @@ async def create_workflow(
     )
 
 
-@router.get(SPACE + "/workflows", summary="The Space's Workflow resources")
+@router.get(
+    SPACE + "/workflows",
+    summary="The Space's Workflow resources (and the workflows its application registers)",
+    response_model=WorkflowList,
+    responses=errors(400, 403, 404),
+)
 async def list_workflows(
-    space: str, who: Caller = Depends(caller), app: Application = Depends(application)
+    space: Space, who: Caller = Depends(caller), app: Application = Depends(application)
 ) -> Any:
     check_space(app, who, space, Action.READ)
-    return JSON({"items": await run_in_threadpool(lambda: app.control.list_workflows(space))})
+    return JSON({"items": await run_in_threadpool(lambda: app.workflow_views(space))})
 
 
-@router.get(SPACE + "/workflows/{uid}", summary="A Workflow resource and its observation")
+@router.get(
+    SPACE + "/workflows/{uid}",
+    summary="A Workflow resource (or a registered workflow) and its observation",
+    response_model=WorkflowView,
+    responses=errors(400, 403, 404),
+)
 async def get_workflow(
-    space: str, uid: str, who: Caller = Depends(caller), app: Application = Depends(application)
+    space: Space,
+    uid: Uid,
+    who: Caller = Depends(caller),
+    app: Application = Depends(application),
 ) -> Any:
     check_space(app, who, space, Action.READ)
-    return JSON(await run_in_threadpool(lambda: app.control.get_workflow(space, uid)))
+    return JSON(await run_in_threadpool(lambda: app.workflow_view(space, uid)))
 
 
-@router.put(SPACE + "/workflows/{uid}", status_code=202, summary="Replace (DW-CRUD-2)")
+@router.put(
+    SPACE + "/workflows/{uid}",
+    status_code=202,
+    summary="Replace (DW-CRUD-2)",
+    openapi_extra=_with_key(
+        request_body(WorkflowReplaceBody, required=True, description='{"spec"} (and "name")')
+    ),
+    response_model=ControlOperation,
+    responses={**_ACCEPTED, **errors(400, 403, 404, 409, 413)},
+)
 async def replace_workflow(
-    space: str,
-    uid: str,
+    space: Space,
+    uid: Uid,
     request: Request,
     who: Caller = Depends(caller),
     app: Application = Depends(application),
@@ -194,10 +320,17 @@ async def replace_workflow(
     )
 
 
-@router.delete(SPACE + "/workflows/{uid}", status_code=202, summary="Delete (DW-DEL-1..5)")
+@router.delete(
+    SPACE + "/workflows/{uid}",
+    status_code=202,
+    summary="Delete (DW-DEL-1..5)",
+    openapi_extra=_KEY,
+    response_model=ControlOperation,
+    responses={**_ACCEPTED, **errors(400, 403, 404, 409)},
+)
 async def delete_workflow(
-    space: str,
-    uid: str,
+    space: Space,
+    uid: Uid,
     request: Request,
     who: Caller = Depends(caller),
     app: Application = Depends(application),

@@ -4,26 +4,20 @@ refusal (python-contract §3), and the exception handlers that produce them."""
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
+from starlette.routing import compile_path
 
 from blackops.jsonbody import render_json
 from blackops.operations.results import OperationResult
 from domain.errors import HTTP_STATUS, BackendUnavailable, BlackOpsError, InvalidRequest
 
 log = logging.getLogger("blackops.http")
-#: A rejected operation answers with its category's status and taxonomy code.
-REJECTION_CODES = {
-    "validation": "invalid_params",
-    "authorization": "forbidden",
-    "not_found": "not_found",
-    "conflict": "conflict",
-    "business_rule": "rejected",
-}
 #: Framework-level refusals (no route, wrong method) in the taxonomy's body shape.
 _FRAMEWORK_CODES = {401: "unauthorized", 403: "forbidden", 404: "not_found"}
 
@@ -41,12 +35,13 @@ def error_response(error: BlackOpsError, **extra: Any) -> JSON:
 
 
 def result_response(result: OperationResult) -> JSON:
-    """Inline answers: 200 with the outcome; rejection/failure mapped to the taxonomy."""
+    """Inline answers: 200 with the outcome; a rejection is ``rejected`` (422) whatever
+    its category, so it never reads as bad input (``rejection.category/code`` say which
+    rule); a failure is ``operation_failed``."""
     body = result.to_dict()
     if result.rejection is not None:
-        code = REJECTION_CODES[result.rejection.category]
-        error = {"code": code, "message": result.rejection.message or result.rejection.code}
-        return JSON({"error": error, **body}, status_code=HTTP_STATUS[code])
+        error = {"code": "rejected", "message": result.rejection.message or result.rejection.code}
+        return JSON({"error": error, **body}, status_code=HTTP_STATUS["rejected"])
     if result.failure is not None:
         error = {"code": "operation_failed", "message": result.failure.message}
         return JSON({"error": error, **body}, status_code=HTTP_STATUS["operation_failed"])
@@ -67,10 +62,14 @@ def install_error_handlers(api: FastAPI) -> None:
         return error_response(error)
 
     @api.exception_handler(HTTPException)
-    async def framework_error(_: Request, error: HTTPException) -> Response:
+    async def framework_error(request: Request, error: HTTPException) -> Response:
         code = _FRAMEWORK_CODES.get(error.status_code, "invalid_request")
         body = {"error": {"code": code, "message": str(error.detail)}}
-        return JSON(body, status_code=error.status_code, headers=error.headers)
+        headers = dict(error.headers or {})
+        if error.status_code == 405:
+            # Every method the path has, not only those of the one route that matched.
+            headers["Allow"] = ", ".join(allowed_methods(api, request.scope["path"]))
+        return JSON(body, status_code=error.status_code, headers=headers)
 
     @api.exception_handler(Exception)
     async def unexpected_error(request: Request, error: Exception) -> Response:
@@ -83,3 +82,16 @@ def install_error_handlers(api: FastAPI) -> None:
     async def invalid_request(_: Request, error: RequestValidationError) -> Response:
         where = ", ".join(".".join(str(p) for p in e["loc"]) for e in error.errors()[:3])
         return error_response(InvalidRequest(f"invalid request: {where}"))
+
+
+def allowed_methods(api: FastAPI, path: str) -> list[str]:
+    """The methods the published document gives the path template ``path`` matches."""
+    table: list[tuple[re.Pattern[str], list[str]]] | None = getattr(api.state, "allow", None)
+    if table is None:
+        table = [
+            (compile_path(template)[0], sorted(method.upper() for method in methods))
+            for template, methods in api.openapi()["paths"].items()
+        ]
+        api.state.allow = table
+    found = {method for pattern, methods in table if pattern.match(path) for method in methods}
+    return sorted(found)

@@ -158,3 +158,29 @@ def local_version(cls: type) -> str:
             digest.update(name.encode())
             digest.update(code.co_code)
     return f"local:{cls.__module__}.{cls.__qualname__}@{digest.hexdigest()[:12]}"
+
+
+def registered_view(resource: WorkflowResource, counts: dict[str, Any], at: str) -> dict[str, Any]:
+    """A workflow registered in the application, shaped like a Workflow resource's view
+    (DW-CRUD-1) and marked ``registered``: read-only (no spec to replace, nothing to
+    delete), always Ready while this application runs it."""
+    return {
+        "uid": resource.uid,
+        "name": resource.uid,
+        "space": resource.space,
+        "spec": {"className": resource.class_name},
+        "generation": 1,
+        "observedGeneration": 1,
+        "createdAt": None,
+        "deleting": False,
+        "operations": [],
+        "observed": {
+            "ready": True,
+            "instanceCounts": counts["instanceCounts"],
+            "observedAt": at,
+            "observedPosition": counts["observedPosition"],
+            "reason": "registered in the application",
+        },
+        "output": {},
+        "registered": True,
+    }

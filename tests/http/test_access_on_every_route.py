@@ -83,6 +83,7 @@ class World:
     op_dead: str = ""  # demo.dead, dead letter
     op_pending: str = ""  # demo.echo, accepted (never run in setup)
     workflow_op: str = ""  # blackops.workflow.create of ``uid``
+    spare_token: str = ""  # a second token of acme's reader, scoped to acme
 
     def token(self, role: str, space: str = ACME) -> str:
         return SYSTEM if role == "system" else self.tokens[principal_of(role, space)]
@@ -152,6 +153,9 @@ def build_world(store_url: str, clock: FakeClock) -> Iterator[World]:
             ok(client.put(path, json={"role": role}, headers=system), 200)
             issued = ok(client.post(path + "/tokens", json={"label": role}, headers=system), 201)
             w.tokens[pid] = issued["token"]
+        reader_tokens = f"/v1/spaces/{ACME}/principals/{principal_of('reader', ACME)}/tokens"
+        spare = ok(client.post(reader_tokens, json={"label": "spare"}, headers=system), 201)
+        w.spare_token = spare["tokenId"]
         deployer = bearer(w.token("deployer"))
         made = client.post("/v1/spaces/acme/workers", json={"name": "w1"}, headers=deployer)
         w.worker = ok(made, 201)["uid"]
@@ -302,6 +306,21 @@ ROUTES: dict[tuple[str, str], Route] = {
         lambda w: Call("POST", _space("/principals/acme-newbie/tokens"), {"label": "ci"}),
         201,
         lambda w: Call("POST", _space("/principals/acme-reader/tokens"), {"bogus": 1}),
+    ),
+    ("DELETE", "/v1/spaces/{space}/principals/{principal_id}/tokens/{token_id}"): Route(
+        "admin",
+        lambda w: Call("DELETE", _space(f"/principals/acme-reader/tokens/{w.spare_token}")),
+        200,
+        lambda w: Call("DELETE", _space("/principals/acme-reader/tokens/not-hex")),
+    ),
+    ("GET", "/v1/operation-counts"): Route(
+        "reader", lambda w: Call("GET", f"/v1/operation-counts?tenant={ACME}"), 200
+    ),
+    ("GET", "/v1/spaces/{space}/workflows/{uid}/instances"): Route(
+        "reader", lambda w: Call("GET", _space(f"/workflows/{w.uid}/instances")), 200
+    ),
+    ("GET", "/v1/spaces/{space}/workflows/{uid}/instance-counts"): Route(
+        "reader", lambda w: Call("GET", _space(f"/workflows/{w.uid}/instance-counts")), 200
     ),
     ("DELETE", "/v1/spaces/{space}/principals/{principal_id}"): Route(
         "admin",
@@ -526,7 +545,7 @@ def test_route_table_covers_every_route(tmp_path: Path, clock: FakeClock) -> Non
     assert not missing, f"routes without an access row in ROUTES: {missing}"
     stale = sorted(set(ROUTES) - served)
     assert not stale, f"rows for routes the app does not serve: {stale}"
-    assert len(served) == 33
+    assert len(served) == 37
 
 
 # -- 401 ----------------------------------------------------------------------------------------
@@ -709,7 +728,7 @@ def test_reader_and_operator_refusals_match_the_brief(world: World) -> None:
     administer."""
     reads = [k for k, r in ROUTES.items() if k[0] == "GET" and r.need == "reader"]
     mutations = [k for k in ROUTES if k[0] != "GET"]
-    assert len(reads) == 13 and len(mutations) == 18
+    assert len(reads) == 16 and len(mutations) == 19
     operate = {k for k, r in ROUTES.items() if r.need == "operator"}
     assert operate == {
         ("POST", "/v1/spaces/{space}/operations/{type}"),
@@ -733,6 +752,7 @@ def test_reader_and_operator_refusals_match_the_brief(world: World) -> None:
         "/v1/spaces/{space}/principals",
         "/v1/spaces/{space}/principals/{principal_id}",
         "/v1/spaces/{space}/principals/{principal_id}/tokens",
+        "/v1/spaces/{space}/principals/{principal_id}/tokens/{token_id}",
         "/v1/operations/{operation_id}/release",
     }
     # And the server agrees: the reader's GETs all succeed, the journal is system's.

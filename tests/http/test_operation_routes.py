@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from conftest import spaces
 from fastapi.testclient import TestClient
 
 from blackops import Application, ExecutionContext, OperationRejected, Retryable
@@ -30,6 +31,7 @@ def client(app: Application) -> Iterator[TestClient]:
     def crash(ctx: ExecutionContext, params: dict[str, Any]) -> None:
         raise Retryable("boom")
 
+    spaces(app, "acme")
     with TestClient(create_http_app(app, TOKEN)) as test_client:
         yield test_client
 
@@ -66,10 +68,11 @@ def test_empty_body_means_empty_params(client: TestClient) -> None:
 @pytest.mark.parametrize(
     ("category", "status", "code"),
     [
-        ("validation", 400, "invalid_params"),
-        ("authorization", 403, "forbidden"),
-        ("not_found", 404, "not_found"),
-        ("conflict", 409, "conflict"),
+        # Every category is ``rejected`` (decisions Q1): never mistaken for bad input.
+        ("validation", 422, "rejected"),
+        ("authorization", 422, "rejected"),
+        ("not_found", 422, "rejected"),
+        ("conflict", 422, "rejected"),
         ("business_rule", 422, "rejected"),
     ],
 )

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from cli_processes import BLACKOPS, ROOT, free_port, run
+from conftest import spaces
 from fastapi.testclient import TestClient
 
 from blackops import Application, ExecutionContext, Retryable, Supervision
@@ -43,6 +44,7 @@ def client(app: Application) -> Iterator[TestClient]:
     def dead(ctx: ExecutionContext, params: dict[str, Any]) -> None:
         raise Retryable("downstream is down")
 
+    spaces(app, "acme", "default")
     with TestClient(create_http_app(app, TOKEN)) as test_client:
         yield test_client
 
@@ -281,6 +283,7 @@ def test_bad_worker_flags_are_refused_with_a_code(tmp_path: Path, flags: list[st
 
 
 def test_hostile_deferred_requests_change_nothing(client: TestClient, app: Application) -> None:
+    before = app.store.last_position()  # the Spaces the fixture created
     path = "/v1/spaces/acme/operations/greeting.say"
     cases = [
         (b"{}", {"idempotency-key": "k" * 256}, 400),
@@ -308,7 +311,7 @@ def test_hostile_deferred_requests_change_nothing(client: TestClient, app: Appli
     )
     for path_ in ("/v1/operations/nope/outcome", "/v1/operations/outcome:x/outcome"):
         assert client.get(path_, headers=AUTH).status_code == 404
-    assert app.store.last_position() == 0
+    assert app.store.last_position() == before
 
 
 def test_a_replayed_key_answers_the_current_status(client: TestClient, app: Application) -> None:

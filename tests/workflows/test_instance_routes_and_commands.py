@@ -24,6 +24,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from conftest import spaces
 from fastapi.testclient import TestClient
 
 from blackops import Application, WorkflowEvent
@@ -103,6 +104,7 @@ def client(app: Application) -> Iterator[TestClient]:
     for cls in (Approval, Thrower, StepFails, Quiet):
         app.register_workflow(cls, space="acme")
     app.register_workflow(Hidden, space="other")
+    spaces(app, "acme", "other", "default")
     with TestClient(create_http_app(app, TOKEN)) as test_client:
         yield test_client
 

@@ -1,0 +1,23 @@
+"""Path parameters every router shares. Their patterns are published but checked by the
+service, after the access check: a caller without a role in a Space learns nothing about
+it, not even that a name in its path is malformed (decisions R1)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Path
+
+from blackops.operations.registry import OPERATION_TYPE
+from domain.access import PRINCIPAL_ID, SPACE_NAME, TOKEN_ID
+
+
+def _documented(pattern: str, description: str) -> object:
+    return Path(json_schema_extra={"pattern": pattern}, description=description)
+
+
+SPACE_PATTERN = SPACE_NAME.pattern
+SpacePath = Annotated[str, _documented(SPACE_PATTERN, "the Space (tenant)")]
+TypePath = Annotated[str, _documented(OPERATION_TYPE.pattern, "an operation type")]
+PrincipalPath = Annotated[str, _documented(PRINCIPAL_ID.pattern, "a principal id")]
+TokenPath = Annotated[str, _documented(TOKEN_ID.pattern, "a token id: 16 hex digits")]

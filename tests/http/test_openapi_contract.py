@@ -1,0 +1,246 @@
+"""The OpenAPI document describes the service as it behaves, judged by an outside tool:
+schemathesis runs every check it has against every operation of ``/openapi.json``, in
+process, on SQLite and PostgreSQL, authenticated with the system token, over a journal
+that holds real objects (a Space, principals, a Worker, a verified Version, a Ready
+Workflow resource, a registered workflow, instances and operations of every outcome).
+
+The examples of the seeded objects' ids are added to a copy of the document the test
+loads, so generated requests reach real objects (200s), not only unknown ones (404s).
+One configuration is ours, and it is narrow: the control-plane mutations whose bodies
+carry Python source or references to other resources (a Version upload, a Deployment, a
+Workflow create or replace) may answer a schema-valid body with 400, because no JSON
+Schema can say that a module compiles, that weights sum to 100 or that a Worker exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import schemathesis
+from resource_helpers import SPACE, deployed_worker, ready_workflow, work
+from schemathesis import engine
+from schemathesis.config import SchemathesisConfig
+from schemathesis.engine import events
+
+from blackops import Application, OperationRejected, Retryable, Supervision
+from blackops.http.app import create_http_app
+from blackops.testing import FakeClock
+from domain.access import Role
+from domain.context import Actor
+
+TOKEN = "openapi-contract-system-token"
+#: Bodies that no JSON Schema can fully judge (see the module docstring).
+SEMANTIC_BODIES = {
+    ("POST", "/v1/spaces/{space}/workers/{worker}/versions"),
+    ("PUT", "/v1/spaces/{space}/workers/{worker}/deployment"),
+    ("POST", "/v1/spaces/{space}/workflows"),
+    ("PUT", "/v1/spaces/{space}/workflows/{uid}"),
+}
+EXAMPLES_PER_OPERATION = 30
+RUN = "/v1/spaces/{space}/operations/{type}"
+
+
+class Greeter:
+    def __init__(self, env: object) -> None:
+        self.env = env
+
+    async def run(self, event: Any, step: Any) -> dict[str, Any]:
+        greeted: dict[str, Any] = await step.do("greet", lambda: {"hi": "there"})
+        return greeted
+
+
+def seeded(store_url: str, clock: FakeClock) -> tuple[Application, dict[str, str]]:
+    """An application whose journal holds one of each kind of object; their ids."""
+    app = Application(store_url, clock=clock)
+
+    @app.operation("t.echo")
+    def echo(ctx: Any, params: dict[str, Any]) -> dict[str, Any]:
+        return params
+
+    @app.operation("t.refuse")
+    def refuse(ctx: Any, params: dict[str, Any]) -> None:
+        raise OperationRejected("business_rule", "never", "this type always refuses")
+
+    @app.operation("t.flaky", supervision=Supervision(max_attempts=1, exhausted="dead_letter"))
+    def flaky(ctx: Any, params: dict[str, Any]) -> None:
+        raise Retryable("always")
+
+    me = Actor("ana", "principal")
+    app.access.create_space(SPACE, app.access_context(me, SPACE))
+    app.access.create_principal("ana", app.access_context(me, SPACE))
+    app.access.grant("ana", SPACE, Role.ADMIN, app.access_context(me, SPACE))
+    code = deployed_worker(app)
+    uid = ready_workflow(app, code.worker)
+    binding = app.register_workflow(Greeter, space=SPACE)
+    asyncio.run(binding.create(id="greeting-1"))
+    asyncio.run(app.workflow(uid).create(id="flow-1"))
+    completed = app.submit("t.echo", {"a": 1}, actor=me, tenant=SPACE)
+    dead = app.submit("t.flaky", {}, actor=me, tenant=SPACE)
+    rejected = app.run("t.refuse", {}, actor=me, tenant=SPACE).operation_id
+    work(app)
+    ids = {
+        "space": SPACE,
+        "operation_id": completed,
+        "dead": dead,
+        "rejected": rejected,
+        "uid": uid,
+        "registered": "Greeter",
+        "instance_id": "flow-1",
+        "worker": code.worker,
+        "version": code.version,
+        "principal_id": "ana",
+        "type": "t.echo",
+    }
+    return app, ids
+
+
+def with_examples(document: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:
+    """A copy of the published document whose path parameters carry the seeded ids as
+    examples (nothing else is changed)."""
+    found = copy.deepcopy(document)
+    for item in found["paths"].values():
+        for operation in item.values():
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] == "path" and parameter["name"] in ids:
+                    parameter["schema"] = {
+                        **parameter["schema"],
+                        "examples": [ids[parameter["name"]]],
+                    }
+    return found
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def contract(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Any, Any]]:
+    """The app over a seeded journal, and its document with the seeded ids as examples."""
+    from conftest import postgres_schema_url  # type: ignore[import-not-found, unused-ignore]
+
+    urls: Iterator[str]
+    if request.param == "sqlite":
+        urls = iter([f"sqlite:///{tmp_path_factory.mktemp('openapi')}/j.sqlite3"])
+    else:
+        urls = postgres_schema_url()
+    store_url = next(urls)
+    app, ids = seeded(store_url, FakeClock(datetime(2026, 11, 30, 9, tzinfo=UTC)))
+    api = create_http_app(app, TOKEN)
+    schema = schemathesis.openapi.from_dict(
+        with_examples(api.openapi(), ids), config=configuration()
+    )
+    schema.app = api
+    schema.hook("filter_case")(documented_combination)
+    try:
+        yield api, schema
+    finally:
+        app.close()
+        for _ in urls:  # the PostgreSQL schema is dropped when its generator ends
+            pass
+
+
+def test_the_document_names_every_route() -> None:
+    """Every route declares 401 (all need a token) and a success answer."""
+    with Application("memory://") as app:
+        api = create_http_app(app, TOKEN)
+        paths = api.openapi()["paths"]
+    assert sum(len(item) for item in paths.values()) >= 37  # operations (method, path)
+    for path, item in paths.items():
+        for method, operation in item.items():
+            assert "401" in operation["responses"], f"{method} {path}"
+            assert any(code.startswith("2") for code in operation["responses"]), f"{method} {path}"
+
+
+def configuration() -> SchemathesisConfig:
+    """Every check, every phase (examples, coverage, fuzzing, stateful), positive and
+    negative data, a bounded number of examples per operation, authenticated."""
+    accepted_by_service = ["2xx", "3xx", "400", "401", "403", "404", "409", "429", "5xx"]
+    semantic = [
+        {
+            "include-method": method,
+            "include-path": path,
+            "checks": {"positive_data_acceptance": {"expected-statuses": accepted_by_service}},
+        }
+        for method, path in sorted(SEMANTIC_BODIES)
+    ]
+    # The handler's own verdicts on schema-valid params: a rejection (422 ``rejected``) and
+    # a failure (500 ``operation_failed``, checked by ``operation_failures_only`` instead).
+    handler_decides = {
+        "include-method": "POST",
+        "include-path": RUN,
+        "checks": {
+            "positive_data_acceptance": {"expected-statuses": [*accepted_by_service, "422"]},
+            "not_a_server_error": {"enabled": False},
+        },
+    }
+    return SchemathesisConfig.from_dict(
+        {
+            "headers": {"Authorization": f"Bearer {TOKEN}"},
+            "generation": {"mode": "all", "max-examples": EXAMPLES_PER_OPERATION},
+            "checks": {
+                "enabled": True,
+                # A body over a document's limits is 413 (document_too_large, §3).
+                "negative_data_rejection": {
+                    "expected-statuses": [
+                        "400",
+                        "401",
+                        "403",
+                        "404",
+                        "405",
+                        "409",
+                        "413",
+                        "422",
+                        "429",
+                    ],
+                },
+            },
+            "operations": [*semantic, handler_decides],
+        }
+    )
+
+
+@schemathesis.check
+def operation_failures_only(ctx: Any, response: Any, case: Any) -> bool | None:
+    """On the run route, a 5xx must be an operation that failed (``operation_failed``, the
+    documented 500), never the server's own error; other routes keep the stock check."""
+    if case.operation.path != RUN or response.status_code < 500:
+        return None
+    code = (response.json().get("error") or {}).get("code")
+    if code != "operation_failed":
+        raise AssertionError(f"{response.status_code} {code}: a server error, not a failed run")
+    return None
+
+
+def documented_combination(_: Any, case: Any) -> bool:
+    """Rules between parameters that OpenAPI cannot state but the document says in words:
+    an Idempotency-Key goes with ``Prefer: respond-async`` (a positive case without it is
+    not one the document allows; negative cases are all kept)."""
+    if case.meta is None or not case.meta.generation.mode.is_positive:
+        return True
+    headers = {key.lower(): value for key, value in (case.headers or {}).items()}
+    if "idempotency-key" in headers:
+        return "respond-async" in str(headers.get("prefer", "")).lower()
+    return True
+
+
+def test_schemathesis_finds_no_failure(contract: tuple[Any, Any]) -> None:
+    """Run schemathesis's engine (what its CLI runs) over the whole document; collect
+    every distinct failure and every error; there must be none."""
+    _, schema = contract
+    failures: set[str] = set()
+    cases = 0
+    for event in engine.from_schema(schema).execute():
+        if isinstance(event, events.ScenarioFinished):
+            cases += len(event.recorder.cases)
+            for checks in event.recorder.checks.values():
+                for check in checks:
+                    if check.status.name == "FAILURE" and check.failure_info is not None:
+                        info = check.failure_info
+                        failures.add(f"{event.label}: {info.failure}\n{info.code_sample}"[:3000])
+        elif isinstance(event, events.NonFatalError | events.FatalError):
+            failures.add(f"{type(event).__name__}: {getattr(event, 'info', event)}"[:2000])
+    assert cases >= 37 * 10, f"only {cases} cases ran"
+    assert not failures, f"{len(failures)} failure(s):\n\n" + "\n\n".join(sorted(failures))
