@@ -42,19 +42,14 @@ def parse_instant(text: object) -> datetime:
     if len(digits) > 6 and int(digits[6:]) > 0:
         micros += 1  # a finer instant than the journal keeps: round up
     zone = UTC if offset in ("Z", "z") else _offset(offset)
+    # A leap second (:60) is read as the last second before it.
+    fields = (int(year), int(month), int(day), int(hour), int(minute), min(int(second), 59))
+    moment = datetime(*fields, tzinfo=zone)
     try:
-        moment = datetime(
-            int(year),
-            int(month),
-            int(day),
-            int(hour),
-            int(minute),
-            min(int(second), 59),
-            tzinfo=zone,
-        )  # fmt: skip  (a leap second, :60, is read as the last second before it)
         return (moment + timedelta(microseconds=micros)).astimezone(UTC)
-    except OverflowError:
-        raise ValueError("the instant is outside the years 1-9999 in UTC") from None
+    except OverflowError:  # before year 1 or after 9999 in UTC: as early or as late as can be
+        extreme = datetime.min if moment.year < 5000 else datetime.max
+        return extreme.replace(tzinfo=UTC)
 
 
 def _offset(text: str) -> timezone:

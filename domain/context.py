@@ -10,7 +10,10 @@ from domain.errors import InvalidRequest
 from domain.json_text import scalar_text
 
 # W3C Trace Context, version 00: version-traceid-parentid-flags, ids not all zero.
-TRACEPARENT = re.compile(r"^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$")
+#: W3C Trace Context, version 00. A trace id or parent id of all zeros is invalid, and W3C
+#: says to ignore such a header: it is recorded as none (anything malformed is refused).
+TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
+_ZERO_IDS = re.compile(r"^00-(0{32}-[0-9a-f]{16}|[0-9a-f]{32}-0{16})-[0-9a-f]{2}$")
 _ACTOR_KINDS = frozenset(
     {"principal", "user", "service", "token", "cli", "system", "operation", "admin"}
 )
@@ -47,12 +50,13 @@ class Actor:
 
 
 def check_traceparent(value: str | None) -> str | None:
-    """A W3C ``traceparent`` or None; anything malformed is refused, not dropped."""
+    """A W3C ``traceparent`` or None; anything malformed is refused, not dropped. One with
+    an all-zero id is well formed but invalid: ignored, as W3C requires (decisions Q11)."""
     if value is None:
         return None
     if not isinstance(value, str) or not TRACEPARENT.fullmatch(value):
         raise InvalidRequest("traceparent must be a W3C Trace Context version 00 value")
-    return value
+    return None if _ZERO_IDS.fullmatch(value) else value
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,7 +57,9 @@ class TerminateBody(Strict):
 
 
 class ReasonBody(Strict):
-    reason: str = Field(min_length=1, max_length=500, pattern=r"\S", description="not blank")
+    reason: str = Field(
+        min_length=1, max_length=500, pattern=r"[^ \t\n\r]", description="not all blank"
+    )
 
 
 class SpaceBody(Strict):

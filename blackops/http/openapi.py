@@ -171,8 +171,24 @@ def publish(document: dict[str, Any]) -> dict[str, Any]:
                 del operation["responses"]["422"]
     components.pop("HTTPValidationError", None)
     components.pop("ValidationError", None)
+    for item in document.get("paths", {}).values():
+        for operation in item.values():
+            for parameter in operation.get("parameters", []):
+                parameter["schema"] = _never_null(parameter.get("schema", {}))
     published: dict[str, Any] = _resolve_marks(document)
     return published
+
+
+def _never_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """A header or query parameter is absent or a string: never JSON ``null`` (FastAPI
+    writes ``anyOf: [T, null]`` for an optional one, which a client would send as the
+    text "null")."""
+    options = schema.get("anyOf")
+    if not options:
+        return schema
+    kept = [o for o in options if o != {"type": "null"}]
+    rest = {key: value for key, value in schema.items() if key != "anyOf"}
+    return {**rest, **kept[0]} if len(kept) == 1 else {**rest, "anyOf": kept}
 
 
 def _resolve_marks(value: Any) -> Any:

@@ -30,15 +30,24 @@ from blackops.http.openapi import document_body, errors, request_body
 from blackops.http.params import SPACE_PATTERN, SpacePath, TypePath
 from blackops.http.responses import JSON, result_response
 from blackops.jsonbody import parse_document
+from blackops.operations.registry import OPERATION_TYPE
 from blackops.operations.results import OperationResult
 from domain.access import Action
-from domain.context import TRACEPARENT, Actor
+from domain.context import TRACEPARENT, Actor, check_traceparent
 from domain.errors import InvalidRequest, NotFound
 from projections.catalog import CURSOR
 
 router = APIRouter(tags=["operations"])
 Space = SpacePath
 OperationId = Annotated[str, Path(description="an operation id (unknown ids answer 404)")]
+
+
+def received_traceparent(value: str | None) -> str | None:
+    """The header as W3C Trace Context tells a receiver to take it: a malformed value, or
+    one with an all-zero id, is ignored (the trace starts here), never an error."""
+    if value is None or not TRACEPARENT.fullmatch(value):
+        return None
+    return check_traceparent(value)
 
 
 def operation_of(
@@ -84,9 +93,9 @@ async def run_operation(
     traceparent: Annotated[
         str | None,
         Header(
-            # Documented, not validated here (the look-aheads): check_traceparent does that.
-            json_schema_extra={"pattern": TRACEPARENT.pattern},
-            description="W3C Trace Context version 00, recorded on every event",
+            description="W3C Trace Context, recorded on every event when it is a well-formed "
+            "version-00 value with non-zero ids; any other value is ignored, as W3C Trace "
+            "Context says a receiver must",
         ),
     ] = None,
     who: Caller = Depends(caller),
@@ -99,6 +108,7 @@ async def run_operation(
     if key is not None and not deferred:
         raise InvalidRequest("Idempotency-Key applies to Deferred operations only")
     raw = await read_body(request)
+    traceparent = received_traceparent(traceparent)
 
     if deferred:
 
@@ -197,7 +207,7 @@ Cursor = Annotated[
 )
 async def list_operations(
     tenant: Annotated[str | None, Query(pattern=SPACE_PATTERN)] = None,
-    type: Annotated[str | None, Query(max_length=128)] = None,
+    type: Annotated[str | None, Query(pattern=OPERATION_TYPE.pattern, max_length=128)] = None,
     status: OperationStatusName | None = None,
     since: Since = None,
     until: Until = None,

@@ -15,6 +15,7 @@ Workflow instances have their own retention (``blackops/workflows/retention.py``
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -90,9 +91,13 @@ class _Summary:
     outcome_leftover: bool = False
 
 
+#: A reason says something: one character that is not a space, tab or line break.
+REASON = re.compile(r"[^ \t\n\r]")
+
+
 def check_reason(reason: object) -> str:
-    if not isinstance(reason, str) or not reason.strip() or len(reason) > 500:
-        raise InvalidRequest("a reason of 1-500 characters is required")
+    if not isinstance(reason, str) or not REASON.search(reason) or len(reason) > 500:
+        raise InvalidRequest("a reason of 1-500 characters, not all blank, is required")
     return scalar_text(reason)
 
 

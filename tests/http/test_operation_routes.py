@@ -165,8 +165,12 @@ def test_bad_names_and_unknown_things(client: TestClient, app: Application) -> N
         post(client, "/v1/spaces/a%20b/operations/greeting.say").json()["error"]["code"]
         == "invalid_request"
     )
+    # A malformed traceparent is ignored, as W3C Trace Context says (decisions Q11).
     bad_trace = post(client, "/v1/spaces/acme/operations/greeting.say", traceparent="zzz")
-    assert bad_trace.status_code == 400
+    assert bad_trace.status_code == 200
+    traced = app.events(bad_trace.json()["operationId"])[0]["context"]
+    assert traced["traceparent"] is None
+    before = app.store.last_position()
     assert (
         client.get("/v1/operations/0190f6c1-0000-7000-8000-000000000000", headers=AUTH).status_code
         == 404
