@@ -194,7 +194,7 @@ def _utf16_key(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
-def _format_float(value: float) -> str:
+def format_float(value: float) -> str:
     """ECMAScript Number::toString of a finite double (RFC 8785 §3.2.2.3).
 
     repr and ECMAScript both pick the shortest round-tripping digits; they only differ in
@@ -298,7 +298,7 @@ class _FastPath:
             if kind is str:
                 chars += len(value)
             elif kind is float:
-                value = orjson.Fragment(_format_float(value))
+                value = orjson.Fragment(format_float(value))
             elif kind is not int and kind is not bool and value is not None:
                 value = self._child(value, depth)
             out[key] = value
@@ -317,7 +317,7 @@ class _FastPath:
             if kind is str:
                 chars += len(value)
             elif kind is float:
-                value = orjson.Fragment(_format_float(value))
+                value = orjson.Fragment(format_float(value))
             elif kind is not int and kind is not bool and value is not None:
                 value = self._child(value, depth)
             append(value)
@@ -447,7 +447,7 @@ class _ReferenceWriter:
             _check_int(item)
             self.out.append(str(item))
         elif kind is float:
-            self.out.append(_format_float(item))
+            self.out.append(format_float(item))
         elif kind is dict or kind is list:
             self._open(item)
         elif kind is bool:
@@ -473,4 +473,4 @@ def _quote(text: str) -> str:
     return '"' + text.translate(_ESCAPES) + '"'
 
 
-use_float_reference(_format_float)
+use_float_reference(format_float)

@@ -99,7 +99,7 @@ def native_canonical(value: object, limits: Limits) -> bytes | None:
         out = orjson.dumps(value, option=_OPTIONS)
     except orjson.JSONEncodeError:
         return None
-    if not out.isascii() and _utf16_order_may_differ(out):
+    if not out.isascii() and utf16_order_may_differ(out):
         return None
     if floats:
         return _spell_floats(out, floats) if _float_rules_hold() else None
@@ -144,11 +144,12 @@ def _vouch(root: object, limits: Limits) -> list[float] | None:
         level = children
 
 
-def _utf16_order_may_differ(out: bytes) -> bool:
+def utf16_order_may_differ(out: bytes) -> bool:
     """Code-point and UTF-16 key order differ only between astral and U+E000..U+FFFF keys.
 
-    A key is a string followed by ``:``; from a character inside a string, the string ends
-    at the first quote not escaped (orjson writes a quote inside a string only as ``\\"``).
+    ``out`` is compact JSON as orjson (or RFC 8785) writes it. A key is a string followed by
+    ``:``; from a character inside a string, the string ends at the first quote not escaped
+    (a quote inside a string is only ever written ``\\"``).
     """
     if not any(lead in out for lead in _ASTRAL_LEADS):
         return False
