@@ -151,7 +151,7 @@ def utf16_order_may_differ(out: bytes) -> bool:
     ``:``; from a character inside a string, the string ends at the first quote not escaped
     (a quote inside a string is only ever written ``\\"``).
     """
-    if not any(lead in out for lead in _ASTRAL_LEADS):
+    if out.isascii() or not any(lead in out for lead in _ASTRAL_LEADS):
         return False
     if b"\xee" not in out and b"\xef" not in out:
         return False

@@ -23,7 +23,11 @@ from journal.leaves import entry_bytes
 
 REQUIRED = ("at", "context", "data", "position", "stream", "type", "version")
 _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
-_FOREIGN_NUMBER = re.compile(rb"\.0[,\]}]|[0-9]e(?:[0-9]|-[1-6][,\]}]|\+(?:[0-9]|1[0-9]|20)[,\]}])")
+#: orjson releases before 3.11 write positive exponents unsigned (``1e21``): RFC 8785 never.
+_UNSIGNED_EXPONENTS = b"+" not in orjson.dumps(1e300)
+_UNSIGNED_EXPONENT = re.compile(rb"[0-9]e[0-9]+[,\]}]")
+_DIGITS = frozenset(b"0123456789")
+_ENDS = (b",", b"]", b"}")
 
 
 def observed_line(row: Notification) -> bytes:
@@ -105,9 +109,31 @@ def _foreign_float(text: bytes) -> bool:
 
     Those are integral floats (``2.0``, ``-0.0``: RFC 8785 writes ``2``, ``0``) and exponents
     it writes in full (``e-6``, ``e+16`` to ``e+20``, unsigned ones). Text inside strings may
-    match too; that only costs the strict path.
+    match too; that only costs the strict path. Plain substring searches first: a regular
+    expression over every line would cost more than reading it.
     """
-    return _FOREIGN_NUMBER.search(text) is not None
+    if b".0," in text or b".0]" in text or b".0}" in text:
+        return True
+    if b"e+" in text and _exponent_below(text, b"e+", 21):
+        return True
+    if b"e-" in text and _exponent_below(text, b"e-", 7):
+        return True
+    return _UNSIGNED_EXPONENTS and _UNSIGNED_EXPONENT.search(text) is not None
+
+
+def _exponent_below(text: bytes, marker: bytes, limit: int) -> bool:
+    """Is there a number (a digit, ``marker``, digits, a delimiter) whose exponent is below
+    ``limit``?"""
+    find, start = text.find, text.find(marker)
+    while start > 0:
+        end = start + 2
+        while end < len(text) and text[end] in _DIGITS:
+            end += 1
+        number = text[start - 1] in _DIGITS and end > start + 2 and text[end : end + 1] in _ENDS
+        if number and int(text[start + 2 : end]) < limit:
+            return True
+        start = find(marker, start + 2)
+    return False
 
 
 def _canonical_or_none(value: dict[str, Any]) -> bytes | None:
