@@ -120,12 +120,13 @@ def _vouch(root: object, limits: Limits) -> list[float] | None:
         depth += 1  # the containers of ``level`` are at this depth
         if depth > max_depth:
             return None
-        dicts = list(compress(level, map(is_, kinds, repeat(dict))))
-        if max(map(len, dicts), default=0) > limits.max_keys:
-            return None
+        dicts = list(compress(level, map(is_, kinds, repeat(dict)))) if depth > 1 else level
         children = referents(*level)  # values (and non-str keys) of its containers
         size += len(children)
         if size > limits.max_bytes or len(children) > _MAX_VALUES:
+            return None
+        # A dict's values are among the children: only a big level can hold a wide dict.
+        if len(children) > limits.max_keys and max(map(len, dicts), default=0) > limits.max_keys:
             return None
         kinds = list(map(type, children))
         present = set(map(id, kinds))
