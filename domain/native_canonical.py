@@ -6,18 +6,18 @@ them, else ``None`` (the caller's slower, exact paths then decide, refusals incl
 1. **Types, depth, key counts, size floor**, level by level without a Python loop over the
    values: `gc.get_referents` lists the values of every container of one level (a dict
    whose keys are all exact ``str`` yields its values only; any other dict also yields its
-   keys, whose types are then checked too), ``set(map(id, map(type, ...)))`` says which types occur,
-   and only exact ``dict``, ``list``, ``str``, ``int``, ``float``, ``bool`` and ``None`` may.
-   No hook of any value can run: only exact built-in containers are traversed, and types are
-   compared by identity (a metaclass's ``__hash__`` or ``__eq__`` is never called).
+   keys, whose types are then checked too), ``set(map(id, map(type, ...)))`` says which
+   types occur, and only exact ``dict``, ``list``, ``str``, ``int``, ``float``, ``bool`` and
+   ``None`` may. No hook of any value can run: only exact built-in containers are traversed,
+   and types are compared by identity (a metaclass's ``__hash__`` or ``__eq__`` never runs).
 2. **orjson** writes the document with ``OPT_SORT_KEYS | OPT_STRICT_INTEGER``: it refuses
    non-``str`` keys, lone surrogates and integers beyond ±(2**53 − 1) itself. Its string
    escapes are ECMAScript's, and its key order (UTF-8 bytes, i.e. code points) is RFC 8785's
-   (UTF-16 code units) unless an astral character and one of U+E000..U+FFFF both occur; then
-   we give up.
+   (UTF-16 code units) unless a key holds an astral character and another key one of
+   U+E000..U+FFFF; then we give up.
 3. **Floats**: orjson writes the shortest digits that round-trip, correctly rounded. That
    decimal is unique for every double (an exact tie between two shortest candidates cannot
-   occur: see `_FLOAT_DIGITS`), so its digits are ECMAScript's; only the notation can differ.
+   occur: see the comment below), so its digits are ECMAScript's; only the notation differs.
    All floats of the document are written once more on their own (no strings in between),
    where the few spellings ECMAScript does not use are found by plain substring searches:
    ``null`` (NaN, infinities), ``-0.0``, exponents ECMAScript writes in full (e-6, e+16..e+20,
@@ -25,7 +25,7 @@ them, else ``None`` (the caller's slower, exact paths then decide, refusals incl
    floats (``2.0``) are written ``2`` by removing ``.0`` before a delimiter in the document's
    bytes; the number of removals must equal the number of integral floats, which proves none
    was inside a string.
-4. A once-per-process **calibration** runs the float rules of step 3 on ~2,700 doubles across
+4. A once-per-process **calibration** runs the float rules of step 3 on ~4,400 doubles across
    the whole exponent range against the exact formatter: an orjson release that spelled any
    of them otherwise turns the float part of this path off.
 """
