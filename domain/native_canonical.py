@@ -6,10 +6,11 @@ them, else ``None`` (the caller's slower, exact paths then decide, refusals incl
 1. **Types, depth, key counts, size floor**, level by level without a Python loop over the
    values: `gc.get_referents` lists the values of every container of one level (a dict
    whose keys are all exact ``str`` yields its values only; any other dict also yields its
-   keys, whose types are then checked too), ``set(map(id, map(type, ...)))`` says which
-   types occur, and only exact ``dict``, ``list``, ``str``, ``int``, ``float``, ``bool`` and
-   ``None`` may. No hook of any value can run: only exact built-in containers are traversed,
-   and types are compared by identity (a metaclass's ``__hash__`` or ``__eq__`` never runs).
+   keys, whose types are then checked too), ``set(map(type, ...))`` says which types occur,
+   and only exact ``dict``, ``list``, ``str``, ``int``, ``float``, ``bool`` and ``None`` may.
+   No hook of any value can run: only exact built-in containers are traversed, and types are
+   hashed only once their metaclass is known to be ``type`` (a metaclass's ``__hash__`` or
+   ``__eq__`` never runs).
 2. **orjson** writes the document with ``OPT_SORT_KEYS | OPT_STRICT_INTEGER``: it refuses
    non-``str`` keys, lone surrogates and integers beyond ±(2**53 − 1) itself. Its string
    escapes are ECMAScript's, and its key order (UTF-8 bytes, i.e. code points) is RFC 8785's
@@ -51,12 +52,7 @@ class Limits(NamedTuple):
 
 
 _OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
-#: Types are compared by identity (``id``): hashing a type could run a metaclass's hook.
-_ALLOWED: Final = frozenset(map(id, (dict, list, str, int, float, bool, type(None))))
-_DICT_ID: Final = id(dict)
-_LIST_ID: Final = id(list)
-_FLOAT_ID: Final = id(float)
-_STR_ID: Final = id(str)
+_ALLOWED: Final = frozenset({dict, list, str, int, float, bool, type(None)})
 #: orjson writes at most 254 levels; beyond that the slower paths decide.
 _ORJSON_MAX_DEPTH: Final = 254
 #: Values of one level looked at before giving up (a shared, exponential structure).
@@ -129,18 +125,22 @@ def _vouch(root: object, limits: Limits) -> list[float] | None:
         if len(children) > limits.max_keys and max(map(len, dicts), default=0) > limits.max_keys:
             return None
         kinds = list(map(type, children))
-        present = set(map(id, kinds))
+        # Hash the types only once their metaclass is known to be ``type`` (whose hash is
+        # identity): a metaclass's own __hash__ or __eq__ never runs.
+        if not all(map(is_, map(type, kinds), repeat(type))):
+            return None
+        present = set(kinds)
         if not present <= _ALLOWED:
             return None
         try:  # keys are exact str, or (listed among the children) exact int, float, ...
             size += sum(map(len, chain.from_iterable(dicts)))
         except TypeError:  # a key that is not a string: orjson would refuse it
             return None
-        if _STR_ID in present:
+        if str in present:
             size += sum(map(len, compress(children, map(is_, kinds, repeat(str)))))
-        if _FLOAT_ID in present:
+        if float in present:
             floats += compress(children, map(is_, kinds, repeat(float)))
-        if _DICT_ID not in present and _LIST_ID not in present:
+        if dict not in present and list not in present:
             return None if size > limits.max_bytes else floats
         level = children
 
