@@ -49,6 +49,7 @@ format: $(STAMP)
 ## Benchmarks print their figures; nothing is asserted.
 bench: $(STAMP)
 	$(BIN)/python bench/documents.py
+	$(BIN)/python bench/jsonl.py
 	$(BIN)/python bench/inline.py
 	$(BIN)/python bench/operations.py
 	$(BIN)/python bench/journal.py

@@ -1,23 +1,45 @@
-"""Canonicalisation throughput: `canonical_document` against the pure-Python `rfc8785.dumps`."""
+"""Canonical documents: `canonical_document` beside `rfc8785.dumps` and orjson, and JSON text
+to validated canonical bytes beside orjson's own parse + dump (printed, never asserted).
+
+For each bench document (~1 KB, ~64 KB, ~1 MB of float-heavy operation records):
+
+  canonical   `canonical_document(doc)`, `rfc8785.dumps(doc)` and
+              `orjson.dumps(doc, option=OPT_SORT_KEYS)` (no validation, not RFC 8785: the floor)
+  text        `canonical_document(parse_document(text))` for the document as a client sends it
+              (orjson's compact text, keys unsorted), beside `orjson.dumps(orjson.loads(text),
+              option=OPT_SORT_KEYS)` (the floor)
+
+MB/s of canonical output, the median of REPEATS timed runs, timed in this process's CPU time
+(`time.process_time`): the machine is shared, and time other processes take does not count.
+Output bytes are checked identical to `rfc8785.dumps` first.
+Usage: .venv/bin/python bench/documents.py [--json] [--ref REV]
+(``--ref main`` runs the same measurements with main's library in a child process too).
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
 import random
+import statistics
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a plain script
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # runnable as a plain script
+import orjson
 import rfc8785
+from bench_ref import run_at  # first: with --ref, the child's library comes from REV
 
+from blackops.jsonbody import parse_document
 from domain.documents import MAX_BYTES, canonical_document
 
 REPEATS = 7
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india"]
 NON_ASCII = ["café", "naïve", "Zürich", "東京", "Москва", "emoji 😀", "ﬁn"]
+SIZES = {"~1 KB": 1_000, "~64 KB": 64_000, "~1 MB": 1_000_000}
 
 
 def _record(rng: random.Random, index: int) -> dict[str, Any]:
@@ -46,45 +68,85 @@ def build_document(target_bytes: int, seed: int = 8785) -> dict[str, Any]:
     rng = random.Random(seed)
     items: list[dict[str, Any]] = []
     document: dict[str, Any] = {"kind": "bench", "version": 1, "items": items}
-    size = len(canonical_document(document))
+    size = len(rfc8785.dumps(document))
     while True:
         record = _record(rng, len(items))
         # Each record adds its own canonical bytes plus a separating comma.
-        size += len(canonical_document(record)) + 1
+        size += len(rfc8785.dumps(record)) + 1
         if size > target_bytes:
             return document
         items.append(record)
 
 
-def throughput(encode: Callable[[dict[str, Any]], bytes], document: dict[str, Any]) -> float:
-    """MB/s of canonical output, best of REPEATS timed runs."""
-    size = len(encode(document))
+def throughput(encode: Callable[[], bytes]) -> float:
+    """MB/s of ``encode()``'s output, the median of REPEATS timed runs."""
+    size = len(encode())
     loops = max(1, 200_000 // size)
-    best = float("inf")
+    runs = []
     for _ in range(REPEATS):
-        start = time.perf_counter()
+        start = time.process_time()
         for _ in range(loops):
-            encode(document)
-        best = min(best, (time.perf_counter() - start) / loops)
-    return size / best / 1e6
+            encode()
+        runs.append((time.process_time() - start) / loops)
+    return size / statistics.median(runs) / 1e6
+
+
+def measure() -> list[dict[str, Any]]:
+    rows = []
+    for label, target in SIZES.items():
+        document = build_document(target)
+        expected = rfc8785.dumps(document)
+        text = orjson.dumps(document)  # what a client sends: compact, keys in its own order
+        if canonical_document(document) != expected:
+            raise SystemExit(f"{label}: canonical_document differs from rfc8785.dumps")
+        if canonical_document(parse_document(text)) != expected:
+            raise SystemExit(f"{label}: the text path differs from rfc8785.dumps")
+        if len(expected) > MAX_BYTES:
+            raise SystemExit(f"{label}: document exceeds MAX_BYTES")
+        rows.append({"document": label, "bytes": len(expected), **_rates(document, text)})
+    return rows
+
+
+def _rates(document: dict[str, Any], text: bytes) -> dict[str, float]:
+    sort = orjson.OPT_SORT_KEYS
+    return {
+        "ours": throughput(lambda: canonical_document(document)),
+        "rfc8785": throughput(lambda: rfc8785.dumps(document)),
+        "orjson": throughput(lambda: orjson.dumps(document, option=sort)),
+        "text_ours": throughput(lambda: canonical_document(parse_document(text))),
+        "text_floor": throughput(lambda: orjson.dumps(orjson.loads(text), option=sort)),
+    }
+
+
+def show(rows: list[dict[str, Any]], title: str) -> None:
+    print(title)
+    print(
+        f"{'document':<9} {'bytes':>9} {'ours':>7} {'rfc8785':>8} {'orjson':>7} "
+        f"{'÷rfc':>6} {'÷orjson':>8} | {'text':>7} {'floor':>7} {'÷floor':>7}   (MB/s)"
+    )
+    for r in rows:
+        print(
+            f"{r['document']:<9} {r['bytes']:>9} {r['ours']:>7.1f} {r['rfc8785']:>8.1f} "
+            f"{r['orjson']:>7.1f} {r['ours'] / r['rfc8785']:>5.1f}x "
+            f"{r['ours'] / r['orjson']:>7.2f}x | {r['text_ours']:>7.1f} {r['text_floor']:>7.1f} "
+            f"{r['text_ours'] / r['text_floor']:>6.2f}x"
+        )
 
 
 def main() -> None:
-    sizes = {"~1 KB": 1_000, "~64 KB": 64_000, "~1 MB": 1_000_000}
-    rows = []
-    for label, target in sizes.items():
-        document = build_document(target)
-        ours = canonical_document(document)
-        if ours != rfc8785.dumps(document):
-            raise SystemExit(f"{label}: canonical_document differs from rfc8785.dumps")
-        if len(ours) > MAX_BYTES:
-            raise SystemExit(f"{label}: document exceeds MAX_BYTES")
-        fast = throughput(canonical_document, document)
-        reference = throughput(rfc8785.dumps, document)
-        rows.append((label, len(ours), fast, reference))
-    print(f"{'document':<9} {'bytes':>9} {'ours MB/s':>10} {'rfc8785 MB/s':>13} {'ratio':>7}")
-    for label, size, fast, reference in rows:
-        print(f"{label:<9} {size:>9} {fast:>10.1f} {reference:>13.1f} {fast / reference:>6.1f}x")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--ref", help="also measure this git revision's library (before)")
+    args = parser.parse_args()
+    before = run_at(args.ref, Path(__file__), []) if args.ref else None
+    rows = measure()
+    if args.json:
+        print(json.dumps({"rows": rows, "before": before and before["rows"], "ref": args.ref}))
+        return
+    if before is not None:
+        show(before["rows"], f"before ({args.ref}):")
+        print()
+    show(rows, "this tree:" if before is not None else "")
 
 
 if __name__ == "__main__":

@@ -3,16 +3,21 @@ that never fails on a deep document."""
 
 from __future__ import annotations
 
+import gc
 import json
 from typing import Any
 
 import orjson
 
-from domain.documents import MAX_BYTES, DocumentError, canonical_json
-from domain.json_text import JSONTextError, parse_json
+from domain.documents import MAX_BYTES, MAX_DEPTH, DocumentError, canonical_json
 
 #: Raw input may carry whitespace the canonical form drops; beyond this it cannot fit.
 MAX_RAW_BYTES = 4 * MAX_BYTES
+
+#: Every digit becomes "0", everything else "x": a run of 20 digits is a plain substring.
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= c <= 0x39 else 0x78 for c in range(256))
+#: orjson reads an integer of 20 digits or more as a float: such text takes the strict path.
+_LONG_INTEGER = b"0" * 20
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -28,14 +33,53 @@ def _no_constants(name: str) -> Any:
     raise DocumentError("invalid_params", f"{name} is not JSON")
 
 
+def _too_deep() -> DocumentError:
+    return DocumentError("invalid_params", f"JSON input nests deeper than {MAX_DEPTH} levels")
+
+
 def parse_document(raw: bytes | str, *, empty_is: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Parse one JSON object: no duplicate keys, no NaN/Infinity, valid UTF-8.
+    """Parse one JSON object: no duplicate keys, no NaN/Infinity, valid UTF-8, at most
+    ``MAX_DEPTH`` levels deep (decisions P45).
 
     The result still has to pass ``canonical_document`` (limits, safe integers,
     scalar values); this only makes sure nothing was silently lost in parsing.
     """
     if len(raw) > MAX_RAW_BYTES:
         raise DocumentError("document_too_large", f"JSON input is over {MAX_RAW_BYTES} bytes")
+    value = _parse_fast(raw)
+    if value is None:
+        value = _parse_strict(raw, empty_is)
+    if type(value) is not dict:
+        raise DocumentError("invalid_params", "a document must be a JSON object")
+    _check_depth(value)
+    return value
+
+
+def _parse_fast(raw: bytes | str) -> Any:
+    """orjson's reading when it provably lost nothing, else ``None`` (the strict path decides).
+
+    orjson keeps the last of duplicate keys. The text's colons are its members' separators
+    plus the colons inside its strings (literal, or escaped as ``\\u003a``); orjson's own
+    writing of what it read has one separator per member kept plus the same strings'
+    colons. So the counts are equal exactly when no member was dropped: a dropped member
+    takes at least its separator with it, and escapes are never undercounted (a
+    ``\\\\u003a`` that is not an escape only makes the counts differ).
+    """
+    try:
+        data = raw.encode() if isinstance(raw, str) else raw
+        value = orjson.loads(data)
+        written = orjson.dumps(value)
+    except (UnicodeEncodeError, orjson.JSONDecodeError, orjson.JSONEncodeError):
+        return None
+    if type(value) is not dict or _LONG_INTEGER in data.translate(_DIGITS_AS_ZERO):
+        return None
+    colons = data.count(b":")
+    if b"\\u" in data:
+        colons += data.count(b"\\u003a") + data.count(b"\\u003A")
+    return value if colons == written.count(b":") else None
+
+
+def _parse_strict(raw: bytes | str, empty_is: dict[str, Any] | None) -> Any:
     if isinstance(raw, bytes):
         try:
             raw = raw.decode("utf-8")
@@ -46,9 +90,9 @@ def parse_document(raw: bytes | str, *, empty_is: dict[str, Any] | None = None) 
             return dict(empty_is)
         raise DocumentError("invalid_params", "a JSON object is required")
     try:
-        value = json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constants)
+        return json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constants)
     except RecursionError:
-        value = _parse_deep(raw)  # deeper than the C parser goes: documents have no depth limit
+        raise _too_deep() from None  # far deeper than any document may be
     except json.JSONDecodeError as error:
         raise DocumentError(
             "invalid_params", f"malformed JSON at line {error.lineno} column {error.colno}"
@@ -57,16 +101,21 @@ def parse_document(raw: bytes | str, *, empty_is: dict[str, Any] | None = None) 
         raise DocumentError(
             "invalid_params", "JSON input has a number that cannot be read"
         ) from None
-    if type(value) is not dict:
-        raise DocumentError("invalid_params", "a document must be a JSON object")
-    return value
 
 
-def _parse_deep(raw: str) -> Any:
-    try:
-        return parse_json(raw)
-    except JSONTextError as error:
-        raise DocumentError("invalid_params", f"malformed JSON: {error}") from None
+def _check_depth(value: dict[str, Any]) -> None:
+    """Level by level (no recursion): the values just parsed are exact built-in types."""
+    level: list[Any] = [value]
+    depth = 1
+    while True:
+        children = gc.get_referents(*level)
+        kinds = set(map(type, children))
+        if dict not in kinds and list not in kinds:
+            return
+        depth += 1
+        if depth > MAX_DEPTH:
+            raise _too_deep()
+        level = children
 
 
 def render_json(value: dict[str, Any]) -> bytes:

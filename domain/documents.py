@@ -1,37 +1,40 @@
 """RFC 8785 canonical documents: strict validation and exact canonical bytes (DW-DOC-1..3).
 
-One module, one thing: a document's rules and its canonical bytes are checked in the same
-walk (a fast path through orjson and an exact, iterative path it falls back to), so the
-limits, the refusals and the bytes can never disagree.
+One module, one thing: a document's rules and its canonical bytes. Three paths give the same
+bytes and the same refusals: a native one (`domain.native_canonical`: C-level type checks,
+then orjson writes everything), a fragment path (a Python walk that formats every float
+itself) and the exact, iterative reference path. A faster path only ever answers when it can
+vouch for its bytes; anything else, every refusal included, is decided by the next one.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 import orjson
 
 from domain.errors import BlackOpsError
+from domain.native_canonical import Limits as _Limits
+from domain.native_canonical import native_canonical, use_float_reference
 
 MAX_KEYS: Final = 1024
 MAX_BYTES: Final = 1_048_576
 MAX_SAFE_INTEGER: Final = 2**53 - 1
+#: Nesting: the root object is level 1, each object or array inside adds one (decisions P45).
+MAX_DEPTH: Final = 128
 #: Journal envelopes ({at, context, data}) wrap documents, so they get room for one
 #: full-size document plus its surroundings; everything else about them is identical.
 ENVELOPE_MAX_BYTES: Final = 4 * MAX_BYTES
+#: Envelopes nest a document a few levels down (``data.params``: two); eight to spare.
+ENVELOPE_MAX_DEPTH: Final = MAX_DEPTH + 8
 
+_DOCUMENT: Final = _Limits(MAX_KEYS, MAX_BYTES, MAX_DEPTH)
+_ENVELOPE: Final = _Limits(MAX_KEYS, ENVELOPE_MAX_BYTES, ENVELOPE_MAX_DEPTH)
+#: Answers and records read back (written before the depth limit existed): no limits.
+_UNLIMITED: Final = _Limits(2**62, 2**62, 2**62)
 
-class _Limits(NamedTuple):
-    max_keys: int
-    max_bytes: int
-
-
-_DOCUMENT: Final = _Limits(MAX_KEYS, MAX_BYTES)
-_ENVELOPE: Final = _Limits(MAX_KEYS, ENVELOPE_MAX_BYTES)
-_UNLIMITED: Final = _Limits(2**62, 2**62)
-
-#: orjson refuses nesting deeper than ~253 levels; past this depth we use the iterative path.
+#: orjson refuses nesting deeper than 254 levels; past this depth the reference path writes.
 _FAST_MAX_DEPTH: Final = 200
 #: orjson range-checks integers itself (exactly ±(2**53 - 1)) and, as a second line of
 #: defence, refuses subclasses; it sorts keys by code point, so objects whose UTF-16 order
@@ -97,33 +100,47 @@ class _FallbackError(Exception):
 def canonical_document(value: object) -> bytes:
     """Validate ``value`` as a BlackOps document and return its RFC 8785 canonical UTF-8 bytes.
 
-    Fast path: a walk that checks exact types and rewrites floats, then orjson. Anything it
-    cannot vouch for goes to `canonical_document_reference`, so every error (and its path) is
-    decided by one walk only.
+    Native path first, then the fragment path (a walk that checks exact types and formats
+    floats, then orjson). Anything neither can vouch for goes to
+    `canonical_document_reference`, so every error (and its path) is decided by one walk only.
     """
     return _canonical(value, _DOCUMENT)
 
 
 def canonical_document_reference(value: object) -> bytes:
-    """Same contract as `canonical_document`, written iteratively without orjson (any depth)."""
+    """Same contract as `canonical_document`, written iteratively without orjson."""
     return _canonical_reference(value, _DOCUMENT)
 
 
+def canonical_document_fragments(value: object) -> bytes:
+    """Same contract as `canonical_document`, without the native path (for the tests)."""
+    return _canonical_fragments(value, _DOCUMENT)
+
+
 def canonical_envelope(value: object) -> bytes:
-    """The journal's own records: every document rule, but up to ``ENVELOPE_MAX_BYTES``."""
+    """The journal's own records: every document rule, but up to ``ENVELOPE_MAX_BYTES`` and
+    ``ENVELOPE_MAX_DEPTH``, so nothing deeper can ever be journaled."""
     return _canonical(value, _ENVELOPE)
 
 
 def canonical_json(value: object) -> bytes:
-    """Every value rule, no size or key limit: for answers built from documents already
-    accepted (HTTP bodies, CLI output), at any depth."""
+    """Every value rule, no size, key or depth limit: for answers built from documents
+    already accepted (HTTP bodies, CLI output) and for records read back, at any depth."""
     return _canonical(value, _UNLIMITED)
 
 
 def _canonical(value: object, limits: _Limits) -> bytes:
     _check_root(value)
+    out = native_canonical(value, limits)
+    if out is not None:
+        return _check_output(out, limits)
+    return _canonical_fragments(value, limits)
+
+
+def _canonical_fragments(value: object, limits: _Limits) -> bytes:
+    _check_root(value)
     try:
-        out = orjson.dumps(_FastPath(limits).object(value, 0), option=_ORJSON_OPTIONS)
+        out = orjson.dumps(_FastPath(limits).object(value, 1), option=_ORJSON_OPTIONS)
     except (_FallbackError, _RejectError, orjson.JSONEncodeError, RecursionError):
         # RecursionError: the caller was already deep in its own stack; the reference is flat.
         return _canonical_reference(value, limits)
@@ -177,7 +194,7 @@ def _utf16_key(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
-def _format_float(value: float) -> str:
+def format_float(value: float) -> str:
     """ECMAScript Number::toString of a finite double (RFC 8785 §3.2.2.3).
 
     repr and ECMAScript both pick the shortest round-tripping digits; they only differ in
@@ -257,14 +274,15 @@ class _FastPath:
     narrows with ``type(v) is X``, which mypy cannot follow through a local.
     """
 
-    __slots__ = ("limits", "size")
+    __slots__ = ("limits", "max_depth", "size")
 
     def __init__(self, limits: _Limits) -> None:
         self.limits = limits
+        self.max_depth = min(limits.max_depth, _FAST_MAX_DEPTH)  # the root is depth 1
         self.size = 0
 
     def object(self, obj: Any, depth: int) -> Any:
-        if depth > _FAST_MAX_DEPTH or len(obj) > self.limits.max_keys:
+        if depth > self.max_depth or len(obj) > self.limits.max_keys:
             raise _FallbackError
         self._grow(_object_floor(len(obj)))  # a huge input is refused before it is walked
         chars = 0
@@ -280,7 +298,7 @@ class _FastPath:
             if kind is str:
                 chars += len(value)
             elif kind is float:
-                value = orjson.Fragment(_format_float(value))
+                value = orjson.Fragment(format_float(value))
             elif kind is not int and kind is not bool and value is not None:
                 value = self._child(value, depth)
             out[key] = value
@@ -288,7 +306,7 @@ class _FastPath:
         return out if ascii_keys else _utf16_ordered(out)
 
     def array(self, items: Any, depth: int) -> Any:
-        if depth > _FAST_MAX_DEPTH:
+        if depth > self.max_depth:
             raise _FallbackError
         self._grow(_array_floor(len(items)))
         chars = 0
@@ -299,7 +317,7 @@ class _FastPath:
             if kind is str:
                 chars += len(value)
             elif kind is float:
-                value = orjson.Fragment(_format_float(value))
+                value = orjson.Fragment(format_float(value))
             elif kind is not int and kind is not bool and value is not None:
                 value = self._child(value, depth)
             append(value)
@@ -405,6 +423,10 @@ class _ReferenceWriter:
         ident = id(container)
         if ident in self.ancestors:
             raise _RejectError(_INVALID, "document contains a cycle")
+        if len(self.stack) >= self.limits.max_depth:
+            raise _RejectError(
+                _INVALID, f"document nests deeper than {self.limits.max_depth} levels"
+            )
         if type(container) is dict:
             keys = _sorted_keys(container, self.limits.max_keys)
             self._grow(_object_floor(len(keys)) + sum(map(len, keys)))
@@ -425,7 +447,7 @@ class _ReferenceWriter:
             _check_int(item)
             self.out.append(str(item))
         elif kind is float:
-            self.out.append(_format_float(item))
+            self.out.append(format_float(item))
         elif kind is dict or kind is list:
             self._open(item)
         elif kind is bool:
@@ -449,3 +471,6 @@ def _sorted_keys(obj: dict[Any, Any], max_keys: int) -> list[str]:
 
 def _quote(text: str) -> str:
     return '"' + text.translate(_ESCAPES) + '"'
+
+
+use_float_reference(format_float)

@@ -13,6 +13,8 @@ from typing import Any
 
 import orjson
 
+from domain.documents import format_float
+
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 _LITERALS = {"true": True, "false": False, "null": None}
@@ -145,10 +147,22 @@ _SIXTEEN_DIGITS = b"0" * 16
 _MAX_SAFE = 2**53 - 1
 
 
-def _unsafe_ints_to_floats(root: Any) -> Any:
+def integral_floats(root: Any) -> Any:
+    """``root`` with every integer beyond ±(2**53 - 1) that is spelled as RFC 8785 spells a
+    double read as that double: such floats (``2.0**60`` is ``1152921504606847000``) are
+    written without a fraction. Other unsafe integers stay integers (refused as documents)."""
+    return _unsafe_ints_to_floats(root, canonical_only=True)
+
+
+def _unsafe_ints_to_floats(root: Any, canonical_only: bool = False) -> Any:
     def fix(value: Any) -> Any:
         if type(value) is int and not -_MAX_SAFE <= value <= _MAX_SAFE:
-            return float(value)
+            try:
+                double = float(value)
+            except OverflowError:
+                return value
+            if not canonical_only or format_float(double) == str(value):
+                return double
         return value
 
     stack = [root]

@@ -9,17 +9,25 @@ canonicalising the whole object (tests/test_observed_jsonl.py checks both ways).
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, NoReturn
 
 import orjson
 from eventsourcing.persistence import Notification
 
 from domain.documents import DocumentError, canonical_json
 from domain.events import RecordedEvent
-from domain.json_text import JSONTextError, parse_json
+from domain.json_text import JSONTextError, integral_floats, parse_json
+from domain.native_canonical import utf16_order_may_differ
 from journal.leaves import entry_bytes
 
 REQUIRED = ("at", "context", "data", "position", "stream", "type", "version")
+_SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
+#: orjson releases before 3.11 write positive exponents unsigned (``1e21``): RFC 8785 never.
+_UNSIGNED_EXPONENTS = b"+" not in orjson.dumps(1e300)
+_UNSIGNED_EXPONENT = re.compile(rb"[0-9]e[0-9]+[,\]}]")
+_DIGITS = frozenset(b"0123456789")
+_ENDS = (b",", b"]", b"}")
 
 
 def observed_line(row: Notification) -> bytes:
@@ -44,27 +52,49 @@ ObservedEvent = RecordedEvent
 
 
 def parse_line(text: bytes, line: int) -> ObservedEvent:
-    """Read one line strictly: one JSON object, no duplicate keys, the seven members typed."""
-    return parse_line_canonical(text, line)[0]
+    """Read one line strictly: one JSON object, no duplicate keys, the seven members typed.
+
+    Fast path: orjson reads the line, and writing what it read (keys sorted) gives the line
+    back byte for byte. Then the line holds no duplicate keys: it *is* orjson's writing of a
+    dict, and a dict has each key once (distinct strings are written distinctly). Every value
+    is also one ``canonical_json`` accepts (exact JSON types, finite floats, integers within
+    ±(2**53 - 1), no lone surrogates: orjson reads or writes nothing else). Anything else,
+    hostile lines included, goes through `parse_line_canonical`'s strict path.
+    """
+    try:
+        value = orjson.loads(text)
+        if orjson.dumps(value, option=_SORTED) == text:
+            return _event(value, line)
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        pass
+    return _parse_strict(text, line)[0]
 
 
 def parse_line_canonical(text: bytes, line: int) -> tuple[ObservedEvent, bytes]:
     """The event and its canonical bytes (its Merkle entry), however the line is spelled.
 
-    Fast path: a line that orjson reads and that is already canonical (what we export)
-    cannot hide duplicate keys, since the canonical form of what was read is the line
-    itself. Anything else goes through the strict parser, which refuses duplicates.
+    Fast path: as in `parse_line` (so no duplicate keys), and the line is spelled as RFC 8785
+    spells what was read, so the line is its own canonical form: orjson's strings, integers
+    and structure are RFC 8785's; its key order is too unless a key holds a character above
+    U+FFFF and another one of U+E000..U+FFFF (then we do not vouch); its float digits are
+    the shortest nearest ones (unique, see `domain.native_canonical`) and only its notation
+    can differ, which `_foreign_float` finds. Anything else goes through the strict parser,
+    which refuses duplicates, and is re-canonicalised from what it means.
     """
     try:
         value = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        value = None
-    if isinstance(value, dict):
-        canonical = _canonical_or_none(value)
-        if canonical == text:
-            return _event(value, line), text
+        written = orjson.dumps(value, option=_SORTED)
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        return _parse_strict(text, line)
+    if written == text and not _foreign_float(text) and not utf16_order_may_differ(text):
+        return _event(value, line), text
+    return _parse_strict(text, line)
+
+
+def _parse_strict(text: bytes, line: int) -> tuple[ObservedEvent, bytes]:
     try:
-        value = parse_json(text.decode("utf-8"))
+        # A float like 2.0**60 is written without a fraction: read it back as that float.
+        value = integral_floats(parse_json(text.decode("utf-8")))
     except (UnicodeDecodeError, JSONTextError) as error:
         raise ObservedLineError(line, f"not JSON text: {error}") from None
     event = _event(value, line)
@@ -72,6 +102,38 @@ def parse_line_canonical(text: bytes, line: int) -> tuple[ObservedEvent, bytes]:
     if canonical is None:
         raise ObservedLineError(line, "not a canonical JSON document")
     return event, canonical
+
+
+def _foreign_float(text: bytes) -> bool:
+    """Might ``text`` hold a number spelled as orjson spells it but RFC 8785 does not?
+
+    Those are integral floats (``2.0``, ``-0.0``: RFC 8785 writes ``2``, ``0``) and exponents
+    it writes in full (``e-6``, ``e+16`` to ``e+20``, unsigned ones). Text inside strings may
+    match too; that only costs the strict path. Plain substring searches first: a regular
+    expression over every line would cost more than reading it.
+    """
+    if b".0," in text or b".0]" in text or b".0}" in text:
+        return True
+    if b"e+" in text and _exponent_below(text, b"e+", 21):
+        return True
+    if b"e-" in text and _exponent_below(text, b"e-", 7):
+        return True
+    return _UNSIGNED_EXPONENTS and _UNSIGNED_EXPONENT.search(text) is not None
+
+
+def _exponent_below(text: bytes, marker: bytes, limit: int) -> bool:
+    """Is there a number (a digit, ``marker``, digits, a delimiter) whose exponent is below
+    ``limit``?"""
+    find, start = text.find, text.find(marker)
+    while start > 0:
+        end = start + 2
+        while end < len(text) and text[end] in _DIGITS:
+            end += 1
+        number = text[start - 1] in _DIGITS and end > start + 2 and text[end : end + 1] in _ENDS
+        if number and int(text[start + 2 : end]) < limit:
+            return True
+        start = find(marker, start + 2)
+    return False
 
 
 def _canonical_or_none(value: dict[str, Any]) -> bytes | None:
@@ -82,6 +144,27 @@ def _canonical_or_none(value: dict[str, Any]) -> bytes | None:
 
 
 def _event(value: Any, line: int) -> ObservedEvent:
+    if type(value) is dict and len(value) >= 7:
+        get = value.get
+        position, version, stream = get("position"), get("version"), get("stream")
+        kind, at, context, data = get("type"), get("at"), get("context"), get("data")
+        if (
+            type(position) is int
+            and type(version) is int
+            and type(stream) is str
+            and type(kind) is str
+            and type(at) is str
+            and type(context) is dict
+            and type(data) is dict
+            and position >= 1
+            and version >= 1
+        ):
+            return ObservedEvent(position, stream, version, kind, at, context, data)
+    _refuse(value, line)
+
+
+def _refuse(value: Any, line: int) -> NoReturn:
+    """Name the first thing wrong with a line that is not an Observed event."""
     if not isinstance(value, dict):
         raise ObservedLineError(line, "not a JSON object")
     missing = [key for key in REQUIRED if key not in value]
@@ -99,6 +182,4 @@ def _event(value: Any, line: int) -> ObservedEvent:
     for key, kind in checks:
         if type(value[key]) is not kind:
             raise ObservedLineError(line, f"{key} must be a {kind.__name__}")
-    if value["position"] < 1 or value["version"] < 1:
-        raise ObservedLineError(line, "position and version start at 1")
-    return ObservedEvent(**{key: value[key] for key in REQUIRED})
+    raise ObservedLineError(line, "position and version start at 1")

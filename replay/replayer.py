@@ -102,26 +102,32 @@ def replay(
         if not text:
             continue  # a blank line carries nothing (e.g. a trailing newline)
         event = parse_line(text, number)
-        if event.position <= after:
+        position, stream, version = event.position, event.stream, event.version
+        if position <= after:
             report.skipped_before += 1
             continue
-        anomaly = _check(event, number, report.last_position, seen, versions, after)
-        if anomaly is not None:
-            report.anomalies.append(anomaly)
-            if anomaly.kind == "duplicate" and on_duplicate == "skip":
-                report.duplicates_skipped += 1
-                continue
-            _save_state(state_file, report.last_position)
-            raise ReplayStopped(anomaly, report)
+        # The usual case inline (a new, later position; the stream's next version); anything
+        # else is looked at by `_check`.
+        previous = versions.get(stream)
+        usual = previous is not None and version == previous + 1
+        if not usual or position in seen or position < report.last_position:
+            anomaly = _check(event, number, report.last_position, seen, versions, after)
+            if anomaly is not None:
+                report.anomalies.append(anomaly)
+                if anomaly.kind == "duplicate" and on_duplicate == "skip":
+                    report.duplicates_skipped += 1
+                    continue
+                _save_state(state_file, report.last_position)
+                raise ReplayStopped(anomaly, report)
         deliver(event)
-        seen.add(event.position)
-        versions[event.stream] = event.version
+        seen.add(position)
+        versions[stream] = version
         report.delivered += 1
-        report.last_position = event.position
+        report.last_position = position
         if report.delivered % checkpoint_every == 0:
-            _save_state(state_file, report.last_position)
+            _save_state(state_file, position)
             if progress is not None:
-                progress(report.last_position)
+                progress(position)
     _save_state(state_file, report.last_position)
     if progress is not None:
         progress(report.last_position)

@@ -3,9 +3,9 @@ Space (its lines only)."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
+import orjson
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
@@ -15,6 +15,7 @@ from blackops.http.auth import Caller, application, caller, check_space
 from blackops.http.openapi import errors
 from blackops.http.params import SpacePath
 from domain.access import Action, check_system
+from domain.json_text import JSONTextError, parse_json
 from journal.store import MAX_POSITION, PAGE_LIMIT_MAX
 from replay.export import observed_lines
 
@@ -108,6 +109,19 @@ def space_lines(store: Any, space: str, after: int, limit: int) -> tuple[list[by
 
 
 def tenant_of(line: bytes) -> str | None:
-    context = json.loads(line).get("context") or {}
-    tenant = context.get("tenant")
-    return tenant if isinstance(tenant, str) else None
+    """The tenant an Observed line's execution context names, or ``None``.
+
+    Never fails on a line: one journaled before documents had a depth limit may be deeper
+    than orjson reads (1,024 levels), and is then read by the iterative parser, which keeps
+    its own stack instead of recursing. A line that is not an event names no tenant.
+    """
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        try:
+            event = parse_json(line.decode("utf-8"))
+        except (UnicodeDecodeError, JSONTextError):
+            return None
+    context = event.get("context") if type(event) is dict else None
+    tenant = context.get("tenant") if type(context) is dict else None
+    return tenant if type(tenant) is str else None

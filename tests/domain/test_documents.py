@@ -19,20 +19,27 @@ import rfc8785
 from domain import documents
 from domain.documents import (
     MAX_BYTES,
+    MAX_DEPTH,
     MAX_KEYS,
     MAX_SAFE_INTEGER,
     DocumentError,
     canonical_document,
+    canonical_document_fragments,
     canonical_document_reference,
+    canonical_json,
 )
 from domain.errors import BlackOpsError
+from domain.native_canonical import native_canonical
 
 Encoder = Callable[[object], bytes]
 
 
-@pytest.fixture(params=[canonical_document, canonical_document_reference], ids=["fast", "ref"])
+@pytest.fixture(
+    params=[canonical_document, canonical_document_fragments, canonical_document_reference],
+    ids=["fast", "fragments", "ref"],
+)
 def encode(request: pytest.FixtureRequest) -> Encoder:
-    """Every rule holds on both paths: the orjson fast path and the iterative reference."""
+    """Every rule holds on every path: native (then the others), fragments, the reference."""
     encoder: Encoder = request.param
     return encoder
 
@@ -439,12 +446,13 @@ def test_dw_doc_1_size_bound_is_exact_for_dense_documents(
 
 
 def test_fast_path_needs_no_fallback_at_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fast path's size floor is tight enough: valid documents never reach the reference."""
+    """The fast paths' size floors are tight enough: valid documents never reach the
+    reference, and the native path writes every one it can vouch for itself."""
 
-    def no_fallback(value: object) -> bytes:
-        raise AssertionError("the fast path gave up on a valid document")
+    def no_fallback(value: object, limits: object) -> bytes:
+        raise AssertionError("the fast paths gave up on a valid document")
 
-    monkeypatch.setattr(documents, "canonical_document_reference", no_fallback)
+    monkeypatch.setattr(documents, "_canonical_reference", no_fallback)
     fillers: list[list[Any]] = [
         [[] for _ in range(300_000)],
         [{} for _ in range(300_000)],
@@ -452,9 +460,13 @@ def test_fast_path_needs_no_fallback_at_the_limit(monkeypatch: pytest.MonkeyPatc
         [[0.5, "é", None, True] for _ in range(45_000)],
         [{"\U0001f600": 1, "\ue000": [0.5]} for _ in range(40_000)],
     ]
-    for filler in fillers:
+    for index, filler in enumerate(fillers):
         document = _exactly(MAX_BYTES, {"filler": filler})
-        assert canonical_document(document) == rfc8785.dumps(document)
+        expected = rfc8785.dumps(document)
+        assert canonical_document(document) == expected
+        native = native_canonical(document, documents._DOCUMENT)
+        # The last one has keys whose UTF-16 and code-point orders differ: fragments write it.
+        assert native == (expected if index < 4 else None)
 
 
 def test_dw_doc_1_multibyte_characters_count_as_bytes(encode: Encoder) -> None:
@@ -510,41 +522,90 @@ def test_dw_doc_2_cycle_wins_over_size(encode: Encoder) -> None:
     assert refused(encode, {"root": heavy}).path == "$.root.z"
 
 
-def test_dw_doc_2_deep_nesting_encodes(encode: Encoder) -> None:
-    depth = 100_000
-    assert encode({"a": nested_lists(depth)}) == b'{"a":' + b"[" * depth + b"]" * depth + b"}"
+def nested_objects(depth: int) -> dict[str, Any]:
+    """``depth`` objects, one inside the other (the outermost is level 1)."""
     objects: dict[str, Any] = {}
-    for _ in range(depth):
+    for _ in range(depth - 1):
         objects = {"k": objects}
-    assert encode({"a": objects}) == b'{"a":' + b'{"k":' * depth + b"{}" + b"}" * depth + b"}"
+    return objects
 
 
-def test_dw_doc_2_deep_nesting_errors_keep_a_short_path(encode: Encoder) -> None:
-    error = refused(encode, {"a": nested_lists(100_000, [1, float("nan")])})
+def test_dw_doc_2_nesting_up_to_the_limit_encodes(encode: Encoder) -> None:
+    """Decisions P45: the root is level 1; MAX_DEPTH levels of objects or arrays pass."""
+    assert MAX_DEPTH == 128
+    lists = {"a": nested_lists(MAX_DEPTH - 1)}
+    assert encode(lists) == b'{"a":' + b"[" * 127 + b"]" * 127 + b"}" == rfc8785.dumps(lists)
+    objects = nested_objects(MAX_DEPTH)
+    assert encode(objects) == b'{"k":' * 127 + b"{}" + b"}" * 127 == rfc8785.dumps(objects)
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, MAX_DEPTH + 2, 254, 255, 1025, 100_000])
+def test_dw_doc_2_nesting_deeper_than_the_limit_is_refused(encode: Encoder, depth: int) -> None:
+    error = refused(encode, {"a": nested_lists(depth - 1)})
+    assert "deeper than 128 levels" in error.message
+    assert error.path.startswith("$.a[0][0]") and error.path.endswith("[0]")
+    assert len(error.message) < 300
+    error = refused(encode, nested_objects(depth))
+    assert error.path.startswith("$.k.k.k")  # the first object one level too deep
+    # Depth is about containers: a long string or a wide object at the limit is fine.
+    encode({"a": nested_lists(MAX_DEPTH - 1, ["x" * 10_000, 1.5, None])})
+
+
+def test_dw_doc_2_depth_is_refused_before_anything_else_deeper(encode: Encoder) -> None:
+    """The walk stops at the level that is too deep: what lies below is never looked at."""
+    hooks = Hooks()
+    error = refused(encode, {"a": nested_lists(MAX_DEPTH, [hooks])})
+    assert "deeper than 128 levels" in error.message
+    assert hooks.calls == []
+
+
+def test_answers_and_records_read_back_have_no_depth_limit() -> None:
+    """`canonical_json` writes what was accepted before the limit existed, at any depth."""
+    depth = 100_000
+    out = canonical_json({"a": nested_lists(depth)})
+    assert out == b'{"a":' + b"[" * depth + b"]" * depth + b"}"
+    out = canonical_json(nested_objects(depth))
+    assert out == b'{"k":' * (depth - 1) + b"{}" + b"}" * (depth - 1)
+
+
+def test_deep_errors_keep_a_short_path() -> None:
+    with pytest.raises(DocumentError) as caught:
+        canonical_json({"a": nested_lists(100_000, [1, float("nan")])})
+    error = caught.value
+    assert error.code == "invalid_params"
     assert error.path.startswith("$.a[0][0]")
     assert error.path.endswith("[0][1]")
     assert len(error.message) < 300
 
 
-@pytest.mark.parametrize("depth", [198, 199, 200, 201, 202, 254, 300])
+@pytest.mark.parametrize("depth", [120, 127, 128, 129, 198, 199, 200, 201, 202, 254, 300])
 def test_fast_path_hands_over_at_orjson_depth_limit(depth: int) -> None:
     document = {"a": nested_lists(depth, [1.5, {"\U0001f600": 1, "\ue000": [2]}])}
-    assert canonical_document(document) == rfc8785.dumps(document)
-    assert canonical_document_reference(document) == rfc8785.dumps(document)
+    expected = rfc8785.dumps(document)
+    assert canonical_json(document) == expected
+    assert documents._canonical_reference(document, documents._UNLIMITED) == expected
+    if depth + 2 <= MAX_DEPTH:  # the root and the innermost object add two levels
+        assert canonical_document(document) == expected
+    else:
+        assert refused(canonical_document, document).code == "invalid_params"
 
 
 def test_fast_path_survives_a_caller_near_the_recursion_limit() -> None:
-    document = {"a": nested_lists(150, [0.5])}
+    document = {"a": nested_lists(120, [0.5, ("not", "a", "list")])}
+    fine = {"a": nested_lists(120, [0.5])}
     frame, used = sys._getframe(), 0
     while frame is not None:
         frame, used = frame.f_back, used + 1  # type: ignore[assignment]
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(used + 100)
     try:
-        out = canonical_document(document)
+        out = canonical_document(fine)
+        with pytest.raises(DocumentError):
+            canonical_document(document)
+        fragments = canonical_document_fragments(fine)
     finally:
         sys.setrecursionlimit(limit)
-    assert out == rfc8785.dumps(document)
+    assert out == fragments == rfc8785.dumps(fine)
 
 
 def test_dw_doc_5_error_names_the_path_never_the_value(encode: Encoder) -> None:

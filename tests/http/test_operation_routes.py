@@ -184,15 +184,25 @@ def test_openapi_document_is_served(client: TestClient) -> None:
     assert "/v1/operations/{operation_id}/events" in document["paths"]
 
 
-def test_dw_doc_2_any_depth_is_accepted_and_answered(client: TestClient) -> None:
-    """No depth limit (DW-DOC-2): deeper than orjson and the stdlib parser both go, in and out."""
-    depth = 5000
+def test_dw_doc_2_depth_up_to_the_limit_is_answered_deeper_is_refused(
+    client: TestClient, app: Application
+) -> None:
+    """Decisions P45: 128 levels in and out; 5,000 (deeper than orjson and the stdlib parser
+    go) is 400 invalid_params with nothing journaled."""
+    depth = 127  # the body's root object is level 1
     body = b'{"deep": ' + b"[" * depth + b"]" * depth + b"}"
     response = post(client, "/v1/spaces/acme/operations/greeting.say", body)
     assert response.status_code == 200
     events = client.get(f"/v1/operations/{response.json()['operationId']}/events", headers=AUTH)
     assert events.status_code == 200
     assert b"[" * depth + b"]" * depth in events.content
+    before = app.store.last_position()
+    for depth in (128, 5000):
+        body = b'{"deep": ' + b"[" * depth + b"]" * depth + b"}"
+        response = post(client, "/v1/spaces/acme/operations/greeting.say", body)
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == "invalid_params"
+    assert app.store.last_position() == before
 
 
 def test_framework_errors_use_the_taxonomy_body(app: Application) -> None:

@@ -585,22 +585,27 @@ def test_names_with_a_trailing_newline_are_refused(app: Application) -> None:
     assert app.store.last_position() == before
 
 
-def test_any_depth_that_canonical_document_accepts_can_be_read_back(app: Application) -> None:
-    """DW-DOC-2 (no depth limit) end to end: the journal reads what it wrote."""
+def test_every_depth_that_canonical_document_accepts_can_be_read_back(app: Application) -> None:
+    """DW-DOC-2 end to end at the depth limit (decisions P45): the journal reads what it
+    wrote; one level more is refused before anything is recorded."""
+    from domain.documents import MAX_DEPTH, DocumentError
 
     @app.operation("deep.echo")
     def echo(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
         return params
 
     deep: Any = []
-    for _ in range(5000):
+    for _ in range(MAX_DEPTH - 2):  # with the root and the innermost list: MAX_DEPTH levels
         deep = [deep]
     result = app.run("deep.echo", {"deep": deep}, actor="t", tenant="acme")
     assert result.status == "completed"
     assert app.status(result.operation_id)["status"] == "completed"
     stored = app.events(result.operation_id)[0]["data"]["params"]
-    # Compared as canonical bytes: Python's own == recurses and would give up first.
     assert canonical_document(stored) == canonical_document({"deep": deep})
+    assert len(list(app.store.iter_after(0))) == 4
+    with pytest.raises(DocumentError) as caught:
+        app.run("deep.echo", {"deep": [deep]}, actor="t", tenant="acme")
+    assert caught.value.code == "invalid_params"
     assert len(list(app.store.iter_after(0))) == 4
 
 
