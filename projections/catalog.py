@@ -9,7 +9,7 @@ from domain.clock import format_instant, parse_instant
 from domain.errors import InvalidRequest, NotFound
 from journal.store import EventStore
 from projections.framework import Projection, ProjectionRunner
-from projections.instances import InstanceCounts, InstanceStatus, empty_counts
+from projections.instances import InstanceCounts, InstanceStatus, empty_counts, read_id
 from projections.operations import STATUS_AFTER, OperationCounts, OperationStatus
 
 SHIPPED: dict[str, type[Any]] = {
@@ -141,11 +141,14 @@ class Projections:
             where.append("status = %s")
             params.append(status)
         _time_range(where, params, since, until)
-        columns = ["stream", "instance_id", "status", "created_at", "updated_at"]
+        columns = ["stream", "instance_id_json", "status", "created_at", "updated_at"]
         rows, next_cursor = _page(
             runner, "blackops_instance_status", columns, "stream", where, params, limit, cursor
         )
-        items = [{"id": r[1], "status": r[2], "createdAt": r[3], "updatedAt": r[4]} for r in rows]
+        items = [
+            {"id": read_id(r[1]), "status": r[2], "createdAt": r[3], "updatedAt": r[4]}
+            for r in rows
+        ]
         return {"items": items, "next": next_cursor}
 
 

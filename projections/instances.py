@@ -1,7 +1,9 @@
 """Workflow instance projections: status by instance, and ``instanceCounts`` per resource.
 
 ``instance_status`` holds one row per instance (workflow uid, Space, instance id,
-status, created/updated time). ``instance_counts`` counts instances per (workflow,
+status, created/updated time). The id is kept as its JSON string literal
+(:func:`stored_id`): an id may hold any scalar value, U+0000 included, which a
+PostgreSQL text column refuses. ``instance_counts`` counts instances per (workflow,
 status) for the seven statuses of DW-INST-4 / DW-OBS-1; it moves a count at each
 status change, which is why the framework applies each event exactly once. A
 purged instance (``workflow.purged``) leaves both, as retention says (DW-RET-1).
@@ -9,12 +11,24 @@ purged instance (``workflow.purged``) leaves both, as retention says (DW-RET-1).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from domain.events import RecordedEvent
 from domain.workflow import STATUSES, Topic
 from projections.framework import SQL
+
+
+def stored_id(instance_id: str) -> str:
+    """How ``instance_id`` is stored: its JSON string literal (``\\u0000`` for U+0000)."""
+    return json.dumps(instance_id, ensure_ascii=False)
+
+
+def read_id(stored: str) -> str:
+    instance_id: str = json.loads(stored)
+    return instance_id
+
 
 _FIXED = {
     Topic.CREATED: "queued",
@@ -40,7 +54,7 @@ class InstanceStatus:
         return [
             f"CREATE TABLE IF NOT EXISTS {prefix}blackops_instance_status ("
             "stream TEXT PRIMARY KEY, workflow TEXT NOT NULL, space TEXT NOT NULL, "
-            "instance_id TEXT NOT NULL, status TEXT NOT NULL, created_at TEXT NOT NULL, "
+            "instance_id_json TEXT NOT NULL, status TEXT NOT NULL, created_at TEXT NOT NULL, "
             "updated_at TEXT NOT NULL)",
             f"CREATE INDEX IF NOT EXISTS blackops_instance_status_listing "
             f"ON {prefix}blackops_instance_status (workflow, created_at, stream)",
@@ -68,7 +82,7 @@ class InstanceStatus:
                     event.stream,
                     event.data["workflow"],
                     event.context["tenant"],
-                    event.data["instance_id"],
+                    stored_id(event.data["instance_id"]),
                     status,
                     event.at,
                     event.at,
@@ -84,10 +98,10 @@ class InstanceStatus:
             [(stream,) for stream in sorted(gone)],
         )
         sql.executemany(
-            "INSERT INTO {p}blackops_instance_status (stream, workflow, space, instance_id, "
+            "INSERT INTO {p}blackops_instance_status (stream, workflow, space, instance_id_json, "
             "status, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s) "
             "ON CONFLICT (stream) DO UPDATE SET status = excluded.status, "
-            "created_at = excluded.created_at, instance_id = excluded.instance_id, "
+            "created_at = excluded.created_at, instance_id_json = excluded.instance_id_json, "
             "updated_at = excluded.updated_at",
             list(rows.values()),
         )
@@ -95,7 +109,7 @@ class InstanceStatus:
 
 def _load_row(sql: SQL, stream: str) -> list[Any] | None:
     found = sql.execute(
-        "SELECT stream, workflow, space, instance_id, status, created_at, updated_at "
+        "SELECT stream, workflow, space, instance_id_json, status, created_at, updated_at "
         "FROM {p}blackops_instance_status WHERE stream = %s",
         (stream,),
     )

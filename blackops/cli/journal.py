@@ -1,4 +1,4 @@
-"""``blackops journal export|checkpoint``, ``blackops verify`` and ``blackops replay``: the
+"""``blackops journal export|checkpoint|schema``, ``blackops verify`` and ``blackops replay``: the
 journal as Observed JSONL, its integrity, and observers fed from it."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import argparse
 import signal
 import sys
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 from blackops.cli.common import EXIT_ERROR, EXIT_OK, Commands, acting, add_common, cli_actor, emit
@@ -35,6 +36,11 @@ def register(commands: Commands) -> None:
     acting(checkpoint)
     checkpoint.set_defaults(handler=cmd_journal_checkpoint)
 
+    schema = journal_commands.add_parser(
+        "schema", help="print the JSON Schema of an Observed JSONL line"
+    )
+    schema.set_defaults(handler=cmd_journal_schema)
+
     verify = commands.add_parser("verify", help="check the journal's integrity (exit 0 = ok)")
     add_common(verify, app=False)
     verify.add_argument("--jsonl", help="verify an exported file offline instead")
@@ -43,7 +49,15 @@ def register(commands: Commands) -> None:
 
     replay = commands.add_parser("replay", help="feed Observed JSONL to an observer")
     add_common(replay, app=False)
-    replay.add_argument("file", help="an Observed JSONL file, or - for stdin")
+    replay.add_argument("file", nargs="?", help="an Observed JSONL file, or - for stdin")
+    replay.add_argument(
+        "--follow",
+        metavar="URL",
+        help="a server's live stream instead of a file: its base URL (with --space for one "
+        "Space) or a .../journal/stream URL",
+    )
+    replay.add_argument("--token", help="bearer token for --follow (default: $BLACKOPS_TOKEN)")
+    replay.add_argument("--space", help="with --follow: that Space's stream")
     replay.add_argument("--observer", required=True, help="module:attr (callable or .observe)")
     replay.add_argument("--from", dest="after", type=int, default=0, help="resume after N")
     replay.add_argument("--on-duplicate", choices=("stop", "skip"), default="stop")
@@ -124,6 +138,16 @@ def cmd_journal_checkpoint(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_journal_schema(args: argparse.Namespace) -> int:
+    """The published schema, byte for byte the file the package ships (and the HTTP API
+    serves at ``/v1/schemas/observed-line.json``)."""
+    from replay.schema import observed_line_schema_bytes
+
+    sys.stdout.buffer.write(observed_line_schema_bytes())
+    sys.stdout.flush()
+    return EXIT_OK
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 only when everything verifies (python-contract §5)."""
     import orjson
@@ -175,6 +199,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         replay,
     )
 
+    if (args.file is None) == (args.follow is None):
+        raise InvalidRequest("replay needs a FILE (or -) or --follow URL, not both")
+    if args.follow is None and (args.token or args.space):
+        raise InvalidRequest("--token and --space go with --follow")
     target = load_object(args.observer, "--observer")
     if isinstance(target, type):
         target = target()  # a class: one fresh observer
@@ -183,16 +211,25 @@ def cmd_replay(args: argparse.Namespace) -> int:
     observer: ObserverLike = target
     state = Path(args.state) if args.state else None
     after = max(args.after, read_state(state) if state else 0)
-    try:
-        source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
-    except OSError as unreadable:
-        raise InvalidRequest(f"cannot read {args.file}: {unreadable.strerror}") from None
+    source: Iterable[bytes]
+    checkpoint_every = 1000
+    if args.follow is not None:
+        from blackops.cli.follow import FollowedStream
+
+        source = FollowedStream(args.follow, args.token, args.space, after)
+        checkpoint_every = 100  # a live stream may run for ever: save the position often
+    else:
+        try:
+            source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
+        except OSError as unreadable:
+            raise InvalidRequest(f"cannot read {args.file}: {unreadable.strerror}") from None
     on_duplicate: OnDuplicate = "skip" if args.on_duplicate == "skip" else "stop"
     try:
         with progress("replaying") as report:
             result = replay(
                 source, observer, after=after, on_duplicate=on_duplicate,
-                state_file=state, progress=lambda position: report(position, None),
+                state_file=state, checkpoint_every=checkpoint_every,
+                progress=lambda position: report(position, None),
             )  # fmt: skip
     except ReplayStopped as stopped:
         message = str(stopped)
@@ -202,8 +239,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     except ObservedLineError as bad:
         raise InvalidRequest(str(bad)) from None
     finally:
-        if source is not sys.stdin.buffer:
-            source.close()
+        close = getattr(source, "close", None)
+        if source is not sys.stdin.buffer and close is not None:
+            close()
     emit(
         result.to_dict(),
         args.json,

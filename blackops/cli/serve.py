@@ -29,6 +29,12 @@ def register(commands: Commands) -> None:
     )
     serve.add_argument("--concurrency", type=int, default=4, help="in-process worker threads")
     serve.add_argument("--grace-seconds", type=float, default=10.0)
+    serve.add_argument(
+        "--heartbeat-seconds",
+        type=float,
+        default=15.0,
+        help="keep-alive comment on an idle journal stream after this long (default 15)",
+    )
     workflow_options(serve)
     serve.set_defaults(handler=cmd_serve)
 
@@ -51,8 +57,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from blackops.cli.devtoken import load_or_create_token
-    from blackops.http.app import create_http_app
+    from blackops.http.app import StreamSettings, create_http_app
+    from domain.errors import InvalidRequest
 
+    if not 0 < args.heartbeat_seconds <= 3600:
+        raise InvalidRequest("--heartbeat-seconds must be more than 0 and at most 3600")
     application = app_of(args)
     token = load_or_create_token()
     url = f"http://{args.host}:{args.port}"
@@ -111,7 +120,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     try:
         uvicorn.run(
-            create_http_app(application, token),
+            create_http_app(
+                application,
+                token,
+                stream_settings=StreamSettings(heartbeat_seconds=args.heartbeat_seconds),
+            ),
             host=args.host,
             port=args.port,
             log_level="info",

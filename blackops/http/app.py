@@ -8,20 +8,28 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from blackops.application import Application
-from blackops.http import access, instances, journal, operations, resources
+from blackops.http import access, instances, journal, operations, resources, stream
 from blackops.http.auth import SYSTEM_CALLER, Caller, Served
 from blackops.http.openapi import publish
 from blackops.http.responses import install_error_handlers
+from blackops.http.stream import StreamSettings
 
-__all__ = ["SYSTEM_CALLER", "Caller", "create_http_app"]
+__all__ = ["SYSTEM_CALLER", "Caller", "StreamSettings", "create_http_app"]
 
 
-def create_http_app(application: Application, token: str | None = None) -> FastAPI:
-    """The FastAPI app serving ``application``; every route needs a bearer token.
+def create_http_app(
+    application: Application,
+    token: str | None = None,
+    *,
+    stream_settings: StreamSettings | None = None,
+) -> FastAPI:
+    """The FastAPI app serving ``application``; every route needs a bearer token (but the
+    published schema of an Observed line).
 
     ``token`` (optional) is the operator's system token: it acts as the system
     principal ``dev`` in every Space. Every other token is a principal's, looked up by
     its hash in the journal (``application.access``), with its roles per Space.
+    ``stream_settings`` paces the live journal streams (heartbeats, polling).
     """
     api = FastAPI(
         title="BlackOps",
@@ -32,6 +40,7 @@ def create_http_app(application: Application, token: str | None = None) -> FastA
     install_error_handlers(api)
     for module in (operations, journal, instances, access, resources):
         api.include_router(module.router)
+    stream.install(api, stream_settings)
 
     def openapi() -> dict[str, Any]:
         if api.openapi_schema is None:

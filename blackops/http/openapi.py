@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, WithJsonSchema
 
 from domain.errors import HTTP_STATUS
+from replay.schema import observed_line_schema
 
 ErrorCode = Literal[
     "invalid_params",
@@ -110,6 +111,21 @@ COMPONENTS: dict[str, Any] = {
             {"type": "array", "items": {"$ref": "#/components/schemas/DocumentValue"}},
             {"$ref": "#/components/schemas/Document"},
         ]
+    },
+    # The published schema of a line (its own resource: its ``$id`` and ``$defs`` kept).
+    "ObservedLine": {k: v for k, v in observed_line_schema().items() if k != "$schema"},
+    "JournalEvent": {
+        "type": "object",
+        "description": "One Server-Sent Event of a journal stream",
+        "required": ["id", "data"],
+        "properties": {
+            "id": {"type": "string", "pattern": "^[1-9][0-9]{0,18}$"},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {"$ref": "#/components/schemas/ObservedLine"},
+            },
+        },
     },
 }
 

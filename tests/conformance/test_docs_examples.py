@@ -67,3 +67,18 @@ def test_the_testing_examples_of_the_guides_run(guide: str) -> None:
     assert blocks, f"docs/{guide} shows no TestEnvironment example"
     for block in blocks:
         exec(compile(block, f"docs/{guide}", "exec"), {"__name__": "docs_example"})
+
+
+def test_the_reading_guides_client_example_runs_against_a_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/reading.md: the client example runs as written against a real ``blackops
+    serve`` (its asserts are the checks), with ``URL`` and ``TOKEN`` as the guide sets them."""
+    from served import blackops_serve
+
+    text = (ROOT / "docs" / "reading.md").read_text()
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", text, re.DOTALL) if "Client(" in b]
+    with blackops_serve(f"sqlite:///{tmp_path}/journal.sqlite3", tmp_path / "home") as served:
+        monkeypatch.setenv("URL", served.url)
+        monkeypatch.setenv("TOKEN", served.admin_token)
+        exec(compile(block, "docs/reading.md", "exec"), {"__name__": "docs_reading"})

@@ -36,7 +36,10 @@ SYSTEM = "systok"
 ACME, GLOBEX, NOWHERE = "acme", "globex", "nosuch"
 ROLES = ("reader", "operator", "deployer", "admin")
 RANK = {"reader": 0, "operator": 1, "deployer": 2, "admin": 3, "system": 4}
-DOCS = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+#: Documents anyone may read, without a token: the API's description and the published
+#: JSON Schema of an Observed JSONL line (test_public_documents_need_no_token).
+DOCS = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc",
+        "/v1/schemas/observed-line.json"}  # fmt: skip
 SOURCE = (
     "class Flow:\n"
     "    def __init__(self, env):\n"
@@ -292,6 +295,13 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "/v1/spaces/{space}/journal"): Route(
         "reader", lambda w: Call("GET", _space("/journal")), 200
     ),
+    # The live streams, bounded (``max_seconds``) so that a request ends.
+    ("GET", "/v1/journal/stream"): Route(
+        "system", lambda w: Call("GET", "/v1/journal/stream?max_seconds=0.05"), 200, scoped=False
+    ),
+    ("GET", "/v1/spaces/{space}/journal/stream"): Route(
+        "reader", lambda w: Call("GET", _space("/journal/stream?max_seconds=0.05")), 200
+    ),
     ("GET", "/v1/spaces/{space}/principals"): Route(
         "admin", lambda w: Call("GET", _space("/principals")), 200
     ),
@@ -545,7 +555,18 @@ def test_route_table_covers_every_route(tmp_path: Path, clock: FakeClock) -> Non
     assert not missing, f"routes without an access row in ROUTES: {missing}"
     stale = sorted(set(ROUTES) - served)
     assert not stale, f"rows for routes the app does not serve: {stale}"
-    assert len(served) == 37
+    assert len(served) == 39
+
+
+def test_public_documents_need_no_token(tmp_path: Path, clock: FakeClock) -> None:
+    """The documents of DOCS (and only those: every ROUTES row answers 401 without a
+    token, below) are served to anyone: no token, or a bad one."""
+    with Application(f"sqlite:///{tmp_path}/j.sqlite3", clock=clock) as app:
+        client = TestClient(create_http_app(app, SYSTEM))
+        for path in sorted(DOCS):
+            for headers in ({}, {"Authorization": "Bearer garbage"}):
+                response = client.get(path, headers=headers)
+                assert response.status_code == 200, (path, headers, response.text[:200])
 
 
 # -- 401 ----------------------------------------------------------------------------------------
@@ -728,7 +749,7 @@ def test_reader_and_operator_refusals_match_the_brief(world: World) -> None:
     administer."""
     reads = [k for k, r in ROUTES.items() if k[0] == "GET" and r.need == "reader"]
     mutations = [k for k in ROUTES if k[0] != "GET"]
-    assert len(reads) == 16 and len(mutations) == 19
+    assert len(reads) == 17 and len(mutations) == 19
     operate = {k for k, r in ROUTES.items() if r.need == "operator"}
     assert operate == {
         ("POST", "/v1/spaces/{space}/operations/{type}"),

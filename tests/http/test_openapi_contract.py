@@ -41,6 +41,7 @@ SEMANTIC_BODIES = {
     ("POST", "/v1/spaces/{space}/workflows"),
     ("PUT", "/v1/spaces/{space}/workflows/{uid}"),
 }
+STREAMS = ("/v1/journal/stream", "/v1/spaces/{space}/journal/stream")
 EXAMPLES_PER_OPERATION = 30
 RUN = "/v1/spaces/{space}/operations/{type}"
 #: positive_data_acceptance's own default: what a schema-valid request may be answered.
@@ -145,15 +146,22 @@ def contract(
 
 
 def test_the_document_names_every_route() -> None:
-    """Every route declares 401 (all need a token) and a success answer."""
+    """Every route that needs a token says so (its security) and declares 401; the public
+    documents (the Observed line's schema) declare neither; all declare a success answer."""
     with Application("memory://") as app:
         api = create_http_app(app, TOKEN)
         paths = api.openapi()["paths"]
-    assert sum(len(item) for item in paths.values()) >= 37  # operations (method, path)
+    assert sum(len(item) for item in paths.values()) >= 39  # operations (method, path)
+    public = set()
     for path, item in paths.items():
         for method, operation in item.items():
-            assert "401" in operation["responses"], f"{method} {path}"
+            if operation.get("security"):
+                assert "401" in operation["responses"], f"{method} {path}"
+            else:
+                assert "401" not in operation["responses"], f"{method} {path}"
+                public.add(f"{method} {path}")
             assert any(code.startswith("2") for code in operation["responses"]), f"{method} {path}"
+    assert public == {"get /v1/schemas/observed-line.json"}
 
 
 def configuration() -> SchemathesisConfig:
@@ -178,6 +186,12 @@ def configuration() -> SchemathesisConfig:
             "not_a_server_error": {"enabled": False},
         },
     }
+    # A stream without ``limit`` / ``max_seconds`` never ends by itself: schemathesis reads
+    # it for this long (or 20 events) and judges the events it got.
+    streams = [
+        {"include-name": f"GET {path}", "request-timeout": 0.5, "max-stream-events": 20}
+        for path in STREAMS
+    ]
     return SchemathesisConfig.from_dict(
         {
             "headers": {"Authorization": f"Bearer {TOKEN}"},
@@ -199,7 +213,7 @@ def configuration() -> SchemathesisConfig:
                     ],
                 },
             },
-            "operations": [*semantic, handler_decides],
+            "operations": [*semantic, handler_decides, *streams],
         }
     )
 

@@ -186,3 +186,24 @@ def test_app_purge_lists_and_purges_instances_past_retention(any_store_url: str)
         assert app.purge(actor={"id": "ops", "kind": "admin"}).instances == []
     finally:
         app.close()
+
+
+def test_any_instance_id_is_listed_on_every_store(any_store_url: str) -> None:
+    """An instance id may hold every scalar value (decisions D4), U+0000 included, which a
+    PostgreSQL text column refuses: schemathesis found a listing that answered 503 from
+    then on, for every reader of the workflow, once such an instance existed."""
+    odd = ["nul\x00inside", "\x00", 'quote"back\\slash', "emoji 🧾", "%2F/"]
+    with Application(any_store_url, clock=FakeClock()) as app:
+        binding = app.register_workflow(Shapes)
+
+        async def create() -> None:
+            for instance_id in odd:
+                await binding.create(id=instance_id, params={"end": "complete"})
+
+        asyncio.run(create())
+        listed = app.list_instances(binding.uid, limit=1000)["items"]
+        assert sorted(item["id"] for item in listed) == sorted(odd)
+        assert {item["status"] for item in listed} == {"queued"}
+        asyncio.run(app.work_until_idle())
+        complete = app.list_instances(binding.uid, status="complete", limit=1000)["items"]
+        assert sorted(item["id"] for item in complete) == sorted(odd)

@@ -1,0 +1,339 @@
+"""What each client method sends and how its answer is read, once for the sync and the async
+client: a :class:`Call` is a request and the function that turns its response into the
+method's result (or raises the error the answer names).
+
+Errors raise the classes of ``blackops`` chosen by the body's ``error.code``, as the
+in-process API raises them (decisions P48). An Inline run that was rejected or failed is
+not an error: ``run`` returns its :class:`~blackops.OperationResult`, as in process.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from blackops.errors import (
+    BackendUnavailable,
+    BlackOpsError,
+    Conflict,
+    DependencyConflict,
+    DocumentError,
+    EventQueueFull,
+    Forbidden,
+    InstanceExists,
+    InstanceTerminal,
+    InvalidRequest,
+    NotFound,
+    ResourceBusy,
+    Unauthorized,
+    UnknownInstance,
+)
+from blackops.operations.results import Failure, OperationResult, Rejection
+
+T = TypeVar("T")
+
+#: The class each taxonomy code raises: the class of ``blackops`` whose instances carry
+#: that ``.code`` (``invalid_params`` and ``document_too_large`` are DocumentError's).
+#: ``rejected``, ``operation_failed`` and ``internal_error`` have no class of their own:
+#: a BlackOpsError with that code.
+ERROR_CLASSES: dict[str, type[BlackOpsError]] = {
+    "invalid_params": DocumentError,
+    "document_too_large": DocumentError,
+    "invalid_request": InvalidRequest,
+    "unauthorized": Unauthorized,
+    "forbidden": Forbidden,
+    "unknown_instance": UnknownInstance,
+    "not_found": NotFound,
+    "instance_exists": InstanceExists,
+    "instance_terminal": InstanceTerminal,
+    "dependency_conflict": DependencyConflict,
+    "resource_busy": ResourceBusy,
+    "event_queue_full": EventQueueFull,
+    "backend_unavailable": BackendUnavailable,
+    "conflict": Conflict,
+}
+
+
+def error_of(code: str, message: str, status: int | None = None) -> BlackOpsError:
+    """The exception the in-process API would raise for ``code``, with the server's message.
+
+    A code this client does not know (a newer server) is ``internal_error`` naming it.
+    ``status_code`` is the HTTP status the answer came with."""
+    cls = ERROR_CLASSES.get(code, BlackOpsError)
+    if cls is BlackOpsError and code not in ("rejected", "operation_failed", "internal_error"):
+        message, code = f"{code}: {message}", "internal_error"
+    # The server wrote the message already: build the class without its own constructor
+    # (which composes messages from ids), exactly as BlackOpsError would.
+    error = cls.__new__(cls)
+    BlackOpsError.__init__(error, code, message)
+    if isinstance(error, BackendUnavailable):
+        error.detail = ""
+    if isinstance(error, DocumentError):
+        error.path = message.rsplit(" at ", 1)[1] if " at " in message else "$"
+    error.status_code = status  # type: ignore[attr-defined]
+    return error
+
+
+def error_from(response: httpx.Response) -> BlackOpsError:
+    """The error an answer carries (``{"error": {"code", "message"}}``), or one that says
+    what came back instead (a proxy's page, say)."""
+    status = response.status_code
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    detail = body.get("error") if isinstance(body, dict) else None
+    if isinstance(detail, dict) and isinstance(detail.get("code"), str):
+        return error_of(detail["code"], str(detail.get("message", "")), status)
+    text = response.text[:200] if response.content else ""
+    if status in (502, 503, 504):
+        return error_of("backend_unavailable", f"HTTP {status} from {response.url}", status)
+    return error_of("internal_error", f"HTTP {status} without an error body: {text!r}", status)
+
+
+def unreachable(error: httpx.TransportError) -> BackendUnavailable:
+    """The server could not be reached (connection refused, reset, timed out): the
+    client's ``backend_unavailable``; ``detail`` has httpx's words."""
+    found = BackendUnavailable("the BlackOps server cannot be reached", f"{type(error).__name__}")
+    found.detail = f"{type(error).__name__}: {error}"
+    return found
+
+
+def checked(response: httpx.Response) -> httpx.Response:
+    if not response.is_success:
+        raise error_from(response)
+    return response
+
+
+def json_of(response: httpx.Response) -> Any:
+    return checked(response).json()
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    """One request and how to read its answer."""
+
+    method: str
+    path: str
+    read: Callable[[httpx.Response], T]
+    params: dict[str, Any] = field(default_factory=dict)
+    body: Any = None  # a JSON document, or None for no body
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def request_args(self) -> dict[str, Any]:
+        args: dict[str, Any] = {
+            "params": {k: v for k, v in self.params.items() if v is not None},
+            "headers": self.headers,
+        }
+        if self.body is not None:
+            args["json"] = self.body
+        return args
+
+
+def segment(text: str) -> str:
+    """One percent-encoded path segment (decisions P42): ``/`` as ``%2F``, ``.`` and
+    ``..`` as ``%2E`` / ``%2E%2E`` (clients drop dot segments)."""
+    quoted = quote(text, safe="")
+    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
+
+
+# -- operations --------------------------------------------------------------------------------
+
+
+def _result(response: httpx.Response) -> OperationResult:
+    """An Inline answer: 200, or a rejection / failure with the completion beside the
+    error (decisions P2, P3); anything else raises."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict) or not (
+        response.is_success or body.get("status") in ("rejected", "failed")
+    ):
+        raise error_from(response)
+    rejection = body.get("rejection")
+    failure = body.get("failure")
+    return OperationResult(
+        operation_id=body["operationId"],
+        status=body["status"],
+        outcome=body.get("outcome"),
+        rejection=Rejection(rejection["category"], rejection["code"], rejection["message"])
+        if rejection
+        else None,
+        failure=Failure(failure["message"], failure.get("type")) if failure else None,
+        attempt=body.get("attempt", 0),
+    )
+
+
+def run(
+    type: str, params: dict[str, Any] | None, tenant: str, traceparent: str | None
+) -> Call[OperationResult]:
+    headers = {"traceparent": traceparent} if traceparent else {}
+    path = f"/v1/spaces/{segment(tenant)}/operations/{segment(type)}"
+    return Call("POST", path, _result, body=params or {}, headers=headers)
+
+
+def submit(
+    type: str,
+    params: dict[str, Any] | None,
+    tenant: str,
+    idempotency_key: str | None,
+    traceparent: str | None,
+) -> Call[str]:
+    headers = {"Prefer": "respond-async"}
+    if idempotency_key is not None:
+        headers["Idempotency-Key"] = idempotency_key
+    if traceparent:
+        headers["traceparent"] = traceparent
+    path = f"/v1/spaces/{segment(tenant)}/operations/{segment(type)}"
+    return Call(
+        "POST", path, lambda r: str(json_of(r)["operationId"]), body=params or {}, headers=headers
+    )
+
+
+def _operation(operation_id: str, tail: str = "") -> str:
+    return f"/v1/operations/{segment(operation_id)}{tail}"
+
+
+def status(operation_id: str) -> Call[dict[str, Any]]:
+    return Call("GET", _operation(operation_id), json_of)
+
+
+def outcome_record(operation_id: str) -> Call[dict[str, Any]]:
+    return Call("GET", _operation(operation_id, "/outcome"), json_of)
+
+
+def events(operation_id: str) -> Call[list[dict[str, Any]]]:
+    return Call("GET", _operation(operation_id, "/events"), lambda r: list(json_of(r)["events"]))
+
+
+def redrive(operation_id: str) -> Call[str]:
+    return Call(
+        "POST", _operation(operation_id, "/redrive"), lambda r: str(json_of(r)["operationId"])
+    )
+
+
+def hold(operation_id: str, reason: str) -> Call[dict[str, Any]]:
+    return Call(
+        "POST",
+        _operation(operation_id, "/hold"),
+        lambda r: json_of(r)["hold"],
+        {},
+        {"reason": reason},
+    )
+
+
+def release(operation_id: str, reason: str) -> Call[None]:
+    return Call(
+        "POST", _operation(operation_id, "/release"), lambda r: None, {}, {"reason": reason}
+    )
+
+
+def list_operations(filters: dict[str, Any]) -> Call[dict[str, Any]]:
+    return Call("GET", "/v1/operations", json_of, params=filters)
+
+
+def operation_counts(tenant: str | None) -> Call[dict[str, Any]]:
+    return Call("GET", "/v1/operation-counts", json_of, params={"tenant": tenant})
+
+
+def receipt(operation_id: str) -> Call[dict[str, Any]]:
+    return Call("GET", _operation(operation_id, "/receipt"), json_of)
+
+
+# -- workflow instances ------------------------------------------------------------------------
+
+
+def instances_path(space: str, uid: str) -> str:
+    return f"/v1/spaces/{segment(space)}/workflows/{segment(uid)}/instances"
+
+
+def create_instance(
+    space: str, uid: str, instance_id: str | None, params: dict[str, Any] | None
+) -> Call[str]:
+    body: dict[str, Any] = {}
+    if instance_id is not None:
+        body["id"] = instance_id
+    if params is not None:
+        body["params"] = params
+    return Call("POST", instances_path(space, uid), lambda r: str(json_of(r)["id"]), body=body)
+
+
+def instance_status(space: str, uid: str, instance_id: str) -> Call[dict[str, Any]]:
+    return Call("GET", f"{instances_path(space, uid)}/{segment(instance_id)}", json_of)
+
+
+def send_event(
+    space: str, uid: str, instance_id: str, type: str, payload: dict[str, Any] | None
+) -> Call[int]:
+    body: dict[str, Any] = {"type": type}
+    if payload is not None:
+        body["payload"] = payload
+    path = f"{instances_path(space, uid)}/{segment(instance_id)}/events"
+    return Call("POST", path, lambda r: int(json_of(r)["sequence"]), body=body)
+
+
+def terminate(space: str, uid: str, instance_id: str) -> Call[str]:
+    path = f"{instances_path(space, uid)}/{segment(instance_id)}/terminate"
+    return Call("POST", path, lambda r: str(json_of(r)["status"]), body={})
+
+
+def list_instances(space: str, uid: str, filters: dict[str, Any]) -> Call[dict[str, Any]]:
+    return Call("GET", instances_path(space, uid), json_of, params=filters)
+
+
+def instance_counts(space: str, uid: str) -> Call[dict[str, Any]]:
+    path = f"/v1/spaces/{segment(space)}/workflows/{segment(uid)}/instance-counts"
+    return Call("GET", path, json_of)
+
+
+# -- the journal -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JournalPage:
+    """One page of Observed JSONL: each line with its newline, byte for byte the export's,
+    and the position to continue after (``BlackOps-Next-After``)."""
+
+    lines: list[bytes]
+    next_after: int
+
+
+def journal_path(space: str | None, tail: str = "") -> str:
+    return f"/v1/spaces/{segment(space)}/journal{tail}" if space else f"/v1/journal{tail}"
+
+
+def _page(response: httpx.Response) -> JournalPage:
+    checked(response)
+    lines = response.content.splitlines(keepends=True)
+    return JournalPage(lines, int(response.headers["BlackOps-Next-After"]))
+
+
+def journal(after: int, limit: int, space: str | None) -> Call[JournalPage]:
+    return Call("GET", journal_path(space), _page, params={"after": after, "limit": limit})
+
+
+def checkpoint() -> Call[str]:
+    return Call("GET", "/v1/checkpoint", lambda r: checked(r).text)
+
+
+def schema() -> Call[dict[str, Any]]:
+    return Call("GET", "/v1/schemas/observed-line.json", json_of)
+
+
+_LINK = re.compile(r"<([^>]*)>\s*((?:;\s*[^;,]*)*)")
+
+
+def described_by(link_header: str | None) -> str | None:
+    """The target of ``Link: <...>; rel="describedby"`` (RFC 8288), if there is one."""
+    for target, parameters in _LINK.findall(link_header or ""):
+        for parameter in parameters.split(";"):
+            name, _, value = parameter.strip().partition("=")
+            if name.strip().lower() == "rel" and "describedby" in value.strip('"').split():
+                return str(target)
+    return None
