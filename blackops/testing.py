@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from blackops.application import Application
+    from blackops.workflows.replay_check import History, ReplayReport
 
-__all__ = ["FakeClock", "TestEnvironment"]
+__all__ = ["FakeClock", "TestEnvironment", "recorded_histories", "replay_histories"]
 
 
 class FakeClock:
@@ -135,3 +136,70 @@ class TestEnvironment:
 
     async def __aexit__(self, *_: object) -> None:
         self.close()
+
+
+# -- replay checks (decisions C1-C8) ---------------------------------------------------------
+
+
+def replay_histories(
+    candidate: Any,
+    histories: Any,
+    *,
+    env: dict[str, Any] | None = None,
+    app: Application | None = None,
+) -> ReplayReport:
+    """Run recorded histories through candidate code; nothing runs, nothing is appended.
+
+    ``candidate`` is a workflow class (constructed with ``env``) or a Version id (its
+    bundle loaded in isolation from ``app``'s journal, the class each history's Workflow
+    names). ``histories`` is the path of an Observed JSONL file, what
+    :func:`recorded_histories` answers, or an iterable of events / Observed lines.
+
+    ```python
+    report = replay_histories(OrderFlowV2, "tests/histories/order-42.jsonl")
+    assert report.compatible, report.human()
+    ```
+    """
+    from blackops.workflows.replay_check import (
+        as_histories,
+        check_histories,
+        code_for,
+        read_jsonl,
+    )
+
+    if isinstance(histories, str) or hasattr(histories, "__fspath__"):
+        found = read_jsonl(str(histories))
+    else:
+        found = as_histories(histories)
+    if isinstance(candidate, str):
+        if app is None:
+            raise ValueError("a Version id needs the app whose journal holds it")
+        from blackops.control.replay_gate import version_candidate
+
+        pick = version_candidate(app.runtime.store, candidate)
+        return check_histories(pick, found, candidate=candidate)
+    return check_histories(code_for(candidate, env), found)
+
+
+def recorded_histories(
+    app: Application,
+    workflow: str,
+    *,
+    instances: list[str] | None = None,
+    status: str | None = None,
+    limit: int | None = None,
+) -> list[History]:
+    """Histories of a workflow's instances from the journal: ``instances`` by id, else
+    every instance (of ``status``), newest first, at most ``limit``."""
+    from blackops.workflows.replay_check import History, newest_instance_ids
+    from journal.instances import instance_stream
+
+    resource = app.workflow(workflow).resource
+    ids = instances
+    if ids is None:
+        ids = newest_instance_ids(app.projections, resource.uid, status=status, limit=limit)
+    found = []
+    for instance_id in ids:
+        stream = instance_stream(resource.uid, instance_id)
+        found.append(History(stream, app.store.read_stream(stream)))
+    return found

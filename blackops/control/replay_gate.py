@@ -1,0 +1,206 @@
+"""The deploy gate: a Version checked against the recorded histories of its Workflows.
+
+A Version's classes are loaded in isolation exactly as a worker loads them
+(``blackops/control/bundles.py``) and run through the replay checker
+(``blackops/workflows/replay_check.py``): nothing of the Version runs but ``run`` on
+recorded results, no effect, nothing appended. The histories are those of every
+Workflow resource of the Version's Worker whose class the Version provides: every
+instance not yet terminal, and the newest ``terminal`` terminal ones (decisions C7).
+The verdict, and who forced a promotion past it, is journaled on the Version's stream
+(``version.replay_checked``) so an auditor sees which histories were checked, what was
+found, and by whom a refusal was overridden.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from blackops.control.base import new_event
+from blackops.control.bundles import load_version as load_bundle
+from blackops.ids import new_id
+from blackops.workflows.code import Env, WorkflowCode
+from blackops.workflows.replay_check import (
+    History,
+    ReplayReport,
+    check_histories,
+    newest_instances,
+)
+from domain.context import Actor
+from domain.errors import FencingError, InvalidRequest, NotFound
+from domain.resources import Topic, VersionState, is_uid
+from domain.workflow import TERMINAL_STATUSES
+from journal.instances import instance_stream
+from journal.resources import catalog, load_version, load_workflow, version_stream
+from journal.store import Append, EventStore
+
+if TYPE_CHECKING:
+    from blackops.control.plane import ControlPlane
+
+#: Terminal histories checked per Workflow unless told otherwise (``--check-histories``).
+DEFAULT_TERMINAL = 100
+MAX_TERMINAL = 100_000
+
+
+class _NoBinding:
+    """A workflowBinding during a replay check: reaching it outside a step would act on
+    real instances, so it refuses (inside a step it is never reached: no effect runs)."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        object.__setattr__(self, "_name", name)
+
+    def __getattr__(self, attribute: str) -> Any:
+        raise RuntimeError(
+            f"binding {self._name!r} is not available in a replay check (used outside a step)"
+        )
+
+
+def version_candidate(store: EventStore, vid: str) -> Callable[[str], WorkflowCode]:
+    """``pick(workflow uid)``: the Version's class for that Workflow, loaded in isolation."""
+    state = load_version(store, vid) if isinstance(vid, str) else VersionState("")
+    if not state.exists or state.deleted:
+        raise NotFound(f"no version {str(vid)[:80]!r}")
+    bundle = load_bundle(vid, state.modules, state.main)
+    env = Env({**state.env, **{b["name"]: _NoBinding(b["name"]) for b in state.bindings}})
+    provided = sorted(
+        name
+        for name, verdict in (state.verification or {}).get("classes", {}).items()
+        if verdict.get("ok")
+    )
+    loaded: dict[str, WorkflowCode] = {}
+
+    def pick(workflow: str) -> WorkflowCode:
+        if is_uid(workflow, "wf"):
+            class_name = load_workflow(store, workflow).spec.get("className", "")
+        elif len(provided) == 1:
+            class_name = provided[0]
+        else:
+            raise InvalidRequest(
+                f"workflow {workflow!r} is not a Workflow resource: which class of {vid} "
+                f"replays it is ambiguous ({', '.join(provided) or 'none verified'})"
+            )
+        if class_name not in provided:
+            raise InvalidRequest(f"version {vid} does not provide class {class_name!r}")
+        if class_name not in loaded:
+            loaded[class_name] = WorkflowCode(workflow, vid, bundle.export(class_name), env)
+        return loaded[class_name]
+
+    return pick
+
+
+def workflows_of(store: EventStore, state: VersionState) -> list[str]:
+    """The open Workflow resources of the Version's Worker whose class it provides."""
+    provided = {
+        name
+        for name, verdict in (state.verification or {}).get("classes", {}).items()
+        if verdict.get("ok")
+    }
+    _, changes = catalog(store, 0)
+    open_uids: set[str] = set()
+    for change, uid in changes:
+        (open_uids.add if change == "added" else open_uids.discard)(uid)
+    found = []
+    for uid in sorted(open_uids):
+        workflow = load_workflow(store, uid)
+        if (
+            workflow.exists
+            and not workflow.deleting
+            and workflow.worker == state.worker
+            and workflow.class_name in provided
+        ):
+            found.append(uid)
+    return found
+
+
+def gate_histories(
+    plane: ControlPlane, workflow: str, terminal: int
+) -> tuple[list[History], dict[str, int]]:
+    """Every non-terminal instance of ``workflow`` and its newest ``terminal`` terminal
+    ones; and how many of each were taken."""
+    projections = plane.runtime.projections
+    picked: list[str] = []
+    kept = {"inFlight": 0, "terminal": 0}
+    for instance_id, status in newest_instances(projections, workflow):
+        if status not in TERMINAL_STATUSES:
+            picked.append(instance_id)
+            kept["inFlight"] += 1
+        elif kept["terminal"] < terminal:
+            picked.append(instance_id)
+            kept["terminal"] += 1
+    store = plane.store
+    histories = []
+    for instance_id in picked:
+        stream = instance_stream(workflow, instance_id)
+        histories.append(History(stream, store.read_stream(stream)))
+    return histories, kept
+
+
+def check_version(
+    plane: ControlPlane,
+    space: str,
+    vid: str,
+    *,
+    terminal: int = DEFAULT_TERMINAL,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[ReplayReport, dict[str, Any]]:
+    """The gate's check of one Version: its report and what was checked (per Workflow,
+    how many in-flight and terminal histories)."""
+    if type(terminal) is not int or not 0 <= terminal <= MAX_TERMINAL:
+        raise InvalidRequest(f"the number of terminal histories must be from 0 to {MAX_TERMINAL}")
+    state = plane.version_in(space, vid)
+    if state.verification is None:
+        raise InvalidRequest(f"version {vid} is not verified yet: nothing to check it with")
+    pick = version_candidate(plane.store, vid)
+    histories: list[History] = []
+    scope: dict[str, Any] = {"terminalPerWorkflow": terminal, "workflows": {}}
+    for workflow in workflows_of(plane.store, state):
+        found, kept = gate_histories(plane, workflow, terminal)
+        histories += found
+        scope["workflows"][workflow] = kept
+    report = check_histories(pick, histories, candidate=vid, progress=progress)
+    return report, scope
+
+
+def record_check(
+    plane: ControlPlane,
+    space: str,
+    vid: str,
+    report: ReplayReport,
+    scope: dict[str, Any],
+    actor: Actor,
+    *,
+    purpose: str,
+    forced: bool = False,
+) -> int:
+    """Journal the verdict on the Version's stream (who checked, which histories, what
+    was found, whether a refusal was forced); answers the event's stream version."""
+    state = plane.version_in(space, vid)
+    summary = report.summary()
+    data = {
+        "version": vid,
+        "purpose": purpose,
+        "compatible": report.compatible,
+        "forced": forced,
+        "scope": scope,
+        "checked": summary["checked"],
+        "counts": summary["counts"],
+        "instances": summary["instances"],
+        "findings": summary["findings"],
+    }
+    context = {
+        "tenant": space,
+        "actor": actor.to_dict(),
+        "correlation_id": new_id(plane.runtime.clock),
+        "causation_id": None,
+        "traceparent": None,
+    }
+    event = new_event(Topic.VERSION_REPLAY_CHECKED, plane._at(), context, data)
+    for _ in range(20):
+        try:
+            plane.store.append(Append(version_stream(vid), state.version, [event]))
+            return state.version + 1
+        except FencingError:  # a concurrent append on the stream: read it again
+            state = plane.version_in(space, vid)
+    raise InvalidRequest("the Version kept changing; try again")
