@@ -192,14 +192,26 @@ def recorded_histories(
     """Histories of a workflow's instances from the journal: ``instances`` by id, else
     every instance (of ``status``), newest first, at most ``limit``."""
     from blackops.workflows.replay_check import History, newest_instance_ids
+    from domain.errors import NotFound
+    from domain.resources import RESOURCE_UID
+    from domain.workflow import UnknownInstance
     from journal.instances import instance_stream
 
-    resource = app.workflow(workflow).resource
+    # A Workflow resource must exist; a registered workflow's uid is its instances' key,
+    # so its histories are read without the application that registers it.
+    registered = {r.uid for r in app.workflows()}
+    uid = app.workflow(workflow).resource.uid if RESOURCE_UID.fullmatch(workflow) else workflow
     ids = instances
     if ids is None:
-        ids = newest_instance_ids(app.projections, resource.uid, status=status, limit=limit)
+        ids = newest_instance_ids(app.projections, uid, status=status, limit=limit)
+        unknown = not ids and uid not in registered and not RESOURCE_UID.fullmatch(uid)
+        if unknown and not newest_instance_ids(app.projections, uid, limit=1):
+            raise NotFound(f"no workflow {workflow!r} has instances in this journal")
     found = []
     for instance_id in ids:
-        stream = instance_stream(resource.uid, instance_id)
-        found.append(History(stream, app.store.read_stream(stream)))
+        stream = instance_stream(uid, instance_id)
+        events = app.store.read_stream(stream)
+        if not events:
+            raise UnknownInstance(instance_id)
+        found.append(History(stream, events))
     return found

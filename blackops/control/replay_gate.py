@@ -28,7 +28,7 @@ from blackops.workflows.replay_check import (
 )
 from domain.context import Actor
 from domain.errors import FencingError, InvalidRequest, NotFound
-from domain.resources import Topic, VersionState, is_uid
+from domain.resources import Topic, VersionState, is_uid, version_id
 from domain.workflow import TERMINAL_STATUSES
 from journal.instances import instance_stream
 from journal.resources import catalog, load_version, load_workflow, version_stream
@@ -88,6 +88,50 @@ def version_candidate(store: EventStore, vid: str) -> Callable[[str], WorkflowCo
         return loaded[class_name]
 
     return pick
+
+
+def bundle_candidate(
+    store: EventStore | None,
+    modules: dict[str, str],
+    main: str,
+    env: dict[str, Any] | None = None,
+    class_name: str | None = None,
+) -> tuple[str, Callable[[str], WorkflowCode]]:
+    """A folder's code as ``blackops deploy`` would upload it, loaded in isolation under
+    its content address; the class a history replays with is ``class_name``, else the
+    class its Workflow resource names, else the main module's only workflow class."""
+    key = "bundle:" + version_id({"modules": modules, "main": main, "env": env or {}})
+    bundle = load_bundle(key, modules, main)
+    values = Env(dict(env or {}))
+    classes = sorted(
+        name
+        for name, value in vars(bundle.main).items()
+        if isinstance(value, type)
+        and value.__module__ == bundle.main.__name__
+        and callable(getattr(value, "run", None))
+    )
+    loaded: dict[str, WorkflowCode] = {}
+
+    def pick(workflow: str) -> WorkflowCode:
+        chosen = class_name
+        if chosen is None and store is not None and is_uid(workflow, "wf"):
+            chosen = load_workflow(store, workflow).spec.get("className")
+        if chosen is None:
+            if len(classes) != 1:
+                raise InvalidRequest(
+                    f"choose the class that replays {workflow!r} with --class: one of "
+                    f"{', '.join(classes) or '(no workflow class in the main module)'}"
+                )
+            chosen = classes[0]
+        if chosen not in loaded:
+            try:
+                cls = bundle.export(chosen)
+            except LookupError as missing:
+                raise InvalidRequest(str(missing)) from None
+            loaded[chosen] = WorkflowCode(workflow, key, cls, values)
+        return loaded[chosen]
+
+    return key, pick
 
 
 def workflows_of(store: EventStore, state: VersionState) -> list[str]:
