@@ -1,5 +1,7 @@
-"""The replay checker (issue 16, decisions C1-C8) on SQLite and PostgreSQL: recorded
-histories of a real workflow run through changed code. Every finding kind comes from a
+"""The replay checker (issue 16, decisions C1-C5) on SQLite and PostgreSQL: recorded
+histories of a real workflow run through changed code, checking what DW-REPLAY-2 asks
+of authors (a newer Version must replay the history) and DW-REPLAY-1 (no time or
+randomness outside steps). Every finding kind comes from a
 real code change; nothing is appended (the journal's head is unchanged) and no effect of
 the candidate runs (the effects record calls and write a file)."""
 
