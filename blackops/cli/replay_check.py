@@ -20,7 +20,7 @@ from domain.errors import InvalidRequest
 if TYPE_CHECKING:
     from blackops.application import Application
     from blackops.workflows.code import WorkflowCode
-    from blackops.workflows.replay_check import History
+    from blackops.workflows.replay_check import History, Source
 
 
 def check_flags(replay: argparse.ArgumentParser) -> None:
@@ -67,7 +67,7 @@ def _histories(args: argparse.Namespace, application: Application) -> list[Histo
 
 def _candidate(
     args: argparse.Namespace, application: Application
-) -> tuple[str, Callable[[str], WorkflowCode]]:
+) -> tuple[str, Callable[[str], WorkflowCode], Callable[[str], Source | None]]:
     chosen = [f for f in ("app", "candidate_version", "bundle") if getattr(args, f)]
     if len(chosen) != 1:
         raise InvalidRequest("replay --check needs exactly one of --app, --version, --bundle")
@@ -77,18 +77,23 @@ def _candidate(
         from blackops.control.replay_gate import version_candidate
 
         vid = args.candidate_version
-        return vid, version_candidate(application.runtime.store, vid)
+        version = version_candidate(application.runtime.store, vid)
+        return vid, version, version.source
     if args.bundle:
         from blackops.cli.deploy import _json_file, choose_main, read_modules
         from blackops.control.replay_gate import bundle_candidate
 
         modules = read_modules(args.bundle)
         env = _json_file(args.env_file, "--env-file")
-        return bundle_candidate(
+        key, bundle = bundle_candidate(
             application.runtime.store, modules, choose_main(modules, args.main), env,
             args.class_name,
         )  # fmt: skip
-    return args.app, _registered(application)
+        return key, bundle, bundle.source
+    from blackops.workflows.replay_check import import_source
+
+    pick = _registered(application)
+    return args.app, pick, lambda workflow: import_source(pick(workflow).cls, pick(workflow).env)
 
 
 def _registered(application: Application) -> Callable[[str], WorkflowCode]:
@@ -120,13 +125,14 @@ def cmd_replay_check(args: argparse.Namespace) -> int:
     if args.observer or args.follow:
         raise InvalidRequest("--check replays through candidate code: no --observer or --follow")
     application = app_of(args) if args.app else store_app(args)
-    name, pick = _candidate(args, application)
+    name, pick, sources = _candidate(args, application)
     histories = _histories(args, application)
     with progress("checking histories", enabled=None if not args.json else False) as report:
         total = len(histories)
         result = check_histories(
-            pick, histories, candidate=name, progress=lambda done: report(done, total)
-        )
+            pick, histories, candidate=name, progress=lambda done: report(done, total),
+            sources=sources,
+        )  # fmt: skip
     document: dict[str, Any] = result.to_document()
     emit(document, args.json, result.human)
     return EXIT_OK if result.compatible else EXIT_REJECTED

@@ -14,6 +14,7 @@ found, and by whom a refusal was overridden.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from blackops.control.base import new_event
@@ -57,23 +58,72 @@ class _NoBinding:
         )
 
 
-def version_candidate(store: EventStore, vid: str) -> Callable[[str], WorkflowCode]:
-    """``pick(workflow uid)``: the Version's class for that Workflow, loaded in isolation."""
+@dataclass(frozen=True, slots=True)
+class BundleSource:
+    """A Version's (or folder's) class as another process loads it: in isolation, with
+    its declared env and its bindings refused (picklable: plain data)."""
+
+    key: str
+    modules: dict[str, str]
+    main: str
+    class_name: str
+    env: dict[str, Any]
+    bindings: tuple[str, ...]
+
+    def load(self, workflow: str) -> WorkflowCode:
+        bundle = load_bundle(self.key, self.modules, self.main)
+        values = {**self.env, **{name: _NoBinding(name) for name in self.bindings}}
+        return WorkflowCode(workflow, self.key, bundle.export(self.class_name), Env(values))
+
+
+class Candidate:
+    """Candidate code of a bundle: ``candidate(workflow)`` is the class that replays that
+    Workflow's histories (loaded once per class), ``source(workflow)`` how a child
+    process loads the same (the second replay, under another hash seed)."""
+
+    def __init__(
+        self,
+        key: str,
+        modules: dict[str, str],
+        main: str,
+        env: dict[str, Any],
+        bindings: tuple[str, ...],
+        choose: Callable[[str], str],
+    ) -> None:
+        self.key, self.modules, self.main = key, modules, main
+        self.env, self.bindings, self.choose = env, bindings, choose
+        self._loaded: dict[str, WorkflowCode] = {}
+
+    def source(self, workflow: str) -> BundleSource:
+        class_name = self.choose(workflow)
+        return BundleSource(self.key, self.modules, self.main, class_name, self.env, self.bindings)
+
+    def __call__(self, workflow: str) -> WorkflowCode:
+        source = self.source(workflow)
+        code = self._loaded.get(source.class_name)
+        if code is None:
+            try:
+                code = self._loaded[source.class_name] = source.load(workflow)
+            except LookupError as missing:
+                raise InvalidRequest(str(missing)) from None
+        return code
+
+
+def version_candidate(store: EventStore, vid: str) -> Candidate:
+    """The Version's classes, loaded in isolation: for a Workflow resource the class it
+    names, else the Version's only verified class."""
     state = load_version(store, vid) if isinstance(vid, str) else VersionState("")
     if not state.exists or state.deleted:
         raise NotFound(f"no version {str(vid)[:80]!r}")
-    bundle = load_bundle(vid, state.modules, state.main)
-    env = Env({**state.env, **{b["name"]: _NoBinding(b["name"]) for b in state.bindings}})
+    load_bundle(vid, state.modules, state.main)  # a Version that does not load: say so now
     provided = sorted(
-        name
-        for name, verdict in (state.verification or {}).get("classes", {}).items()
+        name for name, verdict in (state.verification or {}).get("classes", {}).items()
         if verdict.get("ok")
-    )
-    loaded: dict[str, WorkflowCode] = {}
+    )  # fmt: skip
 
-    def pick(workflow: str) -> WorkflowCode:
+    def choose(workflow: str) -> str:
         if is_uid(workflow, "wf"):
-            class_name = load_workflow(store, workflow).spec.get("className", "")
+            class_name = str(load_workflow(store, workflow).spec.get("className", ""))
         elif len(provided) == 1:
             class_name = provided[0]
         else:
@@ -83,11 +133,10 @@ def version_candidate(store: EventStore, vid: str) -> Callable[[str], WorkflowCo
             )
         if class_name not in provided:
             raise InvalidRequest(f"version {vid} does not provide class {class_name!r}")
-        if class_name not in loaded:
-            loaded[class_name] = WorkflowCode(workflow, vid, bundle.export(class_name), env)
-        return loaded[class_name]
+        return class_name
 
-    return pick
+    bindings = tuple(b["name"] for b in state.bindings)
+    return Candidate(vid, state.modules, state.main, dict(state.env), bindings, choose)
 
 
 def bundle_candidate(
@@ -96,13 +145,12 @@ def bundle_candidate(
     main: str,
     env: dict[str, Any] | None = None,
     class_name: str | None = None,
-) -> tuple[str, Callable[[str], WorkflowCode]]:
+) -> tuple[str, Candidate]:
     """A folder's code as ``blackops deploy`` would upload it, loaded in isolation under
     its content address; the class a history replays with is ``class_name``, else the
     class its Workflow resource names, else the main module's only workflow class."""
     key = "bundle:" + version_id({"modules": modules, "main": main, "env": env or {}})
     bundle = load_bundle(key, modules, main)
-    values = Env(dict(env or {}))
     classes = sorted(
         name
         for name, value in vars(bundle.main).items()
@@ -110,9 +158,8 @@ def bundle_candidate(
         and value.__module__ == bundle.main.__name__
         and callable(getattr(value, "run", None))
     )
-    loaded: dict[str, WorkflowCode] = {}
 
-    def pick(workflow: str) -> WorkflowCode:
+    def choose(workflow: str) -> str:
         chosen = class_name
         if chosen is None and store is not None and is_uid(workflow, "wf"):
             chosen = load_workflow(store, workflow).spec.get("className")
@@ -123,15 +170,9 @@ def bundle_candidate(
                     f"{', '.join(classes) or '(no workflow class in the main module)'}"
                 )
             chosen = classes[0]
-        if chosen not in loaded:
-            try:
-                cls = bundle.export(chosen)
-            except LookupError as missing:
-                raise InvalidRequest(str(missing)) from None
-            loaded[chosen] = WorkflowCode(workflow, key, cls, values)
-        return loaded[chosen]
+        return str(chosen)
 
-    return key, pick
+    return key, Candidate(key, modules, main, dict(env or {}), (), choose)
 
 
 def workflows_of(store: EventStore, state: VersionState) -> list[str]:
@@ -203,7 +244,7 @@ def check_version(
         found, kept = gate_histories(plane, workflow, terminal)
         histories += found
         scope["workflows"][workflow] = kept
-    report = check_histories(pick, histories, candidate=vid, progress=progress)
+    report = check_histories(pick, histories, candidate=vid, progress=progress, sources=pick.source)
     return report, scope
 
 

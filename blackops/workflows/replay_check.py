@@ -343,9 +343,13 @@ def _end_document(end: ContextEnd) -> dict[str, Any]:
 
 
 def check_history(
-    code: WorkflowCode, history: History, second: Callable[[InstanceState], Any] | None = None
+    code: WorkflowCode,
+    history: History,
+    other: tuple[list[tuple[str, str]], ContextEnd] | None = None,
 ) -> InstanceReport:
-    """One history through ``code``: its findings (see the module's docstring)."""
+    """One history through ``code``: its findings (see the module's docstring).
+    ``other``: the second replay, made elsewhere (another process, another hash seed);
+    else it is made here, under the shifted clock and the second seed."""
     recorded = _recorded(history)
     state = recorded.state
     report = InstanceReport(
@@ -358,12 +362,10 @@ def check_history(
     random.seed(_SEEDS[0])
     trace, end = _replay(state, code)
     report.end = _end_document(end)
-    if second is None:
+    if other is None:
         with shifted_clock(CLOCK_SHIFT_SECONDS):
             random.seed(_SEEDS[1])
             other = _replay(state, code)
-    else:
-        other = second(state)
     _judge(report, recorded, trace, end)
     _compare(report, recorded, (trace, end), other)
     return report
@@ -546,28 +548,127 @@ def _compare(
     )
 
 
+class Source(Protocol):
+    """How another process loads a candidate (picklable): ``load(workflow)``."""
+
+    def load(self, workflow: str) -> WorkflowCode: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ImportSource:
+    """A class another process can import by module and qualified name."""
+
+    module: str
+    qualname: str
+    env: dict[str, Any]
+
+    def load(self, workflow: str) -> WorkflowCode:
+        import importlib
+
+        value: Any = importlib.import_module(self.module)
+        for part in self.qualname.split("."):
+            value = getattr(value, part)
+        return code_for(value, self.env, workflow=workflow)
+
+
+def import_source(cls: type, env: Any) -> ImportSource | None:
+    """An :class:`ImportSource` for ``cls`` if another process can import it and pickle
+    its env (a class defined inside a function cannot be imported)."""
+    import pickle
+
+    if "<locals>" in cls.__qualname__ or cls.__module__ in ("__main__", "builtins"):
+        return None
+    values = dict(vars(env)) if env is not None and not isinstance(env, Mapping) else env
+    try:
+        pickle.dumps(values or {})
+    except Exception:
+        return None
+    return ImportSource(cls.__module__, cls.__qualname__, dict(values or {}))
+
+
 def check_histories(
     code: WorkflowCode | Callable[[str], WorkflowCode],
     histories: Iterable[History],
     *,
     candidate: str | None = None,
     progress: Callable[[int], None] | None = None,
+    sources: Callable[[str], Source | None] | None = None,
 ) -> ReplayReport:
     """Every history through ``code`` (or ``code(workflow uid)``, the candidate of each
-    history's workflow); ``progress(done)`` after each."""
+    history's workflow); ``progress(done)`` after each. With ``sources`` (how another
+    process loads each workflow's candidate), the second replay of every history runs in
+    one child process under another hash seed (decisions C5); if that cannot be done,
+    it runs here."""
     pick = (lambda _: code) if isinstance(code, WorkflowCode) else code
+    if sources is None and isinstance(code, WorkflowCode):
+        found = import_source(code.cls, code.env)
+        sources = lambda _: found  # noqa: E731
     name = candidate or (code.version if isinstance(code, WorkflowCode) else "candidate")
     report = ReplayReport(name)
+    items = [(history, _workflow_of(history)) for history in histories]
+    seconds = _second_replays(items, sources)
+    report.hash_seed_varied = seconds is not None and bool(items)
     state = random.getstate()
     try:
-        for done, history in enumerate(histories, 1):
-            workflow = _workflow_of(history)
-            report.instances.append(check_history(pick(workflow), history))
+        for done, (history, workflow) in enumerate(items, 1):
+            other = seconds[done - 1] if seconds is not None else None
+            report.instances.append(check_history(pick(workflow), history, other))
             if progress is not None:
                 progress(done)
     finally:
         random.setstate(state)
     return report
+
+
+def _second_replays(
+    items: list[tuple[History, str]], sources: Callable[[str], Source | None] | None
+) -> list[tuple[list[tuple[str, str]], ContextEnd] | None] | None:
+    """The second replay of every history in a child process with another hash seed,
+    or None when a candidate cannot be loaded there (or the child fails)."""
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    if sources is None or not items:
+        return None
+    loads: dict[str, Source] = {}
+    jobs: list[tuple[str, Any] | None] = []
+    for history, workflow in items:
+        if workflow not in loads:
+            source = sources(workflow)
+            if source is None:
+                return None
+            loads[workflow] = source
+        state = fold(history.stream, history.events)
+        if not state.exists or state.purged:
+            jobs.append(None)
+            continue
+        jobs.append(
+            (workflow, plan_for(state, WorkflowCode(workflow, "", type, None), state.contexts + 1))
+        )
+    payload = pickle.dumps(
+        {"path": list(sys.path), "sources": loads, "jobs": jobs, "seed": _SEEDS[1],
+         "shift": CLOCK_SHIFT_SECONDS}
+    )  # fmt: skip
+    seed = random.SystemRandom().randrange(1, 2**32)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "blackops.workflows.replay_child"],
+            input=payload,
+            capture_output=True,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            check=False,
+        )
+    except OSError:
+        return None
+    if done.returncode != 0:
+        return None
+    try:
+        results: list[Any] = pickle.loads(done.stdout)
+    except Exception:
+        return None
+    return results if len(results) == len(items) else None
 
 
 # -- another wall clock, for this thread only ------------------------------------------------

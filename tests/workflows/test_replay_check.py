@@ -57,6 +57,22 @@ class Touching:
         return run
 
 
+NAMES = [f"key-{n}" for n in range(24)]
+
+
+class SetOrdered:
+    """Names a step by the iteration order of a set of strings: the hash seed's order."""
+
+    def __init__(self, env: Any) -> None:
+        pass
+
+    async def run(self, event: Any, step: Any) -> Any:
+        await step.do("reserve", Touching.effect("reserve"))
+        order = ",".join(list(set(NAMES))[:6])
+        await step.do(f"charge {order}", Touching.effect("charge"))
+        return None
+
+
 def _head(app: Application) -> tuple[int, int]:
     events = list(app.store.iter_after(0))
     return len(events), events[-1].position
@@ -325,3 +341,28 @@ def test_the_recorded_code_itself_is_compatible_and_effects_stay_recorded(
     report = _check(recorded, Order)
     assert report.compatible, report.human()
     assert V1_CALLS == []  # served from the history, not run again
+
+
+def test_iterating_a_set_outside_a_step_differs_under_another_hash_seed(
+    recorded: Application,
+) -> None:
+    """The second replay of an importable class runs in a child process under another
+    hash seed (decisions C5), so a set's iteration order outside a step shows up."""
+    report = _check(recorded, SetOrdered)
+    assert report.hash_seed_varied is True
+    for instance in ("done", "nap"):
+        kinds = _kinds(report, instance)
+        assert "nondeterministic" in kinds, report.human()
+        finding = next(f for f in _by_id(report)[instance].findings if f.kind == "nondeterministic")
+        assert finding.step is not None and finding.step.startswith("charge key-")
+
+
+def test_a_class_defined_in_a_function_is_replayed_twice_in_this_process(
+    recorded: Application,
+) -> None:
+    class Local(Order):
+        pass
+
+    report = _check(recorded, Local)
+    assert report.compatible and report.hash_seed_varied is False
+    assert _check(recorded, Order).hash_seed_varied is True
