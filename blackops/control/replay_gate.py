@@ -14,13 +14,13 @@ found, and by whom a refusal was overridden.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from blackops.control.base import new_event
+from blackops.control.bundle_source import BundleSource
 from blackops.control.bundles import load_version as load_bundle
 from blackops.ids import new_id
-from blackops.workflows.code import Env, WorkflowCode
+from blackops.workflows.code import WorkflowCode
 from blackops.workflows.replay_check import (
     History,
     ReplayReport,
@@ -41,39 +41,6 @@ if TYPE_CHECKING:
 #: Terminal histories checked per Workflow unless told otherwise (``--check-histories``).
 DEFAULT_TERMINAL = 100
 MAX_TERMINAL = 100_000
-
-
-class _NoBinding:
-    """A workflowBinding during a replay check: reaching it outside a step would act on
-    real instances, so it refuses (inside a step it is never reached: no effect runs)."""
-
-    __slots__ = ("_name",)
-
-    def __init__(self, name: str) -> None:
-        object.__setattr__(self, "_name", name)
-
-    def __getattr__(self, attribute: str) -> Any:
-        raise RuntimeError(
-            f"binding {self._name!r} is not available in a replay check (used outside a step)"
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class BundleSource:
-    """A Version's (or folder's) class as another process loads it: in isolation, with
-    its declared env and its bindings refused (picklable: plain data)."""
-
-    key: str
-    modules: dict[str, str]
-    main: str
-    class_name: str
-    env: dict[str, Any]
-    bindings: tuple[str, ...]
-
-    def load(self, workflow: str) -> WorkflowCode:
-        bundle = load_bundle(self.key, self.modules, self.main)
-        values = {**self.env, **{name: _NoBinding(name) for name in self.bindings}}
-        return WorkflowCode(workflow, self.key, bundle.export(self.class_name), Env(values))
 
 
 class Candidate:

@@ -21,16 +21,14 @@ none means ``compatible`` (``extends_history`` is a note, never a failure).
 from __future__ import annotations
 
 import random
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from blackops.workflows.code import WorkflowCode
 from blackops.workflows.context import ContextEnd, run_context
 from blackops.workflows.engine import plan_for
+from blackops.workflows.replay_clock import NO_HOST, shifted_clock
 from domain.documents import canonical_json
 from domain.events import RecordedEvent
 from domain.workflow import InstanceState, Topic, fold
@@ -285,17 +283,6 @@ def newest_instance_ids(
 # -- checking ----------------------------------------------------------------------------------
 
 
-class _NoHost:
-    """The host of a replay: never asked (``replay_only`` stops first); if it ever were,
-    the check fails loudly rather than deciding anything."""
-
-    def request(self, message: tuple[Any, ...]) -> tuple[Any, ...]:
-        raise RuntimeError(f"a replay check asked the host for {message[0]!r}")
-
-
-_NO_HOST = _NoHost()
-
-
 @dataclass(slots=True)
 class _Recorded:
     """Where each recorded step's event is in the history, and their order."""
@@ -327,7 +314,7 @@ def _recorded(history: History) -> _Recorded:
 def _replay(state: InstanceState, code: WorkflowCode) -> tuple[list[tuple[str, str]], ContextEnd]:
     trace: list[tuple[str, str]] = []
     plan = plan_for(state, code, state.contexts + 1)
-    end = run_context(plan, code.cls, code.env, _NO_HOST, trace=trace, replay_only=True)
+    end = run_context(plan, code.cls, code.env, NO_HOST, trace=trace, replay_only=True)
     return trace, end
 
 
@@ -346,11 +333,13 @@ def check_history(
     code: WorkflowCode,
     history: History,
     other: tuple[list[tuple[str, str]], ContextEnd] | None = None,
+    recorded: _Recorded | None = None,
 ) -> InstanceReport:
     """One history through ``code``: its findings (see the module's docstring).
     ``other``: the second replay, made elsewhere (another process, another hash seed);
     else it is made here, under the shifted clock and the second seed."""
-    recorded = _recorded(history)
+    if recorded is None:
+        recorded = _recorded(history)
     state = recorded.state
     report = InstanceReport(
         state.workflow, state.instance_id, history.stream, state.status, len(history.events)
@@ -606,13 +595,15 @@ def check_histories(
     name = candidate or (code.version if isinstance(code, WorkflowCode) else "candidate")
     report = ReplayReport(name)
     items = [(history, _workflow_of(history)) for history in histories]
-    seconds = _second_replays(items, sources)
+    folded = [_recorded(history) for history, _ in items]
+    seconds = _second_replays(items, folded, sources)
     report.hash_seed_varied = seconds is not None and bool(items)
     state = random.getstate()
     try:
         for done, (history, workflow) in enumerate(items, 1):
             other = seconds[done - 1] if seconds is not None else None
-            report.instances.append(check_history(pick(workflow), history, other))
+            code_now = pick(workflow)
+            report.instances.append(check_history(code_now, history, other, folded[done - 1]))
             if progress is not None:
                 progress(done)
     finally:
@@ -621,7 +612,9 @@ def check_histories(
 
 
 def _second_replays(
-    items: list[tuple[History, str]], sources: Callable[[str], Source | None] | None
+    items: list[tuple[History, str]],
+    folded: list[_Recorded],
+    sources: Callable[[str], Source | None] | None,
 ) -> list[tuple[list[tuple[str, str]], ContextEnd] | None] | None:
     """The second replay of every history in a child process with another hash seed,
     or None when a candidate cannot be loaded there (or the child fails)."""
@@ -634,13 +627,13 @@ def _second_replays(
         return None
     loads: dict[str, Source] = {}
     jobs: list[tuple[str, Any] | None] = []
-    for history, workflow in items:
+    for (_, workflow), recorded in zip(items, folded, strict=True):
         if workflow not in loads:
             source = sources(workflow)
             if source is None:
                 return None
             loads[workflow] = source
-        state = fold(history.stream, history.events)
+        state = recorded.state
         if not state.exists or state.purged:
             jobs.append(None)
             continue
@@ -669,72 +662,6 @@ def _second_replays(
     except Exception:
         return None
     return results if len(results) == len(items) else None
-
-
-# -- another wall clock, for this thread only ------------------------------------------------
-
-
-_REAL = {name: getattr(time, name) for name in ("time", "time_ns", "localtime", "gmtime", "ctime")}
-_shifts: dict[int, float] = {}
-_patch_lock = threading.Lock()
-_patch_users = 0
-
-
-def _shift() -> float | None:
-    return _shifts.get(threading.get_ident())
-
-
-def _time() -> float:
-    shift = _shift()
-    now: float = _REAL["time"]()
-    return now if shift is None else now + shift
-
-
-def _time_ns() -> int:
-    shift = _shift()
-    now: int = _REAL["time_ns"]()
-    return now if shift is None else now + int(shift * 1_000_000_000)
-
-
-def _at(name: str) -> Callable[..., Any]:
-    real = _REAL[name]
-
-    def shifted(seconds: float | None = None) -> Any:
-        if seconds is None and _shift() is not None:
-            seconds = _time()
-        return real(seconds)
-
-    shifted.__name__ = name
-    return shifted
-
-
-_PATCHED: dict[str, Callable[..., Any]] = {
-    "time": _time,
-    "time_ns": _time_ns,
-    **{name: _at(name) for name in ("localtime", "gmtime", "ctime")},
-}
-
-
-@contextmanager
-def shifted_clock(seconds: float) -> Iterator[None]:
-    """``time.time()`` (and ``time_ns``, ``localtime``, ``gmtime``, ``ctime``) read
-    ``seconds`` later in this thread only; other threads read the real clock."""
-    global _patch_users
-    with _patch_lock:
-        if _patch_users == 0:
-            for name, patched in _PATCHED.items():
-                setattr(time, name, patched)
-        _patch_users += 1
-    _shifts[threading.get_ident()] = seconds
-    try:
-        yield
-    finally:
-        _shifts.pop(threading.get_ident(), None)
-        with _patch_lock:
-            _patch_users -= 1
-            if _patch_users == 0:
-                for name, real in _REAL.items():
-                    setattr(time, name, real)
 
 
 def code_for(cls: type, env: Any = None, *, workflow: str = "", version: str = "") -> WorkflowCode:

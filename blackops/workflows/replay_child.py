@@ -24,7 +24,7 @@ def main() -> int:
     sys.stdout = sys.stderr
     sys.path[:] = payload["path"]
     from blackops.workflows.context import run_context
-    from blackops.workflows.replay_check import _NO_HOST, shifted_clock
+    from blackops.workflows.replay_clock import NO_HOST, shifted_clock
 
     codes: dict[str, Any] = {}
     results: list[Any] = []
@@ -39,7 +39,7 @@ def main() -> int:
         trace: list[tuple[str, str]] = []
         random.seed(payload["seed"])
         with shifted_clock(payload["shift"]):
-            end = run_context(plan, code.cls, code.env, _NO_HOST, trace=trace, replay_only=True)
+            end = run_context(plan, code.cls, code.env, NO_HOST, trace=trace, replay_only=True)
         results.append((trace, end))
     out.write(pickle.dumps(results))
     out.flush()
