@@ -167,6 +167,11 @@ def test_a_history_file_replays_in_the_cli_and_in_pytest(
     bad = cli("replay", "--check", str(fixture), "--app", candidate_app(tmp_path, "bill"),
               expect=3)  # fmt: skip
     assert "new_step_inside_history" in bad.out
+    # A whole journal export is a history file too: only instance streams are taken.
+    export = tmp_path / "journal.jsonl"
+    cli("journal", "export", "--output", str(export), "--no-manifest")
+    whole = cli("replay", "--check", str(export), "--app", target, "--json").doc
+    assert sorted(i["instanceId"] for i in whole["instances"]) == ["done", "nap"]
     # The same file from pytest, as docs/workflows.md shows.
     namespace: dict[str, Any] = {}
     exec(flow_source("bill"), namespace)
