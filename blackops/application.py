@@ -28,7 +28,13 @@ from blackops.operations.retention import PurgeReport, RetentionService, check_r
 from blackops.operations.service import OperationService
 from blackops.runtime import Runtime
 from blackops.workflows.binding import WorkflowBinding
-from blackops.workflows.code import Env, LocalProvider, WorkflowResource, registered_view
+from blackops.workflows.code import (
+    Env,
+    LocalProvider,
+    WorkflowCode,
+    WorkflowResource,
+    registered_view,
+)
 from blackops.workflows.engine import WorkflowEngine
 from blackops.workflows.instances import InstanceService
 from blackops.workflows.retention import InstanceRetention
@@ -284,6 +290,12 @@ class Application:
     def workflows(self) -> list[WorkflowResource]:
         """The locally registered workflows."""
         return self._workflows.resources()
+
+    def registered_code(self, uid: str) -> WorkflowCode:
+        """The class (and env) registered under ``uid``: what a replay check of new code
+        runs (``blackops replay --check --app``); ``not_found`` if none."""
+        self._workflows.resource(uid)
+        return self._workflows.pick(uid)
 
     def workflow_views(self, space: str) -> list[dict[str, Any]]:
         """The Space's workflows as ``GET .../workflows`` lists them: the ones registered in

@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from blackops.application import Application
+    from blackops.workflows.replay_check import History, ReplayReport
 
-__all__ = ["FakeClock", "TestEnvironment"]
+__all__ = ["FakeClock", "TestEnvironment", "recorded_histories", "replay_histories"]
 
 
 class FakeClock:
@@ -135,3 +136,82 @@ class TestEnvironment:
 
     async def __aexit__(self, *_: object) -> None:
         self.close()
+
+
+# -- replay checks (decisions C1-C8) ---------------------------------------------------------
+
+
+def replay_histories(
+    candidate: Any,
+    histories: Any,
+    *,
+    env: dict[str, Any] | None = None,
+    app: Application | None = None,
+) -> ReplayReport:
+    """Run recorded histories through candidate code; nothing runs, nothing is appended.
+
+    ``candidate`` is a workflow class (constructed with ``env``) or a Version id (its
+    bundle loaded in isolation from ``app``'s journal, the class each history's Workflow
+    names). ``histories`` is the path of an Observed JSONL file, what
+    :func:`recorded_histories` answers, or an iterable of events / Observed lines.
+
+    ```python
+    report = replay_histories(OrderFlowV2, "tests/histories/order-42.jsonl")
+    assert report.compatible, report.human()
+    ```
+    """
+    from blackops.workflows.replay_check import (
+        as_histories,
+        check_histories,
+        code_for,
+        read_jsonl,
+    )
+
+    if isinstance(histories, str) or hasattr(histories, "__fspath__"):
+        found = read_jsonl(str(histories))
+    else:
+        found = as_histories(histories)
+    if isinstance(candidate, str):
+        if app is None:
+            raise ValueError("a Version id needs the app whose journal holds it")
+        from blackops.control.replay_gate import version_candidate
+
+        pick = version_candidate(app.runtime.store, candidate)
+        return check_histories(pick, found, candidate=candidate, sources=pick.source)
+    return check_histories(code_for(candidate, env), found)
+
+
+def recorded_histories(
+    app: Application,
+    workflow: str,
+    *,
+    instances: list[str] | None = None,
+    status: str | None = None,
+    limit: int | None = None,
+) -> list[History]:
+    """Histories of a workflow's instances from the journal: ``instances`` by id, else
+    every instance (of ``status``), newest first, at most ``limit``."""
+    from blackops.workflows.replay_check import History, newest_instance_ids
+    from domain.errors import NotFound
+    from domain.resources import RESOURCE_UID
+    from domain.workflow import UnknownInstance
+    from journal.instances import instance_stream
+
+    # A Workflow resource must exist; a registered workflow's uid is its instances' key,
+    # so its histories are read without the application that registers it.
+    registered = {r.uid for r in app.workflows()}
+    uid = app.workflow(workflow).resource.uid if RESOURCE_UID.fullmatch(workflow) else workflow
+    ids = instances
+    if ids is None:
+        ids = newest_instance_ids(app.projections, uid, status=status, limit=limit)
+        unknown = not ids and uid not in registered and not RESOURCE_UID.fullmatch(uid)
+        if unknown and not newest_instance_ids(app.projections, uid, limit=1):
+            raise NotFound(f"no workflow {workflow!r} has instances in this journal")
+    found = []
+    for instance_id in ids:
+        stream = instance_stream(uid, instance_id)
+        events = app.store.read_stream(stream)
+        if not events:
+            raise UnknownInstance(instance_id)
+        found.append(History(stream, events))
+    return found

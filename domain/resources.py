@@ -53,6 +53,7 @@ class Topic:
     VERSION_UPLOADED = "version.uploaded"
     VERSION_VERIFIED = "version.verified"
     VERSION_DELETED = "version.deleted"
+    VERSION_REPLAY_CHECKED = "version.replay_checked"
     DEPLOYMENT_UPDATE_ACCEPTED = "deployment.update_accepted"
     DEPLOYMENT_ALLOCATED = "deployment.allocated"
     DEPLOYMENT_UPDATE_REFUSED = "deployment.update_refused"
@@ -198,6 +199,8 @@ class VersionState:
     #: The ABI verification result (``None``: not finished), per class.
     verification: dict[str, Any] | None = None
     deleted: bool = False
+    #: Replay checks of this Version against recorded histories (the deploy gate).
+    checks: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def exists(self) -> bool:
@@ -220,6 +223,8 @@ class VersionState:
             self.verification = data["result"]
         elif kind == Topic.VERSION_DELETED:
             self.deleted = True
+        elif kind == Topic.VERSION_REPLAY_CHECKED:
+            self.checks.append(data)
 
     def view(self) -> dict[str, Any]:
         return {

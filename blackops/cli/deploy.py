@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from blackops.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_REJECTED,
     Commands,
     cli_actor,
     emit,
@@ -32,6 +33,7 @@ from domain.errors import InvalidRequest, NotFound
 
 if TYPE_CHECKING:
     from blackops.application import Application
+    from blackops.workflows.replay_check import ReplayReport
 
 
 def register(commands: Commands) -> None:
@@ -57,6 +59,13 @@ def register(commands: Commands) -> None:
     )  # fmt: skip
     bundle_flags(deploy)
     deploy.add_argument("--promote", action="store_true", help="set the Deployment to it, 100%%")
+    history_flags(deploy)
+    deploy.add_argument(
+        "--force",
+        action="store_true",
+        help="with --promote: promote even if the replay check finds an incompatibility "
+        "(journaled with the actor)",
+    )
     deploy.add_argument(
         "--create-worker", action="store_true", help="create the Worker --worker names if missing"
     )
@@ -74,8 +83,47 @@ def register(commands: Commands) -> None:
     )  # fmt: skip
     worker_flag(update)
     update.add_argument("allocation", nargs="*", metavar="VERSION=WEIGHT")
+    update.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="change nothing: check the Versions it weighs against recorded histories",
+    )
+    history_flags(update)
     keyed(update)
     waiting(update)
+
+
+def history_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--check-histories",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the replay check takes every in-flight instance and the newest N terminal "
+        "ones of each Workflow (default 100)",
+    )
+
+
+def _gate(
+    application: Application, args: argparse.Namespace, vid: str
+) -> tuple[ReplayReport, dict[str, Any]]:
+    from blackops.cli.progress import progress
+
+    with progress("checking histories", enabled=None if not args.json else False) as report:
+        return application.control.check_version(
+            args.space, vid, terminal=args.check_histories,
+            progress=lambda done: report(done, None),
+        )  # fmt: skip
+
+
+def _gate_lines(gate: dict[str, Any], report: ReplayReport) -> list[str]:
+    if not report.instances:
+        return ["replay   no recorded histories yet: nothing to check (allowed)"]
+    head = f"replay   {len(report.instances)} histories checked: "
+    if report.compatible:
+        return [head + "all compatible"]
+    verdict = "FORCED past the incompatibility" if gate["forced"] else "REFUSED, not promoted"
+    return [head + verdict, *("  " + line for line in report.human().splitlines()[1:])]
 
 
 #: Folders never read into a Version.
@@ -259,12 +307,26 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     code = exit_for(upload)
     if code == EXIT_OK and _not_loaded(upload):
         code = EXIT_FAILED
+    if args.force and not args.promote:
+        raise InvalidRequest("--force goes with --promote")
+    gate: dict[str, Any] | None = None
+    report: ReplayReport | None = None
     if args.promote and code == EXIT_OK and verification is not None:
-        promoted = _promote(
-            application, args, worker_uid, [{"version": upload["version"], "weight": 100}]
+        vid = upload["version"]
+        report, scope = _gate(application, args, vid)
+        forced = not report.compatible and args.force
+        application.control.record_replay_check(
+            args.space, vid, report, scope, cli_actor(args), purpose="promote", forced=forced
         )
-        body["deployment"] = promoted
-        code = exit_for(promoted)
+        gate = {"compatible": report.compatible, "forced": forced, "scope": scope,
+                "report": report.to_document()}  # fmt: skip
+        body["replayCheck"] = gate
+        if report.compatible or forced:
+            promoted = _promote(application, args, worker_uid, [{"version": vid, "weight": 100}])
+            body["deployment"] = promoted
+            code = exit_for(promoted)
+        else:
+            code = EXIT_REJECTED
 
     def human() -> str:
         note = " (created)" if created else ""
@@ -275,12 +337,16 @@ def cmd_deploy(args: argparse.Namespace) -> int:
             f"and verified in {elapsed:.2f} s ({upload['status']}{why(upload)})",
             *_verdict_lines(verification),
         ]
+        if gate is not None and report is not None:
+            lines += _gate_lines(gate, report)
         if "deployment" in body:
             deployment = body["deployment"]
             lines.append(
                 f"deployed 100% of this version: {deployment['status']}{why(deployment)} "
                 f"(generation {deployment['resource']['generation']})"
             )
+        elif gate is not None and not gate["compatible"]:
+            lines.append("not deployed: fix the code, or --force to promote anyway")
         elif not args.promote and code == EXIT_OK:
             lines.append(
                 f"not deployed yet: blackops deployment set --space {args.space} "
@@ -331,6 +397,29 @@ def parse_allocation(entries: list[str]) -> list[dict[str, Any]]:
 def cmd_deployment_set(args: argparse.Namespace) -> int:
     application = plane_of(args)
     worker_uid = resolve_worker(application, args.space, args.worker)
+    if args.dry_run:
+        checked = application.control.check_deployment(
+            args.space, worker_uid, parse_allocation(args.allocation),
+            terminal=args.check_histories,
+        )  # fmt: skip
+
+        def report_lines() -> str:
+            lines = []
+            for entry in checked["versions"]:
+                document = entry["report"]
+                verdict = "compatible" if document["compatible"] else "INCOMPATIBLE"
+                lines.append(f"{entry['version']} ({entry['weight']}%): {verdict}, "
+                             f"{document['checked']} histories")  # fmt: skip
+                for instance in document["instances"]:
+                    for finding in instance["findings"]:
+                        lines.append(f"  {finding['kind']:<24} {instance['instanceId'][:40]!r} "
+                                     f"{finding['step']!r}: {finding['reason']}")  # fmt: skip
+            return "\n".join(lines or ["nothing to check (no Version weighed)"])
+
+        emit(checked, args.json, report_lines)
+        return EXIT_OK if checked["compatible"] else EXIT_REJECTED
+    if args.check_histories is not None:
+        raise InvalidRequest("--check-histories goes with --dry-run here")
     body = _promote(application, args, worker_uid, parse_allocation(args.allocation))
     lines = [f"{body['operationId']} {body['status']}{why(body)}"]
     emit(body, args.json, lambda: "\n".join(lines + _deployment_lines(body["resource"])))

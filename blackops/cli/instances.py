@@ -66,6 +66,11 @@ def register(commands: Commands) -> None:
 
     instance_command("status", "an instance's status()", cmd_wf_status)
 
+    history = instance_command(
+        "history", "an instance's history as Observed JSONL (a replay fixture)", cmd_wf_history
+    )
+    history.add_argument("--output", help="file to write (default: stdout)")
+
     send = instance_command("send", "accept an event for an instance", cmd_wf_send)
     send.add_argument("--type", required=True, help="event type, 1-256 characters")
     send.add_argument("--payload", help="payload document as JSON (default: none)")
@@ -189,4 +194,30 @@ def cmd_wf_terminate(args: argparse.Namespace) -> int:
     # An instance that had already ended keeps its status (decisions P41).
     status = application.instances.status(resource, args.instance_id)["status"]
     emit({"id": args.instance_id, "status": status}, args.json, lambda: status)
+    return EXIT_OK
+
+
+def cmd_wf_history(args: argparse.Namespace) -> int:
+    """One instance's events as Observed JSONL lines, each the canonical form of its
+    event (as ``journal export`` writes them): keep it as a ``replay_histories`` fixture."""
+    import sys
+
+    from domain.documents import canonical_json
+    from domain.errors import InvalidRequest
+
+    application, resource = _workflow(args)
+    stream = application.instances.load(resource, args.instance_id).stream
+    events = application.store.read_stream(stream)
+    lines = b"".join(canonical_json(event.to_observed()) + b"\n" for event in events)
+    if args.output is None:
+        sys.stdout.buffer.write(lines)
+        sys.stdout.flush()
+        return EXIT_OK
+    try:
+        with open(args.output, "wb") as out:
+            out.write(lines)
+    except OSError as unwritable:
+        raise InvalidRequest(f"cannot write {args.output}: {unwritable.strerror}") from None
+    body = {"id": args.instance_id, "events": len(events), "output": args.output}
+    emit(body, args.json, lambda: f"{len(events)} events written to {args.output}")
     return EXIT_OK

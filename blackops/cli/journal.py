@@ -47,7 +47,11 @@ def register(commands: Commands) -> None:
     verify.add_argument("--manifest", help="its manifest (default: JSONL.manifest.json)")
     verify.set_defaults(handler=cmd_verify)
 
-    replay = commands.add_parser("replay", help="feed Observed JSONL to an observer")
+    replay = commands.add_parser(
+        "replay",
+        help="feed Observed JSONL to an observer; with --check, run recorded workflow "
+        "histories through new code",
+    )
     add_common(replay, app=False)
     replay.add_argument("file", nargs="?", help="an Observed JSONL file, or - for stdin")
     replay.add_argument(
@@ -58,11 +62,14 @@ def register(commands: Commands) -> None:
     )
     replay.add_argument("--token", help="bearer token for --follow (default: $BLACKOPS_TOKEN)")
     replay.add_argument("--space", help="with --follow: that Space's stream")
-    replay.add_argument("--observer", required=True, help="module:attr (callable or .observe)")
+    replay.add_argument("--observer", help="module:attr (callable or .observe)")
     replay.add_argument("--from", dest="after", type=int, default=0, help="resume after N")
     replay.add_argument("--on-duplicate", choices=("stop", "skip"), default="stop")
     replay.add_argument("--state", help="file keeping the last delivered position")
     replay.set_defaults(handler=cmd_replay)
+    from blackops.cli.replay_check import check_flags
+
+    check_flags(replay)
 
 
 def cmd_journal_export(args: argparse.Namespace) -> int:
@@ -199,6 +206,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
         replay,
     )
 
+    if args.check:
+        from blackops.cli.replay_check import cmd_replay_check
+
+        return cmd_replay_check(args)
+    if args.observer is None:
+        raise InvalidRequest("replay needs --observer (or --check)")
     if (args.file is None) == (args.follow is None):
         raise InvalidRequest("replay needs a FILE (or -) or --follow URL, not both")
     if args.follow is None and (args.token or args.space):

@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from blackops.control.workflows import WorkflowControl
 from blackops.operations.deferred import DeferredEngine
-from domain.errors import BackendUnavailable
+from domain.errors import BackendUnavailable, InvalidRequest
 from domain.lifecycle import TERMINAL
+
+if TYPE_CHECKING:
+    from blackops.workflows.replay_check import ReplayReport
+    from domain.context import Actor
 
 
 class ControlPlane(WorkflowControl):
@@ -43,3 +49,71 @@ class ControlPlane(WorkflowControl):
                 raise BackendUnavailable("the control-plane operations did not finish in time")
             if not attempts:
                 time.sleep(0.05)
+
+    # -- the deploy gate (decisions C7-C9) --------------------------------------------------
+
+    def check_version(
+        self,
+        space: str,
+        vid: str,
+        *,
+        terminal: int | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> tuple[ReplayReport, dict[str, Any]]:
+        """A Version against the recorded histories of every Workflow whose class it
+        provides (``blackops/control/replay_gate.py``): its report and what was checked.
+        Nothing is appended and no effect runs."""
+        from blackops.control.replay_gate import DEFAULT_TERMINAL, check_version
+
+        chosen = DEFAULT_TERMINAL if terminal is None else terminal
+        return check_version(self, space, vid, terminal=chosen, progress=progress)
+
+    def record_replay_check(
+        self,
+        space: str,
+        vid: str,
+        report: ReplayReport,
+        scope: dict[str, Any],
+        actor: Actor,
+        *,
+        purpose: str,
+        forced: bool = False,
+    ) -> None:
+        """Journal a check's verdict on the Version (``version.replay_checked``)."""
+        from blackops.control.replay_gate import record_check
+
+        record_check(self, space, vid, report, scope, actor, purpose=purpose, forced=forced)
+
+    def check_deployment(
+        self, space: str, worker_uid: str, allocation: object, *, terminal: int | None = None
+    ) -> dict[str, Any]:
+        """A dry run of an allocation change: every Version the change would weigh,
+        checked against the histories; nothing is changed or appended."""
+        from domain.resources import check_allocation
+
+        entries = check_allocation(allocation)
+        self.worker_in(space, worker_uid)
+        checked = []
+        for entry in entries:
+            version = self.version_in(space, entry["version"])
+            if version.worker != worker_uid or version.deleted:
+                raise InvalidRequest(
+                    f"version {entry['version']} is not a live Version of worker {worker_uid}"
+                )
+            if entry["weight"] == 0:
+                continue
+            report, scope = self.check_version(space, entry["version"], terminal=terminal)
+            checked.append(
+                {
+                    "version": entry["version"],
+                    "weight": entry["weight"],
+                    "scope": scope,
+                    "report": report.to_document(),
+                }
+            )
+        return {
+            "worker": {"resourceUid": worker_uid},
+            "allocation": entries,
+            "compatible": all(c["report"]["compatible"] for c in checked),
+            "versions": checked,
+        }

@@ -112,6 +112,15 @@ class DeploymentBody(Strict):
     allocation: list[AllocationEntry] = Field(max_length=64)
 
 
+class DeploymentCheckBody(Strict):
+    """A dry run of an allocation change: the Versions it would weigh, checked against
+    recorded histories (every in-flight instance and the newest ``terminalHistories``
+    terminal ones of each Workflow; default 100)."""
+
+    allocation: list[AllocationEntry] = Field(max_length=64)
+    terminalHistories: int = Field(default=100, ge=0, le=100_000)  # noqa: N815
+
+
 class WorkerRef(Strict):
     resourceUid: str = Field(min_length=1, max_length=128)  # noqa: N815 (the spec's name)
 
@@ -369,6 +378,62 @@ class VersionView(Strict):
 
 class VersionWithSources(VersionView):
     sources: dict[str, str]
+
+
+ReplayFindingKind = Literal[
+    "kind_changed", "new_step_inside_history", "history_step_unused", "output_changed",
+    "outcome_changed", "nondeterministic", "extends_history", "reaches_frontier", "skipped",
+]  # fmt: skip
+
+
+class ReplayFinding(Strict):
+    """A finding (or a note) of a replay check: the step, its kind, where in the history."""
+
+    kind: ReplayFindingKind
+    step: str | None
+    stepKind: Literal["do", "sleep", "wait"] | None  # noqa: N815
+    position: int | None
+    version: int | None
+    reason: str
+
+
+class ReplayInstance(Strict):
+    workflow: str
+    instanceId: str  # noqa: N815
+    stream: str
+    status: str
+    events: int
+    verdict: Literal["compatible", "incompatible"]
+    findings: list[ReplayFinding]
+    notes: list[ReplayFinding]
+    replayEnd: dict[str, Any]  # noqa: N815
+
+
+class ReplayReportView(Strict):
+    """``blackops replay --check --json`` and the gate's report: one per candidate."""
+
+    candidate: str
+    compatible: bool
+    checked: int
+    counts: dict[str, int]
+    hashSeedVaried: bool  # noqa: N815
+    instances: list[ReplayInstance]
+
+
+class CheckedVersion(Strict):
+    version: str
+    weight: int
+    scope: dict[str, Any]
+    report: ReplayReportView
+
+
+class DeploymentCheckView(Strict):
+    """The dry run's answer: compatible only if every weighed Version is."""
+
+    worker: dict[str, str]
+    allocation: list[dict[str, Any]]
+    compatible: bool
+    versions: list[CheckedVersion]
 
 
 class DeploymentView(Strict):

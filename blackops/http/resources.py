@@ -16,6 +16,8 @@ from blackops.http.models import (
     ControlOperation,
     CreatedWorker,
     DeploymentBody,
+    DeploymentCheckBody,
+    DeploymentCheckView,
     DeploymentView,
     Items,
     VersionBody,
@@ -236,6 +238,43 @@ async def put_deployment(
     return accepted(
         await run_in_threadpool(
             lambda: app.control.update_deployment(space, worker, allocation, who.actor, key)
+        )
+    )
+
+
+@router.post(
+    SPACE + "/workers/{worker}/deployment/check",
+    summary="Dry run of an allocation change: its Versions against recorded histories",
+    description="Changes nothing and appends nothing: every Version the allocation weighs "
+    "is loaded in isolation and run, step results served from the history and no effect "
+    "executed, against every in-flight instance and the newest `terminalHistories` "
+    "terminal ones of each Workflow whose class it provides.",
+    openapi_extra=request_body(
+        DeploymentCheckBody, required=True, description='{"allocation": [...]}'
+    ),
+    response_model=DeploymentCheckView,
+    responses=errors(400, 403, 404, 413),
+)
+async def check_deployment(
+    space: Space,
+    worker: Worker,
+    request: Request,
+    who: Caller = Depends(caller),
+    app: Application = Depends(application),
+) -> Any:
+    check_space(app, who, space, Action.DEPLOY)
+    body = await resource_body(request)
+    if "allocation" not in body or not set(body) <= {"allocation", "terminalHistories"}:
+        raise InvalidRequest(
+            'the body must be {"allocation": [{"version", "weight"}], "terminalHistories"?}'
+        )
+    terminal = body.get("terminalHistories", 100)
+    if type(terminal) is not int or not 0 <= terminal <= 100_000:
+        raise InvalidRequest("terminalHistories must be an integer from 0 to 100000")
+    allocation = body["allocation"]
+    return JSON(
+        await run_in_threadpool(
+            lambda: app.control.check_deployment(space, worker, allocation, terminal=terminal)
         )
     )
 

@@ -88,6 +88,11 @@ class Step:
     _new_names: set[str] = field(default_factory=set)
     _stop: ContextStop | None = None
     _host_failure: BaseException | None = None
+    #: A replay check's record of every call, ``(name, kind)`` in call order (else None).
+    _trace: list[tuple[str, str]] | None = None
+    #: A replay check: a call the history holds no result for stops the context at once,
+    #: before its effect could run or its host be asked ("left_history").
+    _replay_only: bool = False
     #: Host errors this context raised: genuineness is identity (DW-HERR-1).
     _genuine: list[BaseException] = field(default_factory=list)
 
@@ -149,6 +154,8 @@ class Step:
             raise InvalidStepArgument(error.message) from None
         if any(not call.settled for call in self._calls):
             self._halt("step_definition_mismatch", f"step {name[:64]!r} overlaps an unsettled step")
+        if self._trace is not None:
+            self._trace.append((name, kind))
         record = self._plan.steps.get(name)
         if record is not None and record["kind"] != kind:
             self._halt(
@@ -161,6 +168,8 @@ class Step:
         return record
 
     def _start(self, name: str) -> _Call:
+        if self._replay_only:  # checked, and about to run new work: the history ends here
+            self._halt("left_history", f"step {name[:64]!r} has no recorded result")
         self._new_names.add(name)
         call = _Call(name)
         self._calls.append(call)
@@ -253,12 +262,23 @@ class _Ready:
         yield  # pragma: no cover - makes this a generator
 
 
-def run_context(plan: ContextPlan, cls: type, env: Any, host: Host) -> ContextEnd:
+def run_context(
+    plan: ContextPlan,
+    cls: type,
+    env: Any,
+    host: Host,
+    *,
+    trace: list[tuple[str, str]] | None = None,
+    replay_only: bool = False,
+) -> ContextEnd:
     """Construct ``cls(env)`` afresh and call ``run`` once (DW-ABI-2, DW-REPLAY-1).
 
-    Returns how it ended; never raises for anything the workflow code does.
+    Returns how it ended; never raises for anything the workflow code does. A replay
+    check (``blackops/workflows/replay_check.py``) passes ``trace`` to learn every call
+    and ``replay_only``: the first call without a recorded result ends the context as
+    ``stopped`` / ``left_history`` before its effect runs or the host is asked.
     """
-    step = Step(plan, host)
+    step = Step(plan, host, _trace=trace, _replay_only=replay_only)
     event = WorkflowEvent(plan.instance_id, plan.params)
     loop: asyncio.AbstractEventLoop | None = None
     try:
@@ -314,6 +334,6 @@ async def _awaited(value: Awaitable[Any]) -> Any:
 
 def _stopped(step: Step, stop: ContextStop) -> ContextEnd:
     stop = step._stop or stop
-    if stop.reason in ("suspend", "fenced"):
+    if stop.reason in ("suspend", "fenced", "left_history"):
         return ContextEnd("stopped", stop.reason)
     return ContextEnd("errored", stop.reason, stop.message)

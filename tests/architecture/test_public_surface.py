@@ -60,4 +60,9 @@ def test_importing_blackops_loads_nothing_heavy() -> None:
 
 
 def test_the_testing_kit_exports_its_names() -> None:
-    assert blackops.testing.__all__ == ["FakeClock", "TestEnvironment"]
+    assert blackops.testing.__all__ == [
+        "FakeClock",
+        "TestEnvironment",
+        "recorded_histories",
+        "replay_histories",
+    ]

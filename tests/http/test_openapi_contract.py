@@ -7,8 +7,8 @@ Workflow resource, a registered workflow, instances and operations of every outc
 The examples of the seeded objects' ids are added to a copy of the document the test
 loads, so generated requests reach real objects (200s), not only unknown ones (404s).
 One configuration is ours, and it is narrow: the control-plane mutations whose bodies
-carry Python source or references to other resources (a Version upload, a Deployment, a
-Workflow create or replace) may answer a schema-valid body with 400, because no JSON
+carry Python source or references to other resources (a Version upload, a Deployment or
+its dry run, a Workflow create or replace) may answer a schema-valid body with 400, because no JSON
 Schema can say that a module compiles, that weights sum to 100 or that a Worker exists.
 """
 
@@ -38,6 +38,7 @@ TOKEN = "openapi-contract-system-token"
 SEMANTIC_BODIES = {
     ("POST", "/v1/spaces/{space}/workers/{worker}/versions"),
     ("PUT", "/v1/spaces/{space}/workers/{worker}/deployment"),
+    ("POST", "/v1/spaces/{space}/workers/{worker}/deployment/check"),
     ("POST", "/v1/spaces/{space}/workflows"),
     ("PUT", "/v1/spaces/{space}/workflows/{uid}"),
 }

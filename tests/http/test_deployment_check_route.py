@@ -1,0 +1,77 @@
+"""``POST /v1/spaces/{space}/workers/{worker}/deployment/check`` (issue 16, decisions C9)
+on SQLite and PostgreSQL: the dry run of an allocation change answers each weighed
+Version's replay report against the recorded histories, and appends nothing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from resource_helpers import (
+    ACTOR,
+    SPACE,
+    bundle,
+    create_workflow,
+    deployed_worker,
+    sync,
+    upload,
+    work,
+)
+
+from blackops import Application
+from blackops.http.app import create_http_app
+
+TOKEN = "check-route-token"
+
+
+@pytest.fixture
+def client(app: Application) -> Iterator[TestClient]:
+    with TestClient(create_http_app(app, TOKEN)) as test_client:
+        yield test_client
+
+
+def post(client: TestClient, path: str, body: Any) -> Any:
+    headers = {"Authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
+    return client.post(path, content=json.dumps(body).encode(), headers=headers)
+
+
+def test_the_dry_run_answers_the_report_and_appends_nothing(
+    app: Application, client: TestClient
+) -> None:
+    app.access.create_space(SPACE, app.access_context(ACTOR, SPACE))
+    deployed = deployed_worker(app)
+    view = create_workflow(app, deployed.worker)
+    work(app)
+    uid = view["resource"]["uid"]
+    instance = sync(app.workflow(uid).create(id="i-1"))
+    work(app)
+    assert sync(instance.status())["status"] == "complete"
+    flows = bundle()["modules"]["flows"].replace('step.do("b"', 'step.do("b2"')
+    renamed = upload(app, deployed.worker, {**bundle(), "modules": {**bundle()["modules"],
+                     "flows": flows}})  # fmt: skip
+    work(app)
+    path = f"/v1/spaces/{SPACE}/workers/{deployed.worker}/deployment/check"
+    before = app.store.last_position()
+
+    bad = post(client, path, {"allocation": [{"version": renamed, "weight": 100}]})
+    assert bad.status_code == 200, bad.text
+    doc = bad.json()
+    assert doc["compatible"] is False
+    (checked,) = doc["versions"]
+    assert checked["version"] == renamed and checked["scope"]["workflows"] == {
+        uid: {"inFlight": 0, "terminal": 1}
+    }
+    (finding,) = checked["report"]["instances"][0]["findings"]
+    assert (finding["kind"], finding["step"], finding["stepKind"]) == (
+        "new_step_inside_history", "b2", "do"
+    )  # fmt: skip
+    good = post(client, path, {"allocation": [{"version": deployed.version, "weight": 100}],
+                               "terminalHistories": 0})  # fmt: skip
+    assert good.status_code == 200 and good.json()["compatible"] is True
+    assert good.json()["versions"][0]["report"]["checked"] == 0  # no terminal one asked for
+    refused = post(client, path, {"allocation": [{"version": renamed, "weight": 60}]})
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_request"
+    assert app.store.last_position() == before
