@@ -12,6 +12,16 @@ import hashlib
 from collections.abc import Iterable, Sequence
 
 EMPTY_ROOT = hashlib.sha256(b"").digest()
+HASH_SIZE = 32
+MAX_SIZE = 2**64 - 1  # tree sizes and indexes are uint64 in every format we speak
+
+
+def _is_hash(value: object) -> bool:
+    return isinstance(value, bytes) and len(value) == HASH_SIZE
+
+
+def _is_size(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SIZE
 
 
 def node_hash(left: bytes, right: bytes) -> bytes:
@@ -73,7 +83,10 @@ def inclusion_proof(index: int, leaves: Sequence[bytes]) -> list[bytes]:
 def verify_inclusion(
     index: int, size: int, leaf: bytes, proof: Sequence[bytes], root: bytes
 ) -> bool:
-    if not 0 <= index < size:
+    """RFC 9162 §2.1.3.2; refuses hashes that are not 32 bytes and indexes outside the tree."""
+    if not (_is_size(index) and _is_size(size) and index < size):
+        return False
+    if not (_is_hash(leaf) and _is_hash(root) and all(_is_hash(p) for p in proof)):
         return False
     fn, sn, r = index, size - 1, leaf
     for p in proof:
@@ -111,7 +124,13 @@ def _subproof(m: int, leaves: Sequence[bytes], complete: bool) -> list[bytes]:
 def verify_consistency(
     old_size: int, new_size: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]
 ) -> bool:
-    if not 0 < old_size <= new_size:
+    """RFC 9162 §2.1.4.2; refuses hashes that are not 32 bytes and sizes out of order.
+
+    A proof from the empty tree proves nothing and is refused (as transparency-dev/merkle).
+    """
+    if not (_is_size(old_size) and _is_size(new_size) and 0 < old_size <= new_size):
+        return False
+    if not (_is_hash(old_root) and _is_hash(new_root) and all(_is_hash(p) for p in proof)):
         return False
     if old_size == new_size:
         return not proof and old_root == new_root
