@@ -132,7 +132,7 @@ def test_a_witness_that_is_down_is_retried_with_backoff_and_never_blocks_the_oth
 
 
 def test_a_witness_option_must_name_a_url_and_a_key() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="URL=VERIFIER_KEY"):
         WitnessTarget.parse("w1.example+abcd")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="malformed"):
         WitnessTarget.parse("http://x=not-a-key")
