@@ -56,6 +56,10 @@ def register(commands: Commands) -> None:
     watch.add_argument("--token", help="bearer token for --url ($BLACKOPS_TOKEN)")
     watch.add_argument("--follow", action="store_true", help="keep watching")
     watch.add_argument("--interval", type=float, default=5.0, help="seconds between checks")
+    watch.add_argument(
+        "--cosignature-grace", type=float, default=30.0, metavar="SECONDS",
+        help="wait this long for a young checkpoint's required cosignatures (default 30)",
+    )  # fmt: skip
     watch.add_argument("--json", action="store_true", help="one JSON document per check")
     watch.set_defaults(handler=cmd_watch)
 

@@ -173,11 +173,26 @@ class HttpSource:
 
 
 def check_once(
-    source: Source, key: VerifierKey, witnesses: Sequence[VerifierKey], state: Path
+    source: Source,
+    key: VerifierKey,
+    witnesses: Sequence[VerifierKey],
+    state: Path,
+    grace_seconds: float = 0.0,
 ) -> Report:
+    """One check. A checkpoint whose only finding is a missing cosignature is fetched again
+    for up to ``grace_seconds``: witnesses cosign a new checkpoint a moment after it is
+    signed, so a young checkpoint is not yet a finding."""
     previous = load_state(state)
-    note = source.note()
-    report = assess(note, key, witnesses, previous, source.proof)
+    deadline = time.monotonic() + grace_seconds
+    while True:
+        note = source.note()
+        report = assess(note, key, witnesses, previous, source.proof)
+        only_missing = bool(report.findings) and all(
+            f["kind"] == "missing_cosignature" for f in report.findings
+        )
+        if not only_missing or time.monotonic() >= deadline:
+            break
+        time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
     if report.ok and report.checkpoint is not None:
         save_state(state, note, report.checkpoint)
     return report
@@ -195,7 +210,7 @@ def run_watch(args: argparse.Namespace, key: VerifierKey, witnesses: list[Verifi
         source = StoreSource(args.store)
     while True:
         try:
-            report = check_once(source, key, witnesses, args.state)
+            report = check_once(source, key, witnesses, args.state, args.cosignature_grace)
         except Exception as error:
             if not args.follow:
                 raise BackendUnavailable(f"could not read the log's checkpoint: {error}") from None
