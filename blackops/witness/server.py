@@ -91,6 +91,10 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(size)
         try:
             line = self.server.witness.add_checkpoint(body)
+        except RuntimeError as error:  # damaged state: refuse rather than forget it
+            self._log(500, str(error))
+            self._answer(500, "the witness's state is damaged; see its log\n")
+            return
         except tlog_witness.Refusal as refusal:
             self._log(refusal.status, refusal.message)
             if refusal.status == 409:
