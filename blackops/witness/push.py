@@ -72,6 +72,7 @@ class WitnessPusher:
     poll_seconds: float = 5.0
     max_backoff: float = 60.0
     timeout: float = 10.0
+    after_round: Callable[[], None] | None = None  # e.g. publish what the book holds
     _progress: dict[str, _Progress] = field(default_factory=dict)
     _wake: threading.Event = field(default_factory=threading.Event)
     _stopped: threading.Event = field(default_factory=threading.Event)
@@ -97,6 +98,8 @@ class WitnessPusher:
             while not self._stopped.is_set():
                 try:
                     self.run_once(client)
+                    if self.after_round is not None:
+                        self.after_round()
                 except Exception:
                     LOG.exception("witness push: could not read the latest checkpoint")
                 self._wake.wait(self._wait_seconds())
