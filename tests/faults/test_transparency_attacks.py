@@ -57,6 +57,11 @@ class Log:
     process: subprocess.Popen[str]
 
 
+def say(party: str, text: str) -> None:
+    """One line of the transcript (``pytest -s`` shows it)."""
+    print(f"[{party}] {text}")
+
+
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*BLACKOPS, *args], cwd=ROOT, capture_output=True, text=True, timeout=120,
@@ -291,11 +296,14 @@ def world(store: str, tmp_path: Path) -> Iterator[World]:
             receipts = [receipt(log, first[0], tmp_path / "r0.json")]
             report = watch(log, verifier, witnesses, monitor)
             assert (report["exit"], report["findings"]) == (0, []), report
+            say("monitor", f"ok at size {report['checkpoint']['size']}, cosigned by "
+                f"{sorted(report['cosignedBy'])}")  # fmt: skip
             more = run_operations(log, [f"later {n}" for n in range(3)])
             seen = cosigned_checkpoint(log, witnesses, report["checkpoint"]["size"] + 1)
             receipts.append(receipt(log, more[-1], tmp_path / "r1.json"))
             report = watch(log, verifier, witnesses, monitor)
             assert (report["exit"], report["findings"]) == (0, []), report
+            say("monitor", f"ok at size {report['checkpoint']['size']} (consistent)")
             seen = Checkpoint(
                 ORIGIN, report["checkpoint"]["size"], _b64(report["checkpoint"]["root"])
             )
@@ -319,20 +327,26 @@ def after_the_attack(w: World, kind: str, refused_with: int) -> None:
             if answer.status_code == 400:  # old above the (smaller) size: ask as the log would
                 answer = push(witness, store, note, Checkpoint.parse(parse_note(note).text).size)
             assert answer.status_code == refused_with, answer.text
+            say(f"witness {witness.url}", f"{answer.status_code} {answer.text.strip()}")
             assert witness_checkpoint(witness) == before  # nothing cosigned, nothing moved
     finally:
         store.close()
+    for path in w.receipts:
+        checked = cli("verify-receipt", str(path), "--key", w.verifier)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        say("auditor", f"verify-receipt {path.name}: {checked.stdout.strip()[:120]}")
     with log_serve(w.store, w.home, w.key_path, w.witnesses) as log:
         report = watch(log, w.verifier, w.witnesses, w.monitor)
         assert report["exit"] == 1
         assert kind in [f["kind"] for f in report["findings"]], report
+        for finding in report["findings"]:
+            say("monitor", f"exit 1: {finding['kind']}: {finding['message']}")
         refused = cli("journal", "checkpoint", "--store", w.store, "--signing-key",
                       str(w.key_path), "--json", env={"BLACKOPS_HOME": str(w.home)})  # fmt: skip
         assert refused.returncode == 1, refused.stdout
-        assert json.loads(refused.stdout)["error"]["code"] == "journal_rewritten"
-    for path in w.receipts:
-        checked = cli("verify-receipt", str(path), "--key", w.verifier)
-        assert checked.returncode == 0, checked.stdout + checked.stderr
+        error = json.loads(refused.stdout)["error"]
+        assert error["code"] == "journal_rewritten"
+        say("log", f"journal checkpoint: {error['code']}: {error['message']}")
 
 
 def witness_checkpoint(witness: WitnessProcess) -> Checkpoint:
