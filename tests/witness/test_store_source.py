@@ -86,3 +86,34 @@ def test_the_book_keeps_cosignatures_per_checkpoint_and_witness(store_url: str) 
         assert CosignatureBook(store).lines(one) == [again]  # another process sees it
     finally:
         store.close()
+
+
+def test_follow_keeps_watching_and_stops_at_the_first_finding(tmp_path: Path) -> None:
+    store_url = f"sqlite:///{tmp_path / 'journal.db'}"
+    key = SigningKey.generate(ORIGIN)
+    store = EventStore(store_url)
+    try:
+        append_some(store, 3)
+        small = sign_checkpoint(store, key)
+        state = tmp_path / "monitor.json"
+        follower = subprocess.Popen(
+            [*BLACKOPS, "audit", "watch", "--store", store_url, "--key",
+             key.verifier().encode(), "--state", str(state), "--json", "--follow",
+             "--interval", "0.1"],
+            cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert follower.stdout is not None
+        assert json.loads(follower.stdout.readline())["ok"]
+        append_some(store, 4)
+        grown = Checkpoint.parse(sign_checkpoint(store, key).split("\n\n")[0] + "\n").size
+        while json.loads(follower.stdout.readline())["checkpoint"]["size"] < grown:
+            pass  # checks made before the new checkpoint was journaled
+        event = NewEvent("journal.checkpoint", "2026-12-01T00:00:01.000000Z", {}, {"note": small})
+        store.append(Append(f"custody:checkpoint:{uuid.uuid4()}", 0, [event]))
+        last: dict[str, object] = {}
+        for line in follower.stdout:
+            last = json.loads(line)
+        assert follower.wait(timeout=60) == 1
+        assert [f["kind"] for f in last["findings"]] == ["rolled_back"]  # type: ignore[attr-defined]
+    finally:
+        store.close()
