@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from blackops.cli import (
     access,
+    audit,
     deploy,
     instances,
     journal,
@@ -26,7 +27,9 @@ from blackops.cli import (
 from blackops.cli.common import EXIT_ERROR, OPENED
 
 #: Each group registers its own commands, in the order ``--help`` lists them.
-GROUPS = (serve, operations, instances, access, deploy, workflow_resources, journal, retention)
+GROUPS = (
+    serve, operations, instances, access, deploy, workflow_resources, journal, retention, audit
+)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
