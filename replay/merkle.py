@@ -9,7 +9,7 @@ show a later tree head only appended to an earlier one. Verification follows RFC
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 EMPTY_ROOT = hashlib.sha256(b"").digest()
 HASH_SIZE = 32
@@ -155,3 +155,45 @@ def verify_consistency(
             sr = node_hash(sr, c)
         fn, sn = fn >> 1, sn >> 1
     return sn == 0 and fr == old_root and sr == new_root
+
+
+#: The hash of the leaves ``[start, end)`` of a tree, however it is kept.
+SubtreeHash = Callable[[int, int], bytes]
+
+
+def path_in(index: int, size: int, subtree: SubtreeHash) -> list[bytes]:
+    """RFC 6962 PATH(index, D[size]) over a tree known only by its subtree hashes."""
+    if not (_is_size(index) and _is_size(size) and index < size):
+        raise ValueError("index outside the tree")
+    proof: list[bytes] = []
+    start, end, m = 0, size, index
+    while end - start > 1:
+        k = _split(end - start)
+        if m < k:
+            proof.append(subtree(start + k, end))
+            end = start + k
+        else:
+            proof.append(subtree(start, start + k))
+            start, m = start + k, m - k
+    proof.reverse()  # from the leaf's sibling upward
+    return proof
+
+
+def consistency_in(old_size: int, new_size: int, subtree: SubtreeHash) -> list[bytes]:
+    """RFC 6962 PROOF(old_size, D[new_size]) over a tree known by its subtree hashes."""
+    if not (_is_size(old_size) and _is_size(new_size) and 0 < old_size <= new_size):
+        raise ValueError("old size must be within 1..new size")
+    proof: list[bytes] = []
+    start, end, m, complete = 0, new_size, old_size, True
+    while m != end - start:
+        k = _split(end - start)
+        if m <= k:
+            proof.append(subtree(start + k, end))
+            end = start + k
+        else:
+            proof.append(subtree(start, start + k))
+            start, m, complete = start + k, m - k, False
+    if not complete:
+        proof.append(subtree(start, end))
+    proof.reverse()
+    return proof

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from blackops.cli import audit
 from blackops.cli.common import EXIT_ERROR, EXIT_OK, Commands, acting, add_common, cli_actor, emit
 from domain.errors import InvalidRequest
 
@@ -30,11 +31,20 @@ def register(commands: Commands) -> None:
     export.set_defaults(handler=cmd_journal_export)
 
     checkpoint = journal_commands.add_parser(
-        "checkpoint", help="verify, then record the journal's tree head"
+        "checkpoint", help="sign a checkpoint of the journal's tree now and print the note"
     )
     add_common(checkpoint, app=False)
     acting(checkpoint)
-    checkpoint.set_defaults(handler=cmd_journal_checkpoint)
+    audit.signing_key_option(checkpoint)
+    checkpoint.set_defaults(handler=audit.cmd_journal_checkpoint)
+
+    consistency = journal_commands.add_parser(
+        "consistency", help="RFC 6962 consistency proof FROM -> TO (one base64 hash a line)"
+    )
+    add_common(consistency, app=False)
+    consistency.add_argument("old_size", metavar="FROM", type=int)
+    consistency.add_argument("new_size", metavar="TO", type=int)
+    consistency.set_defaults(handler=audit.cmd_journal_consistency)
 
     schema = journal_commands.add_parser(
         "schema", help="print the JSON Schema of an Observed JSONL line"
@@ -124,17 +134,6 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
         emit(body, True, str)
     elif args.output:
         sys.stderr.write(f"{body['count']} events written to {args.output}\n")
-    return EXIT_OK
-
-
-def cmd_journal_checkpoint(args: argparse.Namespace) -> int:
-    from blackops.runtime import SystemClock
-    from journal.store import EventStore
-    from replay.custody import record_checkpoint
-
-    with EventStore(args.store) as store:
-        head = record_checkpoint(store, actor=cli_actor(args), clock=SystemClock())
-    emit(head, args.json, lambda: f"checkpoint: tree size {head['treeSize']}, root {head['root']}")
     return EXIT_OK
 
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from blackops.cli import (
     access,
+    audit,
     deploy,
     instances,
     journal,
@@ -28,7 +29,7 @@ from blackops.cli.common import EXIT_ERROR, OPENED
 
 #: Each group registers its own commands, in the order ``--help`` lists them.
 GROUPS = (
-    serve, operations, instances, access, deploy, workflow_resources, journal, retention,
+    serve, operations, instances, access, deploy, workflow_resources, journal, retention, audit,
     witness,
 )  # fmt: skip
 
