@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from blackops.cli import control
 from blackops.cli.common import EXIT_OK, Commands, add_common, app_of, cli_actor, emit
+from blackops.cli.witness import start_witnesses, witness_options
 
 if TYPE_CHECKING:
     from blackops.application import Application
@@ -37,6 +38,7 @@ def register(commands: Commands) -> None:
     )
     workflow_options(serve)
     checkpoint_options(serve)
+    witness_options(serve)
     serve.set_defaults(handler=cmd_serve)
 
     worker = commands.add_parser(
@@ -51,6 +53,7 @@ def register(commands: Commands) -> None:
     worker.add_argument("--poll-seconds", type=float, help="fallback polling interval")
     workflow_options(worker)
     checkpoint_options(worker)
+    witness_options(worker)
     worker.set_defaults(handler=cmd_worker)
     control.add_worker_resource_commands(worker)
 
@@ -73,6 +76,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     application.store  # open (and create) the journal before taking requests  # noqa: B018
     admin = bootstrap_dev_admin(application, cli_actor(args))
     checkpoints, signer = start_signer(application, args, dev=True)
+    pusher = start_witnesses(checkpoints, args, publish=True)
     verifier = checkpoints.key.verifier().encode() if checkpoints.key else None
     worker = None
     if args.worker:  # also runs the control plane's operations and Workflow resources
@@ -139,6 +143,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             access_log=not args.json,  # --json: stdout holds one document only
         )
     finally:
+        if pusher is not None:
+            pusher.stop()
         if signer is not None:
             signer.stop()
         if worker is not None:
@@ -195,7 +201,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    start_signer(application, args, dev=False)  # only with --signing-key / the env
+    service, _ = start_signer(application, args, dev=False)  # only with --signing-key / the env
+    start_witnesses(service, args, publish=False)  # pushes only with --witness
     worker.start()
     started = {
         "worker": worker.id,

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from blackops.cli.common import EXIT_OK, Commands, emit
 
 if TYPE_CHECKING:
+    from blackops.audit.checkpoints import CheckpointService
+    from blackops.witness.push import WitnessPusher
     from replay.notes import SigningKey, VerifierKey
 
 
@@ -157,3 +159,29 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from blackops.witness.monitor import run_watch
 
     return run_watch(args, _verifier(args.key), [_verifier(k) for k in args.witness_key])
+
+
+def witness_options(parser: argparse.ArgumentParser) -> None:
+    """``--witness URL=VERIFIER_KEY`` on ``serve`` and ``worker`` (decisions T6)."""
+    parser.add_argument(
+        "--witness", action="append", default=[], metavar="URL=VERIFIER_KEY",
+        help="push each signed checkpoint to this C2SP witness; repeatable",
+    )  # fmt: skip
+
+
+def start_witnesses(
+    checkpoints: CheckpointService, args: argparse.Namespace, *, publish: bool
+) -> WitnessPusher | None:
+    """The pusher of this process: with ``--witness``, or (``publish``: the HTTP server) to
+    publish the cosignatures another process collected. None when there is nothing to do."""
+    from blackops.witness.push import WitnessTarget
+    from blackops.witness.service import start_witnessing
+    from domain.errors import InvalidRequest
+
+    try:
+        targets = [WitnessTarget.parse(text) for text in args.witness]
+    except ValueError as error:
+        raise InvalidRequest(f"--witness: {error}") from None
+    if not targets and not publish:
+        return None
+    return start_witnessing(checkpoints, targets)

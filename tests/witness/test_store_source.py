@@ -7,6 +7,7 @@ import json
 import subprocess
 import uuid
 from pathlib import Path
+from typing import Any
 
 from cli_processes import BLACKOPS, ROOT
 
@@ -35,7 +36,7 @@ def sign_checkpoint(store: EventStore, key: SigningKey) -> str:
     return note
 
 
-def watch(store: str, key: SigningKey, state: Path) -> tuple[int, dict[str, object]]:
+def watch(store: str, key: SigningKey, state: Path) -> tuple[int, dict[str, Any]]:
     done = subprocess.run(
         [*BLACKOPS, "audit", "watch", "--store", store, "--key", key.verifier().encode(),
          "--state", str(state), "--json"],
@@ -63,7 +64,7 @@ def test_watch_a_store_then_a_smaller_checkpoint_is_rolled_back(
         store.append(Append(f"custody:checkpoint:{uuid.uuid4()}", 0, [event]))
         code, report = watch(store_url, key, state)
         assert code == 1
-        assert [f["kind"] for f in report["findings"]] == ["rolled_back"]  # type: ignore[union-attr]
+        assert [f["kind"] for f in report["findings"]] == ["rolled_back"]
     finally:
         store.close()
 
@@ -110,10 +111,10 @@ def test_follow_keeps_watching_and_stops_at_the_first_finding(tmp_path: Path) ->
             pass  # checks made before the new checkpoint was journaled
         event = NewEvent("journal.checkpoint", "2026-12-01T00:00:01.000000Z", {}, {"note": small})
         store.append(Append(f"custody:checkpoint:{uuid.uuid4()}", 0, [event]))
-        last: dict[str, object] = {}
+        last: dict[str, Any] = {}
         for line in follower.stdout:
             last = json.loads(line)
         assert follower.wait(timeout=60) == 1
-        assert [f["kind"] for f in last["findings"]] == ["rolled_back"]  # type: ignore[attr-defined]
+        assert [f["kind"] for f in last["findings"]] == ["rolled_back"]
     finally:
         store.close()
