@@ -25,7 +25,7 @@ import os
 import sqlite3
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,14 @@ SPACE = "default"
 
 
 @dataclass
+class Planned:
+    """A witness the log is told about that is not running (yet)."""
+
+    url: str
+    verifier_key: str
+
+
+@dataclass
 class Log:
     url: str
     system_token: str
@@ -70,7 +78,9 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 
 @contextlib.contextmanager
-def log_serve(store: str, home: Path, key: Path, witnesses: list[WitnessProcess]) -> Iterator[Log]:
+def log_serve(
+    store: str, home: Path, key: Path, witnesses: Sequence[WitnessProcess | Planned]
+) -> Iterator[Log]:
     port = free_port()
     env = {**os.environ, "BLACKOPS_HOME": str(home), "BLACKOPS_DEV_TOKEN": ""}
     args = [*BLACKOPS, "serve", "--app", "examples.shop:app", "--port", str(port),
@@ -123,10 +133,12 @@ def run_operations(log: Log, names: list[str]) -> list[str]:
     return ids
 
 
-def cosigned_checkpoint(log: Log, witnesses: list[WitnessProcess], at_least: int) -> Checkpoint:
+def cosigned_checkpoint(
+    log: Log, witnesses: Sequence[WitnessProcess | Planned], at_least: int
+) -> Checkpoint:
     """Wait until GET /v1/checkpoint covers ``at_least`` leaves, cosigned by every witness."""
     names = [w.verifier_key.split("+")[0] for w in witnesses]
-    for _ in range(600):
+    for _ in range(1200):  # up to 2 minutes: the push backs off up to 60 s
         answer = httpx.get(
             f"{log.url}/v1/checkpoint",
             headers={"Authorization": f"Bearer {log.system_token}"},
@@ -392,3 +404,31 @@ def test_a_truncated_tail_is_refused_by_the_witnesses_and_caught_by_the_monitor(
         finally:
             store.close()
         after_the_attack(w, "rolled_back", 409)
+
+
+def test_a_witness_that_is_down_delays_cosigning_never_the_journal(
+    store_url: str, tmp_path: Path
+) -> None:
+    made = cli(
+        "keys", "generate", "--name", ORIGIN, "--output", str(tmp_path / "log.key"), "--json"
+    )
+    verifier = json.loads(made.stdout)["verifierKey"]
+    key = tmp_path / "w1.key"
+    assert (
+        cli("witness", "generate-key", "--name", "w1.example", "--output", str(key)).returncode == 0
+    )
+    printed = cli("witness", "key", "--key", str(key)).stdout.strip()
+    down = Planned(f"http://127.0.0.1:{free_port()}", printed)
+    with log_serve(store_url, tmp_path / "home", tmp_path / "log.key", [down]) as log:
+        ids = run_operations(log, [f"while down {n}" for n in range(3)])  # the journal goes on
+        assert len(ids) == 3
+        answer = httpx.get(
+            f"{log.url}/v1/checkpoint",
+            headers={"Authorization": f"Bearer {log.system_token}"}, timeout=10,
+        )  # fmt: skip
+        assert answer.status_code == 200  # signed, not cosigned
+        assert "w1.example" not in {s.name for s in parse_note(answer.text).signatures}
+        port = int(down.url.rsplit(":", 1)[1])
+        with witness_serve(key, [verifier], tmp_path / "w1-state", port=port) as witness:
+            checkpoint = cosigned_checkpoint(log, [witness], 1)  # the backoff's next try
+            say("log", f"cosigned by w1.example once it came up, at size {checkpoint.size}")
