@@ -432,3 +432,34 @@ def test_a_witness_that_is_down_delays_cosigning_never_the_journal(
         with witness_serve(key, [verifier], tmp_path / "w1-state", port=port) as witness:
             checkpoint = cosigned_checkpoint(log, [witness], 1)  # the backoff's next try
             say("log", f"cosigned by w1.example once it came up, at size {checkpoint.size}")
+
+
+def test_a_worker_pushes_and_the_server_publishes_the_cosignatures(
+    store_url: str, tmp_path: Path
+) -> None:
+    made = cli(
+        "keys", "generate", "--name", ORIGIN, "--output", str(tmp_path / "log.key"), "--json"
+    )
+    verifier = json.loads(made.stdout)["verifierKey"]
+    key = tmp_path / "w1.key"
+    assert (
+        cli("witness", "generate-key", "--name", "w1.example", "--output", str(key)).returncode == 0
+    )
+    with (
+        witness_serve(key, [verifier], tmp_path / "w1-state") as witness,
+        log_serve(store_url, tmp_path / "home", tmp_path / "log.key", []) as log,
+    ):
+        out = open(tmp_path / "worker.log", "w")  # noqa: SIM115 (closed below)
+        worker = subprocess.Popen(
+            [*BLACKOPS, "worker", "--store", store_url, "--workflow-processes", "1",
+             "--witness", f"{witness.url}={witness.verifier_key}"],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        try:
+            run_operations(log, ["pushed by a worker"])
+            checkpoint = cosigned_checkpoint(log, [witness], 1)
+            say("log", f"GET /v1/checkpoint carries w1's cosignature at size {checkpoint.size}")
+        finally:
+            worker.terminate()
+            worker.wait(timeout=60)
+            out.close()
