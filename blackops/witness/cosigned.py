@@ -37,7 +37,8 @@ class CosignatureBook:
             return
         self.sqlite = store.location.kind != "postgresql"
         self.prefix = "" if self.sqlite else f"{store.location.settings['POSTGRES_SCHEMA']}."
-        with self._sql() as sql:
+        # Concurrent CREATE TABLE IF NOT EXISTS collide on PostgreSQL: one process at a time.
+        with store.exclusive("cosignatures-setup"), self._sql() as sql:
             sql.execute(_TABLE)
 
     @contextlib.contextmanager
