@@ -75,6 +75,7 @@ class Witness:
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"  # keep-alive, as tlog-witness recommends
+    disable_nagle_algorithm = True  # headers and body go out at once: no delayed-ACK stall
 
     def do_POST(self) -> None:
         if self.path != "/add-checkpoint":
