@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 
 from journal.store import EventStore
 from replay.merkle import EMPTY_ROOT, consistency_in, node_hash, path_in, root_of
@@ -121,6 +121,22 @@ class JournalTree:
     def position_of(self, index: int) -> int:
         with self._lock:
             return self._positions[index]
+
+    def count_through(self, position: int) -> int:
+        """How many leaves have positions up to ``position``."""
+        with self._lock:
+            return bisect_right(self._positions, position)
+
+    def prefix_nodes(self, size: int) -> list[bytes]:
+        """The perfect-subtree roots of the first ``size`` leaves, largest first
+        (``replay.merkle.Frontier.restore`` continues the tree from them)."""
+        with self._lock:
+            nodes, start = [], 0
+            for bit in range(size.bit_length() - 1, -1, -1):
+                if size >> bit & 1:
+                    nodes.append(self._subtree(start, start + (1 << bit)))
+                    start += 1 << bit
+            return nodes
 
     def root(self, size: int | None = None) -> bytes:
         with self._lock:
