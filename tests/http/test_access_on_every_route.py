@@ -256,7 +256,7 @@ def _done_at(w: World) -> int:
 def _an_export(w: World) -> str:
     """The id of a whole-journal export this server answered (made by the system token)."""
     answer = w.client.get("/v1/journal/export?until=2", headers=bearer(SYSTEM))
-    link = answer.headers["link"]
+    link = str(answer.headers["link"])
     return link.split("/exports/")[1].split("/")[0]
 
 
