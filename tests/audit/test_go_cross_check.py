@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from blackops import Application, ExecutionContext
+from blackops import Application
 from blackops.audit.checkpoints import CheckpointService
 from blackops.audit.receipts import OPERATION_TERMINAL, receipt_for, terminal_position
 from blackops.testing import FakeClock
