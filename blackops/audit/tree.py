@@ -73,11 +73,20 @@ class JournalTree:
                 raise LeafMismatch(
                     self._positions[index], "leaves this tree holds are gone from the journal"
                 )
-            for position, leaf in leaves:
-                if position != self._positions[index] or leaf != self._leaf(index):
-                    first = min(position, self._positions[index])
-                    raise LeafMismatch(first, "a recorded leaf differs from the one signed over")
-                index += 1
+            end = index + len(leaves)
+            same_positions = array("q", (p for p, _ in leaves)) == self._positions[index:end]
+            same_leaves = (
+                b"".join(leaf for _, leaf in leaves) == self._leaves[32 * index : 32 * end]
+            )
+            if not (same_positions and same_leaves):  # find the first difference
+                for offset, (position, leaf) in enumerate(leaves):
+                    here = index + offset
+                    if position != self._positions[here] or leaf != self._leaf(here):
+                        first = min(position, self._positions[here])
+                        raise LeafMismatch(
+                            first, "a recorded leaf differs from the one signed over"
+                        )
+            index = end
             after = leaves[-1][0]
 
     def _append(self, position: int, leaf: bytes) -> None:
