@@ -35,6 +35,21 @@ class Frontier:
         self.size = 0
         self._stack: list[tuple[int, bytes]] = []  # (subtree size, root)
 
+    @classmethod
+    def restore(cls, size: int, nodes: Sequence[bytes]) -> Frontier:
+        """The running tree after ``size`` leaves, from its perfect-subtree roots (largest
+        first, one per set bit of ``size``): what ``nodes()`` returns."""
+        sizes = [1 << bit for bit in range(size.bit_length() - 1, -1, -1) if size >> bit & 1]
+        if len(sizes) != len(nodes) or not all(_is_hash(n) for n in nodes):
+            raise ValueError("one 32-byte node per set bit of the size")
+        frontier = cls()
+        frontier.size = size
+        frontier._stack = list(zip(sizes, nodes, strict=True))
+        return frontier
+
+    def nodes(self) -> list[bytes]:
+        return [node for _, node in self._stack]
+
     def append(self, leaf: bytes) -> None:
         size, node = 1, leaf
         while self._stack and self._stack[-1][0] == size:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from journal.leaves import leaf_hash
-from replay.merkle import verify_consistency, verify_inclusion
+from replay.merkle import Frontier, verify_consistency, verify_inclusion
 from replay.notes import Checkpoint, NoteError, VerifierKey, open_note
 
 HEADER = "c2sp.org/tlog-proof@v1"
@@ -115,3 +115,44 @@ def _b64(text: str) -> bytes:
     except (binascii.Error, UnicodeEncodeError):
         raise ReceiptError("malformed_proof", "not standard base64") from None
     return raw
+
+
+def verify_signed_export(
+    found: Sequence[tuple[int, bytes]], manifest: Any, keys: Sequence[VerifierKey]
+) -> Checkpoint:
+    """Check an export's lines (``(position, leaf)`` recomputed from the file) against the
+    signed checkpoint its manifest names; returns that checkpoint.
+
+    The root at the export's end is rebuilt from the prefix nodes, the file's leaves and the
+    hidden leaves (nothing the manifest says about the file's own lines is used), then the
+    consistency proof must lead from it to the signed root."""
+    try:
+        attestation = manifest["attestation"]
+        size = int(manifest["journalTreeSize"])
+        first = int(attestation["firstIndex"])
+        prefix = [_b64(h) for h in attestation["prefix"]]
+        hidden = [(int(p), bytes.fromhex(h)) for p, h in attestation["hidden"]]
+        proof = [_b64(h) for h in attestation["consistency"]]
+        note = str(attestation["checkpoint"])
+    except (KeyError, TypeError, ValueError):
+        raise ReceiptError("malformed_manifest", "the manifest has no usable attestation") from None
+    checkpoint = open_checkpoint(note, keys)
+    try:
+        frontier = Frontier.restore(first, prefix)
+    except ValueError as error:
+        raise ReceiptError("malformed_manifest", str(error)) from None
+    merged = sorted([*found, *hidden])
+    if len({p for p, _ in merged}) != len(merged):
+        raise ReceiptError("not_in_signed_log", "a position appears twice (file and hidden)")
+    for _, leaf in merged:
+        frontier.append(leaf)
+    if frontier.size != size:
+        raise ReceiptError("not_in_signed_log", "the leaves do not make the exported tree size")
+    root = frontier.root()
+    if size == checkpoint.size:
+        ok = not proof and root == checkpoint.root
+    else:
+        ok = verify_consistency(size, checkpoint.size, root, checkpoint.root, proof)
+    if not ok:
+        raise ReceiptError("not_in_signed_log", "the export's lines are not in the signed tree")
+    return checkpoint

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 
 from journal.store import EventStore
 from replay.merkle import EMPTY_ROOT, consistency_in, node_hash, path_in, root_of
@@ -73,11 +73,20 @@ class JournalTree:
                 raise LeafMismatch(
                     self._positions[index], "leaves this tree holds are gone from the journal"
                 )
-            for position, leaf in leaves:
-                if position != self._positions[index] or leaf != self._leaf(index):
-                    first = min(position, self._positions[index])
-                    raise LeafMismatch(first, "a recorded leaf differs from the one signed over")
-                index += 1
+            end = index + len(leaves)
+            same_positions = array("q", (p for p, _ in leaves)) == self._positions[index:end]
+            same_leaves = (
+                b"".join(leaf for _, leaf in leaves) == self._leaves[32 * index : 32 * end]
+            )
+            if not (same_positions and same_leaves):  # find the first difference
+                for offset, (position, leaf) in enumerate(leaves):
+                    here = index + offset
+                    if position != self._positions[here] or leaf != self._leaf(here):
+                        first = min(position, self._positions[here])
+                        raise LeafMismatch(
+                            first, "a recorded leaf differs from the one signed over"
+                        )
+            index = end
             after = leaves[-1][0]
 
     def _append(self, position: int, leaf: bytes) -> None:
@@ -121,6 +130,22 @@ class JournalTree:
     def position_of(self, index: int) -> int:
         with self._lock:
             return self._positions[index]
+
+    def count_through(self, position: int) -> int:
+        """How many leaves have positions up to ``position``."""
+        with self._lock:
+            return bisect_right(self._positions, position)
+
+    def prefix_nodes(self, size: int) -> list[bytes]:
+        """The perfect-subtree roots of the first ``size`` leaves, largest first
+        (``replay.merkle.Frontier.restore`` continues the tree from them)."""
+        with self._lock:
+            nodes, start = [], 0
+            for bit in range(size.bit_length() - 1, -1, -1):
+                if size >> bit & 1:
+                    nodes.append(self._subtree(start, start + (1 << bit)))
+                    start += 1 << bit
+            return nodes
 
     def root(self, size: int | None = None) -> bytes:
         with self._lock:

@@ -225,3 +225,28 @@ def cmd_verify_receipt(args: argparse.Namespace) -> int:
         ),
     )
     return EXIT_OK
+
+
+def check_signed_export(lines: Any, manifest: Any, keys: list[str], report: Any) -> None:
+    """``verify --jsonl FILE --key K``: the lines are in a tree the log signed; a problem
+    is added to ``report`` (kind ``signature``) when they are not."""
+    from blackops.audit.keys import parse_verifier_key
+    from journal.leaves import leaf_hash
+    from replay.observed import parse_line_canonical
+    from replay.receipts import ReceiptError, verify_signed_export
+    from replay.verify import Problem
+
+    verifiers = [parse_verifier_key(text) for text in keys]
+    found = []
+    for number, raw in enumerate(lines, start=1):
+        text = raw.rstrip(b"\n")
+        if text:
+            event, entry = parse_line_canonical(text, number)
+            found.append((event.position, leaf_hash(entry)))
+    try:
+        checkpoint = verify_signed_export(found, manifest, verifiers)
+    except ReceiptError as error:
+        first = found[0][0] if found else 0
+        report.problems.append(Problem("signature", first, f"{error.code}: {error}"))
+        return
+    report.tree_heads_checked += 1 if checkpoint.size else 0

@@ -27,7 +27,9 @@ def register(commands: Commands) -> None:
     export.add_argument(
         "--no-manifest", action="store_true", help="a plain stream: no manifest, not recorded"
     )
+    export.add_argument("--until", type=int, help="stop at this position")
     export.add_argument("--actor", help="principal id recorded as the exporter (default: $USER)")
+    audit.signing_key_option(export)
     export.set_defaults(handler=cmd_journal_export)
 
     checkpoint = journal_commands.add_parser(
@@ -55,6 +57,12 @@ def register(commands: Commands) -> None:
     add_common(verify, app=False)
     verify.add_argument("--jsonl", help="verify an exported file offline instead")
     verify.add_argument("--manifest", help="its manifest (default: JSONL.manifest.json)")
+    verify.add_argument(
+        "--key",
+        action="append",
+        help="with --jsonl: the log's verifier key (text or file); the manifest's signed "
+        "checkpoint must cover the lines (repeatable)",
+    )
     verify.set_defaults(handler=cmd_verify)
 
     replay = commands.add_parser("replay", help="feed Observed JSONL to an observer")
@@ -115,8 +123,13 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
                     manifest = export_with_manifest(
                         store, target, actor=cli_actor(args), clock=SystemClock(),
                         after=args.after, follow=args.follow, stop=stop, progress=report,
-                        output_name=args.output,
+                        output_name=args.output, until=args.until,
                     )  # fmt: skip
+                    signer = audit.checkpoint_service(store, args)
+                    if signer.key is not None:  # the manifest names a signed checkpoint
+                        from blackops.audit.exports import attest
+
+                        attest(signer, manifest)
                     with open(manifest_path, "wb") as written:
                         written.write(render_json(manifest) + b"\n")
                     body.update(
@@ -154,6 +167,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from journal.store import EventStore
     from replay.verify import verify_export, verify_store
 
+    if args.key and not args.jsonl:
+        raise InvalidRequest("--key goes with --jsonl (a live journal is checked directly)")
     if args.jsonl:
         manifest_path = args.manifest or f"{args.jsonl}.manifest.json"
         try:
@@ -161,6 +176,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 manifest = orjson.loads(raw.read())
             with open(args.jsonl, "rb") as lines:
                 report = verify_export(lines, manifest)
+            if report.ok and args.key:
+                with open(args.jsonl, "rb") as lines:
+                    audit.check_signed_export(lines, manifest, args.key, report)
         except OSError as unreadable:
             raise InvalidRequest(
                 f"cannot read {unreadable.filename}: {unreadable.strerror}"

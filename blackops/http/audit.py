@@ -11,6 +11,7 @@ import base64
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Path as PathParam
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
@@ -18,10 +19,11 @@ from starlette.concurrency import run_in_threadpool
 from blackops.application import Application
 from blackops.audit.checkpoints import CheckpointService
 from blackops.audit.receipts import OPERATION_TERMINAL, receipt_for, terminal_position
-from blackops.http.auth import Caller, application, caller
+from blackops.http.auth import Caller, application, caller, check_space
 from blackops.http.journal import tenant_of
 from blackops.http.openapi import errors
 from blackops.http.operations import OperationId, operation_of
+from blackops.http.params import SpacePath
 from blackops.http.responses import JSON
 from domain.access import Action
 from domain.errors import InvalidRequest, NotFound
@@ -171,3 +173,134 @@ def check_event_access(service: CheckpointService, who: Caller, position: int) -
         who.check(tenant, Action.READ)
     except NotFound:
         raise NotFound("no such event") from None
+
+
+_EXPORT: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Observed JSONL; header Link names its manifest (rel=describedby)",
+        "content": {"application/jsonl": {"schema": {"type": "string"}}},
+        "headers": {
+            "Link": {
+                "description": 'the manifest: <...>; rel="describedby"',
+                "schema": {"type": "string"},
+            }
+        },
+    }
+}
+Until = Annotated[
+    int | None, Query(ge=0, le=MAX_POSITION, description="stop at this position (inclusive)")
+]
+After = Annotated[int, Query(ge=0, le=MAX_POSITION, description="start after this position")]
+_MANIFESTS_KEPT = 256
+
+
+def _export(
+    app: Application,
+    service: CheckpointService,
+    who: Caller,
+    after: int,
+    until: int | None,
+    space: str | None,
+    manifests: dict[str, tuple[str | None, dict[str, Any]]],
+) -> tuple[bytes, str]:
+    import io
+
+    from blackops.audit.exports import attest
+    from replay.custody import export_with_manifest
+
+    out = io.BytesIO()
+    keep = None if space is None else (lambda line: tenant_of(line) == space)
+    manifest = export_with_manifest(
+        app.store, out, actor=who.actor, clock=app.clock, after=after, until=until,
+        keep=keep, output_name="GET /v1/journal/export" + (f" (space {space})" if space else ""),
+    )  # fmt: skip
+    if service.key is not None or service.latest() is not None:
+        attest(service, manifest)
+    export_id = manifest["custody"]["stream"].rsplit(":", 1)[1]
+    manifests[export_id] = (space, manifest)
+    while len(manifests) > _MANIFESTS_KEPT:
+        manifests.pop(next(iter(manifests)))
+    return out.getvalue(), export_id
+
+
+def _manifests(request: Request) -> dict[str, tuple[str | None, dict[str, Any]]]:
+    state = request.app.state
+    if getattr(state, "export_manifests", None) is None:
+        state.export_manifests = {}
+    found: dict[str, tuple[str | None, dict[str, Any]]] = state.export_manifests
+    return found
+
+
+@router.get(
+    "/v1/journal/export",
+    summary="Export the whole journal (Observed JSONL) with a signed manifest; journaled",
+    response_class=Response,
+    responses={**_EXPORT, **errors(400, 403, 409)},
+)
+async def journal_export(
+    request: Request,
+    after: After = 0,
+    until: Until = None,
+    who: Caller = Depends(caller),
+    app: Application = Depends(application),
+    service: CheckpointService = Depends(checkpoints),
+) -> Response:
+    from domain.access import check_system
+
+    check_system(who.principal, "exporting the whole journal")
+    manifests = _manifests(request)
+    body, export_id = await run_in_threadpool(
+        _export, app, service, who, after, until, None, manifests
+    )
+    link = f'</v1/journal/exports/{export_id}/manifest>; rel="describedby"'
+    return Response(body, media_type="application/jsonl", headers={"Link": link})
+
+
+@router.get(
+    "/v1/spaces/{space}/journal/export",
+    summary="Export one Space's lines (Observed JSONL) with a signed manifest; journaled",
+    response_class=Response,
+    responses={**_EXPORT, **errors(400, 403, 404, 409)},
+)
+async def space_journal_export(
+    space: SpacePath,
+    request: Request,
+    after: After = 0,
+    until: Until = None,
+    who: Caller = Depends(caller),
+    app: Application = Depends(application),
+    service: CheckpointService = Depends(checkpoints),
+) -> Response:
+    check_space(app, who, space, Action.READ)
+    manifests = _manifests(request)
+    body, export_id = await run_in_threadpool(
+        _export, app, service, who, after, until, space, manifests
+    )
+    link = f'</v1/journal/exports/{export_id}/manifest>; rel="describedby"'
+    return Response(body, media_type="application/jsonl", headers={"Link": link})
+
+
+@router.get(
+    "/v1/journal/exports/{export_id}/manifest",
+    summary="The manifest of an export this server answered (kept in memory, latest 256)",
+    responses=errors(404),
+)
+async def export_manifest(
+    export_id: Annotated[str, PathParam(description="the id in the export's Link header")],
+    request: Request,
+    who: Caller = Depends(caller),
+) -> Response:
+    found = _manifests(request).get(export_id)
+    if found is None:
+        raise NotFound("no such export manifest on this server")
+    space, manifest = found
+    if space is None:
+        from domain.access import check_system
+
+        check_system(who.principal, "reading a whole-journal export's manifest")
+    if space is not None and not who.principal.system:
+        try:
+            who.check(space, Action.READ)
+        except NotFound:
+            raise NotFound("no such export manifest on this server") from None
+    return JSON(manifest)
