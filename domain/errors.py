@@ -26,6 +26,9 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "rejected": 422,
     "operation_failed": 500,
     "internal_error": 500,
+    # The checkpoint signer found the journal under its last signed checkpoint rewritten
+    # or truncated, and signs nothing (decisions A4).
+    "journal_rewritten": 409,
 }
 
 

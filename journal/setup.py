@@ -4,6 +4,7 @@ each backend runs under a cross-process lock (the only SQL here: the lock and th
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 
 from domain.errors import BackendUnavailable
@@ -46,3 +47,43 @@ def postgres_setup_lock(settings: dict[str, str]) -> Iterator[None]:
             yield
     except psycopg.OperationalError as error:
         raise BackendUnavailable("PostgreSQL cannot be reached", str(error)) from error
+
+
+_SIGNERS: dict[str, threading.Lock] = {}
+_SIGNERS_GUARD = threading.Lock()
+
+
+@contextlib.contextmanager
+def named_lock(kind: str, settings: dict[str, str], name: str) -> Iterator[None]:
+    """One holder at a time of ``name`` across the processes sharing a journal (the
+    checkpoint signer): a PostgreSQL advisory lock on its own connection, a ``flock`` beside
+    the SQLite file, a process-wide lock in memory. Threads of one process queue on a
+    ``threading.Lock`` first, so a process holds at most one connection for it."""
+    with _SIGNERS_GUARD:
+        local = _SIGNERS.setdefault(f"{kind}:{name}:{sorted(settings.items())}", threading.Lock())
+    with local:
+        if kind == "postgresql":
+            import psycopg
+
+            schema = settings["POSTGRES_SCHEMA"]
+            try:
+                with postgres_connect(settings) as conn:
+                    key = f"blackops-{name}:{schema}"
+                    conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
+                    try:
+                        yield
+                    finally:
+                        conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+            except psycopg.OperationalError as error:
+                raise BackendUnavailable("PostgreSQL cannot be reached", str(error)) from error
+        elif kind == "sqlite":
+            import fcntl
+
+            with open(f"{settings['SQLITE_DBNAME']}.{name}-lock", "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(lock, fcntl.LOCK_UN)
+        else:
+            yield

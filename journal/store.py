@@ -31,7 +31,7 @@ from journal.codec import decode_state, encode_state
 from journal.leaves import SAFE_NAME
 from journal.locator import StoreLocation, resolve_store
 from journal.recorder import Recorder
-from journal.setup import postgres_setup_lock, sqlite_setup_lock
+from journal.setup import named_lock, postgres_setup_lock, sqlite_setup_lock
 from journal.work_index import WAKING_TOPICS, WorkRow
 
 _RECORDERS = {
@@ -165,6 +165,10 @@ class EventStore:
         with contextlib.suppress(ValueError):
             self._append_listeners.remove(listener)
 
+    def exclusive(self, name: str) -> contextlib.AbstractContextManager[None]:
+        """Hold the cross-process lock ``name`` of this journal (e.g. ``signer``)."""
+        return named_lock(self.location.kind, dict(self.location.settings), name)
+
     def add_wake_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` after each commit of this store that may have made work due."""
         self._wake_listeners.append(listener)
@@ -239,12 +243,14 @@ class EventStore:
             found = self._recorder.select_notifications(position, limit, inclusive_of_start=False)
         return [_decode(n) for n in found]
 
-    def read_topics(self, topics: Sequence[str], page: int = 1000) -> list[RecordedEvent]:
-        """Every event whose type is one of ``topics``, in position order."""
+    def read_topics(
+        self, topics: Sequence[str], page: int = 1000, after: int = 0
+    ) -> list[RecordedEvent]:
+        """Every event whose type is one of ``topics`` (after ``after``), in position order."""
         if not topics:
             return []  # the recorder reads "no topics" as "no filter"
         found: list[RecordedEvent] = []
-        position = 0
+        position = after
         while True:
             with _backend_errors():
                 rows = self._recorder.select_notifications(

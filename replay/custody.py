@@ -80,9 +80,12 @@ def export_with_manifest(
     poll_seconds: float = 0.2,
     progress: Callable[[int, int], None] | None = None,
     output_name: str | None = None,
+    until: int | None = None,
+    keep: Callable[[bytes], bool] | None = None,
 ) -> dict[str, Any]:
     """Write the lines, check each against its recorded leaf, record the export, and
-    return the manifest."""
+    return the manifest. ``until`` stops at that position; ``keep(line)`` chooses the lines
+    written (one Space's): every other line is still checked against its leaf."""
     stop = stop or threading.Event()
     purged = frozenset(
         int(p)
@@ -98,13 +101,18 @@ def export_with_manifest(
         end = store.last_position()
         while rows := store.read_raw_after(position, PAGE):
             for row in rows:
+                if until is not None and row.id > until:
+                    break
                 line = observed_line(row)
                 leaf = leaf_hash(line[:-1])
                 if tree.leaf_at(row.id) != leaf:
                     raise IntegrityError(row.id, "the event differs from what was appended")
-                out.write(line)
-                exported.append((row.id, leaf))
-            position = rows[-1].id
+                if keep is None or keep(line):
+                    out.write(line)
+                    exported.append((row.id, leaf))
+                position = row.id
+            if until is not None and rows[-1].id > until:
+                break
             if progress is not None:
                 progress(position, max(end, position))
         out.flush()

@@ -9,9 +9,19 @@ show a later tree head only appended to an earlier one. Verification follows RFC
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 EMPTY_ROOT = hashlib.sha256(b"").digest()
+HASH_SIZE = 32
+MAX_SIZE = 2**64 - 1  # tree sizes and indexes are uint64 in every format we speak
+
+
+def _is_hash(value: object) -> bool:
+    return isinstance(value, bytes) and len(value) == HASH_SIZE
+
+
+def _is_size(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SIZE
 
 
 def node_hash(left: bytes, right: bytes) -> bytes:
@@ -24,6 +34,21 @@ class Frontier:
     def __init__(self) -> None:
         self.size = 0
         self._stack: list[tuple[int, bytes]] = []  # (subtree size, root)
+
+    @classmethod
+    def restore(cls, size: int, nodes: Sequence[bytes]) -> Frontier:
+        """The running tree after ``size`` leaves, from its perfect-subtree roots (largest
+        first, one per set bit of ``size``): what ``nodes()`` returns."""
+        sizes = [1 << bit for bit in range(size.bit_length() - 1, -1, -1) if size >> bit & 1]
+        if len(sizes) != len(nodes) or not all(_is_hash(n) for n in nodes):
+            raise ValueError("one 32-byte node per set bit of the size")
+        frontier = cls()
+        frontier.size = size
+        frontier._stack = list(zip(sizes, nodes, strict=True))
+        return frontier
+
+    def nodes(self) -> list[bytes]:
+        return [node for _, node in self._stack]
 
     def append(self, leaf: bytes) -> None:
         size, node = 1, leaf
@@ -73,7 +98,10 @@ def inclusion_proof(index: int, leaves: Sequence[bytes]) -> list[bytes]:
 def verify_inclusion(
     index: int, size: int, leaf: bytes, proof: Sequence[bytes], root: bytes
 ) -> bool:
-    if not 0 <= index < size:
+    """RFC 9162 §2.1.3.2; refuses hashes that are not 32 bytes and indexes outside the tree."""
+    if not (_is_size(index) and _is_size(size) and index < size):
+        return False
+    if not (_is_hash(leaf) and _is_hash(root) and all(_is_hash(p) for p in proof)):
         return False
     fn, sn, r = index, size - 1, leaf
     for p in proof:
@@ -111,7 +139,13 @@ def _subproof(m: int, leaves: Sequence[bytes], complete: bool) -> list[bytes]:
 def verify_consistency(
     old_size: int, new_size: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]
 ) -> bool:
-    if not 0 < old_size <= new_size:
+    """RFC 9162 §2.1.4.2; refuses hashes that are not 32 bytes and sizes out of order.
+
+    A proof from the empty tree proves nothing and is refused (as transparency-dev/merkle).
+    """
+    if not (_is_size(old_size) and _is_size(new_size) and 0 < old_size <= new_size):
+        return False
+    if not (_is_hash(old_root) and _is_hash(new_root) and all(_is_hash(p) for p in proof)):
         return False
     if old_size == new_size:
         return not proof and old_root == new_root
@@ -136,3 +170,45 @@ def verify_consistency(
             sr = node_hash(sr, c)
         fn, sn = fn >> 1, sn >> 1
     return sn == 0 and fr == old_root and sr == new_root
+
+
+#: The hash of the leaves ``[start, end)`` of a tree, however it is kept.
+SubtreeHash = Callable[[int, int], bytes]
+
+
+def path_in(index: int, size: int, subtree: SubtreeHash) -> list[bytes]:
+    """RFC 6962 PATH(index, D[size]) over a tree known only by its subtree hashes."""
+    if not (_is_size(index) and _is_size(size) and index < size):
+        raise ValueError("index outside the tree")
+    proof: list[bytes] = []
+    start, end, m = 0, size, index
+    while end - start > 1:
+        k = _split(end - start)
+        if m < k:
+            proof.append(subtree(start + k, end))
+            end = start + k
+        else:
+            proof.append(subtree(start, start + k))
+            start, m = start + k, m - k
+    proof.reverse()  # from the leaf's sibling upward
+    return proof
+
+
+def consistency_in(old_size: int, new_size: int, subtree: SubtreeHash) -> list[bytes]:
+    """RFC 6962 PROOF(old_size, D[new_size]) over a tree known by its subtree hashes."""
+    if not (_is_size(old_size) and _is_size(new_size) and 0 < old_size <= new_size):
+        raise ValueError("old size must be within 1..new size")
+    proof: list[bytes] = []
+    start, end, m, complete = 0, new_size, old_size, True
+    while m != end - start:
+        k = _split(end - start)
+        if m <= k:
+            proof.append(subtree(start + k, end))
+            end = start + k
+        else:
+            proof.append(subtree(start, start + k))
+            start, m, complete = start + k, m - k, False
+    if not complete:
+        proof.append(subtree(start, end))
+    proof.reverse()
+    return proof

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from blackops.cli import audit
 from blackops.cli.common import EXIT_ERROR, EXIT_OK, Commands, acting, add_common, cli_actor, emit
 from domain.errors import InvalidRequest
 
@@ -26,15 +27,26 @@ def register(commands: Commands) -> None:
     export.add_argument(
         "--no-manifest", action="store_true", help="a plain stream: no manifest, not recorded"
     )
+    export.add_argument("--until", type=int, help="stop at this position")
     export.add_argument("--actor", help="principal id recorded as the exporter (default: $USER)")
+    audit.signing_key_option(export)
     export.set_defaults(handler=cmd_journal_export)
 
     checkpoint = journal_commands.add_parser(
-        "checkpoint", help="verify, then record the journal's tree head"
+        "checkpoint", help="sign a checkpoint of the journal's tree now and print the note"
     )
     add_common(checkpoint, app=False)
     acting(checkpoint)
-    checkpoint.set_defaults(handler=cmd_journal_checkpoint)
+    audit.signing_key_option(checkpoint)
+    checkpoint.set_defaults(handler=audit.cmd_journal_checkpoint)
+
+    consistency = journal_commands.add_parser(
+        "consistency", help="RFC 6962 consistency proof FROM -> TO (one base64 hash a line)"
+    )
+    add_common(consistency, app=False)
+    consistency.add_argument("old_size", metavar="FROM", type=int)
+    consistency.add_argument("new_size", metavar="TO", type=int)
+    consistency.set_defaults(handler=audit.cmd_journal_consistency)
 
     schema = journal_commands.add_parser(
         "schema", help="print the JSON Schema of an Observed JSONL line"
@@ -45,6 +57,12 @@ def register(commands: Commands) -> None:
     add_common(verify, app=False)
     verify.add_argument("--jsonl", help="verify an exported file offline instead")
     verify.add_argument("--manifest", help="its manifest (default: JSONL.manifest.json)")
+    verify.add_argument(
+        "--key",
+        action="append",
+        help="with --jsonl: the log's verifier key (text or file); the manifest's signed "
+        "checkpoint must cover the lines (repeatable)",
+    )
     verify.set_defaults(handler=cmd_verify)
 
     replay = commands.add_parser(
@@ -112,8 +130,13 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
                     manifest = export_with_manifest(
                         store, target, actor=cli_actor(args), clock=SystemClock(),
                         after=args.after, follow=args.follow, stop=stop, progress=report,
-                        output_name=args.output,
+                        output_name=args.output, until=args.until,
                     )  # fmt: skip
+                    signer = audit.checkpoint_service(store, args)
+                    if signer.key is not None:  # the manifest names a signed checkpoint
+                        from blackops.audit.exports import attest
+
+                        attest(signer, manifest)
                     with open(manifest_path, "wb") as written:
                         written.write(render_json(manifest) + b"\n")
                     body.update(
@@ -134,17 +157,6 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_journal_checkpoint(args: argparse.Namespace) -> int:
-    from blackops.runtime import SystemClock
-    from journal.store import EventStore
-    from replay.custody import record_checkpoint
-
-    with EventStore(args.store) as store:
-        head = record_checkpoint(store, actor=cli_actor(args), clock=SystemClock())
-    emit(head, args.json, lambda: f"checkpoint: tree size {head['treeSize']}, root {head['root']}")
-    return EXIT_OK
-
-
 def cmd_journal_schema(args: argparse.Namespace) -> int:
     """The published schema, byte for byte the file the package ships (and the HTTP API
     serves at ``/v1/schemas/observed-line.json``)."""
@@ -162,6 +174,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from journal.store import EventStore
     from replay.verify import verify_export, verify_store
 
+    if args.key and not args.jsonl:
+        raise InvalidRequest("--key goes with --jsonl (a live journal is checked directly)")
     if args.jsonl:
         manifest_path = args.manifest or f"{args.jsonl}.manifest.json"
         try:
@@ -169,6 +183,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 manifest = orjson.loads(raw.read())
             with open(args.jsonl, "rb") as lines:
                 report = verify_export(lines, manifest)
+            if report.ok and args.key:
+                with open(args.jsonl, "rb") as lines:
+                    audit.check_signed_export(lines, manifest, args.key, report)
         except OSError as unreadable:
             raise InvalidRequest(
                 f"cannot read {unreadable.filename}: {unreadable.strerror}"

@@ -15,18 +15,23 @@ from collections.abc import Sequence
 
 from blackops.cli import (
     access,
+    audit,
     deploy,
     instances,
     journal,
     operations,
     retention,
     serve,
+    witness,
     workflow_resources,
 )
 from blackops.cli.common import EXIT_ERROR, OPENED
 
 #: Each group registers its own commands, in the order ``--help`` lists them.
-GROUPS = (serve, operations, instances, access, deploy, workflow_resources, journal, retention)
+GROUPS = (
+    serve, operations, instances, access, deploy, workflow_resources, journal, retention, audit,
+    witness,
+)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

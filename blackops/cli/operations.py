@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from blackops.cli import audit
 from blackops.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
@@ -64,6 +65,11 @@ def register(commands: Commands) -> None:
     counts.add_argument("--tenant", help="one Space only")
     counts.set_defaults(handler=cmd_op_counts)
 
+    receipt = by_id(
+        "receipt", "the receipt of the operation's terminal event", audit.cmd_op_receipt
+    )
+    receipt.add_argument("--position", type=int, help="another event of the operation instead")
+    audit.signing_key_option(receipt)
     by_id("status", "an operation's public status", cmd_op_status)
     by_id("events", "an operation's lifecycle events", cmd_op_events)
 

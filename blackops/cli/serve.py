@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from blackops.cli import control
 from blackops.cli.common import EXIT_OK, Commands, add_common, app_of, cli_actor, emit
+from blackops.cli.witness import start_witnesses, witness_options
 
 if TYPE_CHECKING:
     from blackops.application import Application
@@ -36,6 +37,8 @@ def register(commands: Commands) -> None:
         help="keep-alive comment on an idle journal stream after this long (default 15)",
     )
     workflow_options(serve)
+    checkpoint_options(serve)
+    witness_options(serve)
     serve.set_defaults(handler=cmd_serve)
 
     worker = commands.add_parser(
@@ -49,6 +52,8 @@ def register(commands: Commands) -> None:
     )
     worker.add_argument("--poll-seconds", type=float, help="fallback polling interval")
     workflow_options(worker)
+    checkpoint_options(worker)
+    witness_options(worker)
     worker.set_defaults(handler=cmd_worker)
     control.add_worker_resource_commands(worker)
 
@@ -70,6 +75,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     example = types[0] if types else "TYPE"
     application.store  # open (and create) the journal before taking requests  # noqa: B018
     admin = bootstrap_dev_admin(application, cli_actor(args))
+    checkpoints, signer = start_signer(application, args, dev=True)
+    pusher = start_witnesses(checkpoints, args, publish=True)
+    verifier = checkpoints.key.verifier().encode() if checkpoints.key else None
     worker = None
     if args.worker:  # also runs the control plane's operations and Workflow resources
         worker = application.worker(
@@ -88,6 +96,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "types": types,
         "workflows": workflows,
         "worker": worker.id if worker else None,
+        "verifierKey": verifier,
     }
 
     def banner() -> str:
@@ -102,6 +111,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"  types     {', '.join(types) or '-'}\n"
             f"  workflows {', '.join(workflows) or '-'}\n"
             f"  worker    {in_process}\n"
+            f"  log key   {verifier}   (checkpoints every {args.checkpoint_seconds:g} s; "
+            f"GET {url}/v1/checkpoint)\n"
             f"Try it:\n"
             f"  export TOKEN={admin['token']}\n"
             f"  curl -s -X POST {url}/v1/spaces/{admin['space']}/operations/{example} \\\n"
@@ -124,6 +135,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 application,
                 token,
                 stream_settings=StreamSettings(heartbeat_seconds=args.heartbeat_seconds),
+                checkpoints=checkpoints,
             ),
             host=args.host,
             port=args.port,
@@ -131,6 +143,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             access_log=not args.json,  # --json: stdout holds one document only
         )
     finally:
+        if pusher is not None:
+            pusher.stop()
+        if signer is not None:
+            signer.stop()
         if worker is not None:
             worker.stop(args.grace_seconds)
     return EXIT_OK
@@ -185,6 +201,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    service, _ = start_signer(application, args, dev=False)  # only with --signing-key / the env
+    start_witnesses(service, args, publish=False)  # pushes only with --witness
     worker.start()
     started = {
         "worker": worker.id,
@@ -203,6 +221,40 @@ def cmd_worker(args: argparse.Namespace) -> int:
     # Handler threads still running after the grace period were handed back (their
     # attempts are interrupted and fenced); do not wait for them.
     os._exit(EXIT_OK)
+
+
+def checkpoint_options(parser: argparse.ArgumentParser) -> None:
+    """The checkpoint signer (docs/audit.md, decisions A3)."""
+    from blackops.cli.audit import signing_key_option
+
+    signing_key_option(parser)
+    parser.add_argument(
+        "--checkpoint-seconds",
+        type=float,
+        default=5.0,
+        help="sign a checkpoint at most this often, when events were appended (default 5; "
+        "0: never automatically)",
+    )
+
+
+def start_signer(application: Application, args: argparse.Namespace, *, dev: bool) -> Any:
+    """The checkpoint service of this process and, unless disabled, its automatic signer."""
+    from blackops.audit.checkpoints import AutoCheckpointer
+    from blackops.cli.audit import checkpoint_service
+    from domain.errors import InvalidRequest
+
+    if not 0 <= args.checkpoint_seconds <= 3600:
+        raise InvalidRequest("--checkpoint-seconds must be from 0 to 3600")
+    service = checkpoint_service(application.store, args, dev=dev)
+    signer = None
+    if service.key is not None:
+        from blackops.audit.checkpoints import JournalRewritten
+
+        with contextlib.suppress(JournalRewritten):  # refused loudly; serving goes on
+            service.sign()  # a checkpoint of the journal as found at start-up
+    if service.key is not None and args.checkpoint_seconds > 0:
+        signer = AutoCheckpointer(service, args.checkpoint_seconds).start()
+    return service, signer
 
 
 def workflow_options(parser: argparse.ArgumentParser) -> None:

@@ -8,7 +8,8 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from blackops.application import Application
-from blackops.http import access, instances, journal, operations, resources, stream
+from blackops.audit.checkpoints import CheckpointService
+from blackops.http import access, audit, instances, journal, operations, resources, stream
 from blackops.http.auth import SYSTEM_CALLER, Caller, Served
 from blackops.http.openapi import publish
 from blackops.http.responses import install_error_handlers
@@ -22,6 +23,7 @@ def create_http_app(
     token: str | None = None,
     *,
     stream_settings: StreamSettings | None = None,
+    checkpoints: CheckpointService | None = None,
 ) -> FastAPI:
     """The FastAPI app serving ``application``; every route needs a bearer token (but the
     published schema of an Observed line).
@@ -30,6 +32,8 @@ def create_http_app(
     principal ``dev`` in every Space. Every other token is a principal's, looked up by
     its hash in the journal (``application.access``), with its roles per Space.
     ``stream_settings`` paces the live journal streams (heartbeats, polling).
+    ``checkpoints`` is the checkpoint service (with this process's signing key); without
+    one the audit routes read the checkpoints other processes signed.
     """
     api = FastAPI(
         title="BlackOps",
@@ -37,8 +41,9 @@ def create_http_app(
         description="Durable operations on an event-sourced journal.",
     )
     api.state.blackops = Served(application, token)
+    api.state.checkpoints = checkpoints
     install_error_handlers(api)
-    for module in (operations, journal, instances, access, resources):
+    for module in (operations, journal, audit, instances, access, resources):
         api.include_router(module.router)
     stream.install(api, stream_settings)
 

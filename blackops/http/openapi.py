@@ -33,6 +33,7 @@ ErrorCode = Literal[
     "rejected",
     "operation_failed",
     "internal_error",
+    "journal_rewritten",
 ]
 
 

@@ -34,6 +34,9 @@ FORBIDDEN_INSIDE = {
     "blackops.worker": ("blackops.control", "blackops.http", "blackops.cli",
                         "blackops.application"),
     "blackops.application": ("blackops.http", "blackops.cli"),
+    "blackops.audit": ("blackops.operations", "blackops.workflows", "blackops.control",
+                       "blackops.http", "blackops.cli", "blackops.application",
+                       "blackops.worker"),
     "blackops.http": ("blackops.cli",),
 }  # fmt: skip
 #: Modules domain/ may not import: it is pure (architecture.md).

@@ -9,6 +9,7 @@ with the route they wait for: they start failing loudly the day the route lands.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,6 +36,7 @@ from blackops import (
 )
 from blackops.client import ERROR_CLASSES, AsyncClient, Client, error_of
 from domain.errors import HTTP_STATUS
+from replay.notes import Checkpoint, parse_note
 
 SPACE = "default"
 FLOW = "OrderApproval"
@@ -258,16 +260,6 @@ def test_a_manifest_link_is_found() -> None:
 # -- methods whose routes other branches add --------------------------------------------------
 
 
-def pending(route: str) -> pytest.MarkDecorator:
-    """Fails today only because the route is missing: 404 not_found, or 405 (answered as
-    invalid_request, P19) where the path serves another method."""
-    return pytest.mark.xfail(
-        strict=True,
-        raises=(NotFound, InvalidRequest),
-        reason=f"waits for the route {route} (another branch)",
-    )
-
-
 def test_list_instances(client: Client) -> None:
     flow = client.workflow(FLOW)
     made = flow.create(params={"order": "L", "amount": 1, "cool_off_seconds": 600})
@@ -294,30 +286,33 @@ def test_operation_counts(client: Client) -> None:
     assert counts["counts"][SPACE]["greeting.say"]["completed"] >= 1
 
 
-@pending("GET /v1/checkpoint")
 def test_checkpoint(server: Served) -> None:
     with Client(server.url, server.system_token) as system:
         note = system.checkpoint()
-    assert isinstance(note, str) and note.strip()
+    body = parse_note(note).text
+    assert Checkpoint.parse(body).size > 0 and note.startswith(body + "\n— ")
 
 
-@pending("GET /v1/operations/{id}/receipt")
 def test_receipt(client: Client) -> None:
     done = client.run("greeting.say", {})
     receipt = client.receipt(done.operation_id)
-    assert set(receipt) >= {"entry", "index", "proof"}
+    assert set(receipt) == {"entry", "index", "proof"}
+    assert json.loads(receipt["entry"])["type"] == "operation.completed"
+    assert receipt["proof"].startswith(f"c2sp.org/tlog-proof@v1\nindex {receipt['index']}\n")
 
 
-@pending("GET /v1/journal/export")
 def test_export_with_manifest(server: Served, tmp_path: Path) -> None:
     target = str(tmp_path / "journal.jsonl")
     with Client(server.url, server.system_token) as system:
+        lines = system.journal(0, 10_000).lines  # before: the export journals itself
         manifest = system.export(target)
-        lines = system.journal(0, 10_000).lines
     assert manifest is not None
     exported = Path(target).read_bytes().splitlines(keepends=True)
     assert exported[: len(lines)] == lines
     assert Path(target + ".manifest.json").exists()
+    signed = Checkpoint.parse(parse_note(manifest["attestation"]["checkpoint"]).text)
+    assert signed.size >= manifest["journalTreeSize"] > 0
+    assert json.loads(Path(target + ".manifest.json").read_bytes()) == manifest
 
 
 def test_the_client_stream_resumes_after_the_last_id_it_received() -> None:

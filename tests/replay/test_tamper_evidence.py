@@ -42,6 +42,7 @@ from replay.merkle import (
     verify_consistency,
     verify_inclusion,
 )
+from replay.notes import SigningKey
 from replay.verify import verify_export, verify_store
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
@@ -307,7 +308,9 @@ def test_cli_checkpoint_export_and_verify(store_url: str, tmp_path: Path) -> Non
     app = Application(store_url)
     fill(app)
     app.close()
-    head = run("journal", "checkpoint", "--json", store=store_url)
+    key = tmp_path / "log.key"
+    key.write_text(SigningKey.generate("example.com/test").encode() + "\n")
+    head = run("journal", "checkpoint", "--json", "--signing-key", str(key), store=store_url)
     assert head.returncode == 0, head.stderr
     assert json.loads(head.stdout)["treeSize"] > 0
     live = run("verify", "--json", store=store_url)

@@ -1,0 +1,252 @@
+"""``blackops keys generate|rotate``, ``blackops verify-receipt``, and the signing parts of
+``journal checkpoint``, ``journal consistency`` and ``op receipt`` (docs/audit.md)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from blackops.cli.common import EXIT_ERROR, EXIT_OK, Commands, acting, add_common, cli_actor, emit
+from domain.errors import InvalidRequest
+
+if TYPE_CHECKING:
+    from blackops.audit.checkpoints import CheckpointService
+    from journal.store import EventStore
+    from replay.notes import SigningKey
+
+
+def register(commands: Commands) -> None:
+    keys = commands.add_parser("keys", help="checkpoint signing keys (C2SP note keys)")
+    key_commands = keys.add_subparsers(dest="keys", required=True)
+    generate = key_commands.add_parser(
+        "generate", help="write a new Ed25519 signing key (mode 0600), print its verifier key"
+    )
+    generate.add_argument("--name", required=True, help="the log's origin, e.g. example.com/log")
+    generate.add_argument("--output", required=True, help="private key file to create")
+    generate.add_argument("--json", action="store_true", help="print exactly one JSON document")
+    generate.set_defaults(handler=cmd_keys_generate)
+
+    rotate = key_commands.add_parser(
+        "rotate", help="journal a rotation: the new verifier key, signed with the old key"
+    )
+    add_common(rotate, app=False)
+    acting(rotate)
+    rotate.add_argument("--signing-key", required=True, help="the current (old) key file")
+    rotate.add_argument("--new-key", required=True, help="the new key file (keys generate)")
+    rotate.set_defaults(handler=cmd_keys_rotate)
+
+    verify = commands.add_parser(
+        "verify-receipt", help="check a receipt offline against the log's verifier key"
+    )
+    verify.add_argument("file", help="a receipt JSON file ({entry, index, proof}), - for stdin")
+    verify.add_argument(
+        "--key", required=True, action="append", help="verifier key (text or file); repeatable"
+    )
+    verify.add_argument("--json", action="store_true", help="print exactly one JSON document")
+    verify.set_defaults(handler=cmd_verify_receipt)
+
+
+def signing_key_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--signing-key",
+        default=os.environ.get("BLACKOPS_SIGNING_KEY"),
+        help="checkpoint signing key file (default: $BLACKOPS_SIGNING_KEY)",
+    )
+
+
+def signing_key_of(args: argparse.Namespace, *, dev: bool) -> tuple[SigningKey | None, Path | None]:
+    """``--signing-key`` / ``$BLACKOPS_SIGNING_KEY``; else (``dev``) the development key in
+    the state dir, created on first start; else the development key if it exists."""
+    from blackops.audit.keys import load_or_create_dev_key, read_signing_key
+    from blackops.cli.devtoken import state_dir
+
+    chosen = getattr(args, "signing_key", None)
+    if chosen:
+        return read_signing_key(chosen), Path(chosen)
+    if dev:
+        key, path, _ = load_or_create_dev_key(state_dir())
+        return key, path
+    existing = state_dir() / "signing-key"
+    if existing.exists():
+        return read_signing_key(existing), existing
+    return None, None
+
+
+def checkpoint_service(
+    store: EventStore, args: argparse.Namespace, *, dev: bool = False
+) -> CheckpointService:
+    from blackops.audit.checkpoints import CheckpointService
+    from blackops.runtime import SystemClock
+
+    key, path = signing_key_of(args, dev=dev)
+    return CheckpointService(store, key, SystemClock(), key_path=path)
+
+
+def cmd_keys_generate(args: argparse.Namespace) -> int:
+    from blackops.audit.keys import generate, write_signing_key
+
+    key = generate(args.name)
+    write_signing_key(args.output, key)
+    verifier = key.verifier()
+    body = {"name": key.name, "verifierKey": verifier.encode(), "keyId": key.key_id.hex()}
+    emit(body, args.json, lambda: verifier.encode())
+    return EXIT_OK
+
+
+def cmd_keys_rotate(args: argparse.Namespace) -> int:
+    from blackops.audit.checkpoints import rotate_key
+    from blackops.audit.keys import read_signing_key
+    from blackops.runtime import SystemClock
+    from journal.store import EventStore
+
+    old, new = read_signing_key(args.signing_key), read_signing_key(args.new_key)
+    if old.name != new.name:
+        raise InvalidRequest("the new key must carry the same name (the log's origin)")
+    if old == new:
+        raise InvalidRequest("the new key is the old key")
+    with EventStore(args.store) as store:
+        done = rotate_key(store, old, new, actor=cli_actor(args), clock=SystemClock())
+    emit(done, args.json, lambda: f"rotated: {done['old']} -> {done['new']}")
+    return EXIT_OK
+
+
+def cmd_journal_checkpoint(args: argparse.Namespace) -> int:
+    """Sign a checkpoint now (even if nothing is new) and print the signed note."""
+    from journal.store import EventStore
+    from replay.notes import Checkpoint
+
+    with EventStore(args.store) as store:
+        service = checkpoint_service(store, args)
+        if service.key is None:
+            raise InvalidRequest(
+                "no signing key: give --signing-key FILE or set BLACKOPS_SIGNING_KEY "
+                "(blackops keys generate makes one)"
+            )
+        note = service.sign(force=True)
+    assert note is not None
+    checkpoint = Checkpoint.parse(note.split("\n\n")[0] + "\n")
+    body = {
+        "note": note,
+        "origin": checkpoint.origin,
+        "treeSize": checkpoint.size,
+        "root": checkpoint.root.hex(),
+    }
+    emit(body, args.json, lambda: note.rstrip("\n"))
+    return EXIT_OK
+
+
+def cmd_journal_consistency(args: argparse.Namespace) -> int:
+    """The RFC 6962 consistency proof between two tree sizes, one base64 hash a line."""
+    from blackops.audit.tree import JournalTree
+    from journal.store import EventStore
+
+    with EventStore(args.store) as store:
+        tree = JournalTree(store)
+        tree.sync()
+        path = proof_lines(tree, args.old_size, args.new_size)
+    body = {"from": args.old_size, "to": args.new_size, "proof": path}
+    emit(body, args.json, lambda: "\n".join(path) if path else "")
+    return EXIT_OK
+
+
+def proof_lines(tree: Any, old_size: int, new_size: int) -> list[str]:
+    import base64
+
+    if not 0 < old_size <= new_size:
+        raise InvalidRequest("sizes must satisfy 0 < FROM <= TO")
+    if new_size > tree.size:
+        raise InvalidRequest(f"the tree has {tree.size} leaves, fewer than {new_size}")
+    return [base64.b64encode(h).decode() for h in tree.consistency(old_size, new_size)]
+
+
+def cmd_op_receipt(args: argparse.Namespace) -> int:
+    from blackops.audit.receipts import OPERATION_TERMINAL, receipt_for, terminal_position
+    from blackops.cli.common import reads_of
+    from journal.store import EventStore
+
+    reads = reads_of(args)
+    position = args.position
+    if position is None:
+        position = terminal_position(reads.events(args.operation_id), OPERATION_TERMINAL)
+    else:
+        allowed = {int(e["position"]) for e in reads.events(args.operation_id)}
+        if position not in allowed:
+            raise InvalidRequest(f"position {position} is not an event of {args.operation_id}")
+    with EventStore(args.store) as store:
+        receipt = receipt_for(checkpoint_service(store, args), position)
+    emit(receipt, args.json, lambda: _receipt_text(receipt))
+    return EXIT_OK
+
+
+def _receipt_text(receipt: dict[str, Any]) -> str:
+    from blackops.jsonbody import render_json
+
+    return render_json(receipt).decode()
+
+
+def cmd_verify_receipt(args: argparse.Namespace) -> int:
+    """Exit 0 only when the receipt verifies: signature, leaf, audit path."""
+    import orjson
+
+    from blackops.audit.keys import parse_verifier_key
+    from replay.receipts import ReceiptError, verify_receipt
+
+    keys = [parse_verifier_key(text) for text in args.key]
+    try:
+        raw = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+        document = orjson.loads(raw)
+    except OSError as error:
+        raise InvalidRequest(f"cannot read {args.file}: {error.strerror}") from None
+    except orjson.JSONDecodeError:
+        raise InvalidRequest(f"{args.file} is not a JSON receipt") from None
+    try:
+        checkpoint = verify_receipt(document, keys)
+    except ReceiptError as error:
+        problem = f"{error.code}: {error}"
+        body = {"ok": False, "problem": error.code, "message": str(error)}
+        emit(body, args.json, lambda: f"NOT VERIFIED: {problem}")
+        return EXIT_ERROR
+    body = {
+        "ok": True,
+        "index": document["index"],
+        "origin": checkpoint.origin,
+        "treeSize": checkpoint.size,
+        "root": checkpoint.root.hex(),
+    }
+    emit(
+        body,
+        args.json,
+        lambda: (
+            f"verified: leaf {document['index']} is in {checkpoint.origin} at tree size "
+            f"{checkpoint.size}"
+        ),
+    )
+    return EXIT_OK
+
+
+def check_signed_export(lines: Any, manifest: Any, keys: list[str], report: Any) -> None:
+    """``verify --jsonl FILE --key K``: the lines are in a tree the log signed; a problem
+    is added to ``report`` (kind ``signature``) when they are not."""
+    from blackops.audit.keys import parse_verifier_key
+    from journal.leaves import leaf_hash
+    from replay.observed import parse_line_canonical
+    from replay.receipts import ReceiptError, verify_signed_export
+    from replay.verify import Problem
+
+    verifiers = [parse_verifier_key(text) for text in keys]
+    found = []
+    for number, raw in enumerate(lines, start=1):
+        text = raw.rstrip(b"\n")
+        if text:
+            event, entry = parse_line_canonical(text, number)
+            found.append((event.position, leaf_hash(entry)))
+    try:
+        checkpoint = verify_signed_export(found, manifest, verifiers)
+    except ReceiptError as error:
+        first = found[0][0] if found else 0
+        report.problems.append(Problem("signature", first, f"{error.code}: {error}"))
+        return
+    report.tree_heads_checked += 1 if checkpoint.size else 0

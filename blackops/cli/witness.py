@@ -1,0 +1,187 @@
+"""``blackops witness serve|key`` (run a C2SP tlog-witness) and ``blackops audit watch`` (the
+auditor's monitor); docs/audit.md, "Witnesses and monitors"."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from blackops.cli.common import EXIT_OK, Commands, emit
+
+if TYPE_CHECKING:
+    from blackops.audit.checkpoints import CheckpointService
+    from blackops.witness.push import WitnessPusher
+    from replay.notes import SigningKey, VerifierKey
+
+
+def register(commands: Commands) -> None:
+    witness = commands.add_parser("witness", help="run a C2SP tlog-witness for a log")
+    actions = witness.add_subparsers(dest="witness_command", required=True)
+    serve = actions.add_parser("serve", help="serve POST /add-checkpoint")
+    serve.add_argument("--key", required=True, help="the witness's private key file")
+    serve.add_argument(
+        "--log", action="append", required=True, metavar="VERIFIER_KEY",
+        help="a log's verifier key (text, or a file holding it); repeatable",
+    )  # fmt: skip
+    serve.add_argument("--state", type=Path, help="state directory (default .blackops/witness)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8081)
+    serve.add_argument("--json", action="store_true", help="print exactly one JSON document")
+    serve.set_defaults(handler=cmd_serve)
+    key = actions.add_parser("key", help="print the cosignature verifier key of a key file")
+    key.add_argument("--key", required=True, help="the witness's private key file")
+    key.add_argument("--json", action="store_true", help="print exactly one JSON document")
+    key.set_defaults(handler=cmd_key)
+    generate = actions.add_parser("generate-key", help="write a new witness key (type 0x04)")
+    generate.add_argument("--name", required=True, help="the witness's name, e.g. w1.example")
+    generate.add_argument("--output", required=True, type=Path)
+    generate.add_argument("--json", action="store_true", help="print exactly one JSON document")
+    generate.set_defaults(handler=cmd_generate)
+
+    audit = commands.add_parser("audit", help="the auditor's monitor")
+    audit_actions = audit.add_subparsers(dest="audit_command", required=True)
+    watch = audit_actions.add_parser(
+        "watch", help="check the log's checkpoint against the one saved last time"
+    )
+    source = watch.add_mutually_exclusive_group(required=True)
+    source.add_argument("--url", help="the service's base URL (GET /v1/checkpoint)")
+    source.add_argument("--store", help="the journal store URL (direct read)")
+    watch.add_argument("--key", required=True, help="the log's verifier key (text or file)")
+    watch.add_argument("--state", required=True, type=Path, help="the monitor's state file")
+    watch.add_argument(
+        "--witness-key", action="append", default=[], metavar="K",
+        help="a witness whose cosignature is required (verifier key text or file); repeatable",
+    )  # fmt: skip
+    watch.add_argument("--token", help="bearer token for --url ($BLACKOPS_TOKEN)")
+    watch.add_argument("--follow", action="store_true", help="keep watching")
+    watch.add_argument("--interval", type=float, default=5.0, help="seconds between checks")
+    watch.add_argument(
+        "--cosignature-grace", type=float, default=30.0, metavar="SECONDS",
+        help="wait this long for a young checkpoint's required cosignatures (default 30)",
+    )  # fmt: skip
+    watch.add_argument("--json", action="store_true", help="one JSON document per check")
+    watch.set_defaults(handler=cmd_watch)
+
+
+def read_key_text(value: str) -> str:
+    """A key given on the command line: the text itself, or a file that holds it."""
+    if "+" not in value or os.path.exists(value):
+        return Path(value).read_text(encoding="utf-8").strip()
+    return value.strip()
+
+
+def _verifier(value: str) -> VerifierKey:
+    from domain.errors import InvalidRequest
+    from replay.notes import NoteError, VerifierKey
+
+    try:
+        return VerifierKey.parse(read_key_text(value))
+    except (NoteError, OSError) as error:
+        raise InvalidRequest(f"{value!r} is not a verifier key: {error}") from None
+
+
+def _signing_key(path: str) -> SigningKey:
+    from domain.errors import InvalidRequest
+    from replay.notes import NoteError, SigningKey
+
+    try:
+        return SigningKey.parse(Path(path).read_text(encoding="utf-8"))
+    except (NoteError, OSError) as error:
+        raise InvalidRequest(f"{path} is not a private key file: {error}") from None
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from blackops.witness.server import Witness, default_state, describe, make_server
+    from blackops.witness.state import WitnessState
+
+    witness = Witness(
+        _signing_key(args.key),
+        [_verifier(v) for v in args.log],
+        WitnessState(args.state or default_state()),
+    )
+    server = make_server(witness, args.host, args.port)
+    url = f"http://{args.host}:{server.server_address[1]}"
+    info = describe(witness, url)
+    emit(
+        dict(info),
+        args.json,
+        lambda: (
+            f"BlackOps witness {info['name']} at {url}/add-checkpoint\n"
+            f"  verifier key {info['verifierKey']}\n"
+            f"  logs         {', '.join(info['logs'])}\n"
+            f"  state        {info['state']}"
+        ),
+    )
+    sys.stdout.flush()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return EXIT_OK
+
+
+def cmd_key(args: argparse.Namespace) -> int:
+    from replay.cosignature import cosigner_key
+
+    key = cosigner_key(_signing_key(args.key))
+    verifier = key.verifier()
+    document = {"name": key.name, "verifierKey": verifier.encode(), "keyId": key.key_id.hex()}
+    emit(document, args.json, lambda: verifier.encode())
+    return EXIT_OK
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from domain.errors import InvalidRequest
+    from replay.notes import COSIGNATURE_KEY, NoteError, SigningKey
+
+    try:
+        key = SigningKey.generate(args.name, COSIGNATURE_KEY)
+    except NoteError as error:
+        raise InvalidRequest(str(error)) from None
+    output: Path = args.output
+    if output.exists():
+        raise InvalidRequest(f"{output} exists; a key is never overwritten")
+    fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as handle:
+        handle.write(key.encode() + "\n")
+    verifier = key.verifier()
+    document = {"name": key.name, "verifierKey": verifier.encode(), "keyId": key.key_id.hex()}
+    emit(document, args.json, lambda: verifier.encode())
+    return EXIT_OK
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from blackops.witness.monitor import run_watch
+
+    return run_watch(args, _verifier(args.key), [_verifier(k) for k in args.witness_key])
+
+
+def witness_options(parser: argparse.ArgumentParser) -> None:
+    """``--witness URL=VERIFIER_KEY`` on ``serve`` and ``worker`` (decisions T6)."""
+    parser.add_argument(
+        "--witness", action="append", default=[], metavar="URL=VERIFIER_KEY",
+        help="push each signed checkpoint to this C2SP witness; repeatable",
+    )  # fmt: skip
+
+
+def start_witnesses(
+    checkpoints: CheckpointService, args: argparse.Namespace, *, publish: bool
+) -> WitnessPusher | None:
+    """The pusher of this process: with ``--witness``, or (``publish``: the HTTP server) to
+    publish the cosignatures another process collected. None when there is nothing to do."""
+    from blackops.witness.push import WitnessTarget
+    from blackops.witness.service import start_witnessing
+    from domain.errors import InvalidRequest
+
+    try:
+        targets = [WitnessTarget.parse(text) for text in args.witness]
+    except ValueError as error:
+        raise InvalidRequest(f"--witness: {error}") from None
+    if not targets and not publish:
+        return None
+    return start_witnessing(checkpoints, targets)

@@ -1,0 +1,306 @@
+"""Audit routes (docs/audit.md): the signed checkpoint, RFC 6962 proofs, receipts.
+
+``GET /v1/checkpoint`` and ``GET /v1/proofs/consistency`` answer every authenticated
+principal: they reveal only tree sizes and hashes. An inclusion proof or a receipt names an
+event, so it needs read access to that event's Space (a system principal reads any).
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Path as PathParam
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict
+from starlette.concurrency import run_in_threadpool
+
+from blackops.application import Application
+from blackops.audit.checkpoints import CheckpointService
+from blackops.audit.receipts import OPERATION_TERMINAL, receipt_for, terminal_position
+from blackops.http.auth import Caller, application, caller, check_space
+from blackops.http.journal import tenant_of
+from blackops.http.openapi import errors
+from blackops.http.operations import OperationId, operation_of
+from blackops.http.params import SpacePath
+from blackops.http.responses import JSON
+from domain.access import Action
+from domain.errors import InvalidRequest, NotFound
+from journal.store import MAX_POSITION
+from replay.observed import observed_line
+
+router = APIRouter(tags=["audit"])
+Size = Annotated[int, Query(ge=1, le=MAX_POSITION, description="a tree size (leaf count)")]
+Position = Annotated[int, Query(ge=1, le=MAX_POSITION, description="an event's position")]
+_TEXT: dict[int | str, dict[str, Any]] = {
+    200: {"description": "text/plain", "content": {"text/plain": {"schema": {"type": "string"}}}}
+}
+
+
+class Receipt(BaseModel):
+    """An event's receipt: its Observed line, its leaf index, a tlog-proof@v1 text."""
+
+    model_config = ConfigDict(extra="forbid")
+    entry: str
+    index: int
+    proof: str
+
+
+class InclusionProof(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    position: int
+    index: int
+    treeSize: int  # noqa: N815 (the wire name)
+    proof: list[str]
+
+
+def checkpoints(request: Request) -> CheckpointService:
+    """This server's checkpoint service (read only when it holds no signing key)."""
+    state = request.app.state
+    found: CheckpointService | None = getattr(state, "checkpoints", None)
+    if found is None:
+        served = state.blackops.application
+        found = CheckpointService(served.store, None, served.clock)
+        state.checkpoints = found
+    return found
+
+
+@router.get(
+    "/v1/checkpoint",
+    summary="The latest signed checkpoint (C2SP tlog-checkpoint note, text/plain)",
+    response_class=Response,
+    responses={**_TEXT, **errors(404)},
+)
+async def checkpoint(
+    who: Caller = Depends(caller), service: CheckpointService = Depends(checkpoints)
+) -> Response:
+    note = await run_in_threadpool(service.published)
+    return Response(note, media_type="text/plain; charset=utf-8")
+
+
+@router.get(
+    "/v1/proofs/consistency",
+    summary="RFC 6962 consistency proof between two tree sizes (one base64 hash a line)",
+    response_class=Response,
+    responses={**_TEXT, **errors(400)},
+)
+async def consistency(
+    from_: Annotated[int, Query(alias="from", ge=1, le=MAX_POSITION, description="old size")],
+    to: Size,
+    who: Caller = Depends(caller),
+    service: CheckpointService = Depends(checkpoints),
+) -> Response:
+    def proof() -> str:
+        tree = service.synced_tree()
+        if from_ > to:
+            raise InvalidRequest("from must not be larger than to")
+        if to > tree.size:
+            raise InvalidRequest(f"the tree has {tree.size} leaves, fewer than {to}")
+        return "".join(base64.b64encode(h).decode() + "\n" for h in tree.consistency(from_, to))
+
+    return Response(await run_in_threadpool(proof), media_type="text/plain; charset=utf-8")
+
+
+@router.get(
+    "/v1/proofs/inclusion",
+    summary="The audit path of the event at a position in the tree of a size",
+    response_model=InclusionProof,
+    responses=errors(400, 403, 404),
+)
+async def inclusion(
+    position: Position,
+    size: Size,
+    who: Caller = Depends(caller),
+    app: Application = Depends(application),
+    service: CheckpointService = Depends(checkpoints),
+) -> Response:
+    def proof() -> dict[str, Any]:
+        check_event_access(service, who, position)
+        tree = service.synced_tree()
+        index = tree.index_of(position)
+        if index is None:
+            raise NotFound("no such event")
+        if not index < size <= tree.size:
+            raise InvalidRequest(
+                f"the event is leaf {index}: size must be from {index + 1} to {tree.size}"
+            )
+        path = [base64.b64encode(h).decode() for h in tree.inclusion(index, size)]
+        return {"position": position, "index": index, "treeSize": size, "proof": path}
+
+    return JSON(await run_in_threadpool(proof))
+
+
+@router.get(
+    "/v1/operations/{operation_id}/receipt",
+    summary="The receipt of the operation's terminal event (tlog-proof@v1 to a signed checkpoint)",
+    response_model=Receipt,
+    responses=errors(403, 404, 409),
+)
+async def operation_receipt(
+    operation_id: OperationId,
+    position: Annotated[
+        int | None,
+        Query(ge=1, le=MAX_POSITION, description="another event of the operation instead"),
+    ] = None,
+    who: Caller = Depends(caller),
+    app: Application = Depends(application),
+    service: CheckpointService = Depends(checkpoints),
+) -> Response:
+    def receipt() -> dict[str, Any]:
+        operation_of(app, operation_id, who, Action.READ)
+        events = app.events(operation_id)
+        if position is None:
+            chosen = terminal_position(events, OPERATION_TERMINAL)
+        elif position in {int(e["position"]) for e in events}:
+            chosen = position
+        else:
+            raise NotFound(f"position {position} is not an event of operation {operation_id}")
+        return receipt_for(service, chosen)
+
+    return JSON(await run_in_threadpool(receipt))
+
+
+def check_event_access(service: CheckpointService, who: Caller, position: int) -> None:
+    """Only a caller who may read the event's Space learns about it (system: any event)."""
+    if who.principal.system:
+        return
+    rows = service.store.read_raw_after(position - 1, 1)
+    tenant = tenant_of(observed_line(rows[0])) if rows and rows[0].id == position else None
+    if tenant is None:
+        raise NotFound("no such event")  # the same words for another Space's event
+    try:
+        who.check(tenant, Action.READ)
+    except NotFound:
+        raise NotFound("no such event") from None
+
+
+_EXPORT: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Observed JSONL; header Link names its manifest (rel=describedby)",
+        "content": {"application/jsonl": {"schema": {"type": "string"}}},
+        "headers": {
+            "Link": {
+                "description": 'the manifest: <...>; rel="describedby"',
+                "schema": {"type": "string"},
+            }
+        },
+    }
+}
+Until = Annotated[
+    int | None, Query(ge=0, le=MAX_POSITION, description="stop at this position (inclusive)")
+]
+After = Annotated[int, Query(ge=0, le=MAX_POSITION, description="start after this position")]
+_MANIFESTS_KEPT = 256
+
+
+def _export(
+    app: Application,
+    service: CheckpointService,
+    who: Caller,
+    after: int,
+    until: int | None,
+    space: str | None,
+    manifests: dict[str, tuple[str | None, dict[str, Any]]],
+) -> tuple[bytes, str]:
+    import io
+
+    from blackops.audit.exports import attest
+    from replay.custody import export_with_manifest
+
+    out = io.BytesIO()
+    keep = None if space is None else (lambda line: tenant_of(line) == space)
+    manifest = export_with_manifest(
+        app.store, out, actor=who.actor, clock=app.clock, after=after, until=until,
+        keep=keep, output_name="GET /v1/journal/export" + (f" (space {space})" if space else ""),
+    )  # fmt: skip
+    if service.key is not None or service.latest() is not None:
+        attest(service, manifest)
+    export_id = manifest["custody"]["stream"].rsplit(":", 1)[1]
+    manifests[export_id] = (space, manifest)
+    while len(manifests) > _MANIFESTS_KEPT:
+        manifests.pop(next(iter(manifests)))
+    return out.getvalue(), export_id
+
+
+def _manifests(request: Request) -> dict[str, tuple[str | None, dict[str, Any]]]:
+    state = request.app.state
+    if getattr(state, "export_manifests", None) is None:
+        state.export_manifests = {}
+    found: dict[str, tuple[str | None, dict[str, Any]]] = state.export_manifests
+    return found
+
+
+@router.get(
+    "/v1/journal/export",
+    summary="Export the whole journal (Observed JSONL) with a signed manifest; journaled",
+    response_class=Response,
+    responses={**_EXPORT, **errors(400, 403, 409)},
+)
+async def journal_export(
+    request: Request,
+    after: After = 0,
+    until: Until = None,
+    who: Caller = Depends(caller),
+    app: Application = Depends(application),
+    service: CheckpointService = Depends(checkpoints),
+) -> Response:
+    from domain.access import check_system
+
+    check_system(who.principal, "exporting the whole journal")
+    manifests = _manifests(request)
+    body, export_id = await run_in_threadpool(
+        _export, app, service, who, after, until, None, manifests
+    )
+    link = f'</v1/journal/exports/{export_id}/manifest>; rel="describedby"'
+    return Response(body, media_type="application/jsonl", headers={"Link": link})
+
+
+@router.get(
+    "/v1/spaces/{space}/journal/export",
+    summary="Export one Space's lines (Observed JSONL) with a signed manifest; journaled",
+    response_class=Response,
+    responses={**_EXPORT, **errors(400, 403, 404, 409)},
+)
+async def space_journal_export(
+    space: SpacePath,
+    request: Request,
+    after: After = 0,
+    until: Until = None,
+    who: Caller = Depends(caller),
+    app: Application = Depends(application),
+    service: CheckpointService = Depends(checkpoints),
+) -> Response:
+    check_space(app, who, space, Action.READ)
+    manifests = _manifests(request)
+    body, export_id = await run_in_threadpool(
+        _export, app, service, who, after, until, space, manifests
+    )
+    link = f'</v1/journal/exports/{export_id}/manifest>; rel="describedby"'
+    return Response(body, media_type="application/jsonl", headers={"Link": link})
+
+
+@router.get(
+    "/v1/journal/exports/{export_id}/manifest",
+    summary="The manifest of an export this server answered (kept in memory, latest 256)",
+    responses=errors(404),
+)
+async def export_manifest(
+    export_id: Annotated[str, PathParam(description="the id in the export's Link header")],
+    request: Request,
+    who: Caller = Depends(caller),
+) -> Response:
+    found = _manifests(request).get(export_id)
+    if found is None:
+        raise NotFound("no such export manifest on this server")
+    space, manifest = found
+    if space is None:
+        from domain.access import check_system
+
+        check_system(who.principal, "reading a whole-journal export's manifest")
+    if space is not None and not who.principal.system:
+        try:
+            who.check(space, Action.READ)
+        except NotFound:
+            raise NotFound("no such export manifest on this server") from None
+    return JSON(manifest)

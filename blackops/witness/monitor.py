@@ -1,0 +1,239 @@
+"""``blackops audit watch``: the auditor's monitor, as Go's checksum-database client keeps its
+``latest`` note. Each check fetches the log's current signed checkpoint, verifies its
+signature and the cosignatures of the required witnesses, proves it consistent with the
+checkpoint saved by the previous check, and only then saves it.
+
+Findings (exit status 1 when there is any; the saved checkpoint is then left as it was, so
+the evidence stays):
+
+- ``bad_signature``: the note is not validly signed by the log's key, or a required witness's
+  cosignature line does not verify;
+- ``missing_cosignature``: a required witness did not cosign this checkpoint;
+- ``rolled_back``: the tree is smaller than one seen before (the tail was cut off);
+- ``inconsistent``: no valid consistency proof from the saved checkpoint (history rewritten),
+  or the same size with another root (a fork).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from replay.cosignature import cosignatures
+from replay.merkle import verify_consistency
+from replay.notes import Checkpoint, NoteError, VerifierKey, open_note
+
+ProofSource = Callable[[int, int], Sequence[bytes]]
+
+
+@dataclass
+class Report:
+    ok: bool
+    findings: list[dict[str, str]] = field(default_factory=list)
+    checkpoint: Checkpoint | None = None
+    previous: Checkpoint | None = None
+    cosigned_by: dict[str, int] = field(default_factory=dict)
+
+    def add(self, kind: str, message: str) -> None:
+        self.ok = False
+        self.findings.append({"kind": kind, "message": message})
+
+    def document(self) -> dict[str, Any]:
+        def head(c: Checkpoint | None) -> dict[str, Any] | None:
+            if c is None:
+                return None
+            return {"origin": c.origin, "size": c.size, "root": base64.b64encode(c.root).decode()}
+
+        return {
+            "ok": self.ok,
+            "findings": self.findings,
+            "checkpoint": head(self.checkpoint),
+            "previous": head(self.previous),
+            "cosignedBy": self.cosigned_by,
+        }
+
+
+def assess(
+    note: str,
+    key: VerifierKey,
+    witnesses: Sequence[VerifierKey],
+    previous: Checkpoint | None,
+    proof: ProofSource,
+) -> Report:
+    """What one check finds; pure but for ``proof`` (asked only when the tree grew)."""
+    report = Report(ok=True, previous=previous)
+    try:
+        parsed, _ = open_note(note, [key])
+        checkpoint = Checkpoint.parse(parsed.text)
+    except NoteError as error:
+        report.add("bad_signature", f"the checkpoint is not validly signed by {key.name}: {error}")
+        return report
+    report.checkpoint = checkpoint
+    if checkpoint.origin != key.name:
+        report.add("bad_signature", f"the checkpoint's origin is {checkpoint.origin!r}")
+        return report
+    found = cosignatures(note, witnesses)
+    report.cosigned_by = found.valid
+    for label in found.invalid:
+        report.add("bad_signature", f"the cosignature of witness {label} does not verify")
+    for label in found.missing:
+        report.add("missing_cosignature", f"witness {label} did not cosign size {checkpoint.size}")
+    if previous is None:
+        return report
+    if checkpoint.size < previous.size:
+        report.add(
+            "rolled_back",
+            f"the tree has {checkpoint.size} leaves; {previous.size} were seen before",
+        )
+    elif checkpoint.size == previous.size:
+        if checkpoint.root != previous.root:
+            report.add("inconsistent", f"two roots for tree size {checkpoint.size}: a fork")
+    elif previous.size == 0:
+        pass  # the empty tree is a prefix of every tree
+    else:
+        try:
+            path = list(proof(previous.size, checkpoint.size))
+            valid = all(len(h) == 32 for h in path) and verify_consistency(
+                previous.size, checkpoint.size, previous.root, checkpoint.root, path
+            )
+        except Exception as error:
+            valid, path = False, []
+            detail = f" ({error})"
+        else:
+            detail = ""
+        if not valid:
+            report.add(
+                "inconsistent",
+                f"no valid consistency proof from size {previous.size} to "
+                f"{checkpoint.size}: the history seen before was rewritten{detail}",
+            )
+    return report
+
+
+def load_state(path: Path) -> Checkpoint | None:
+    if not path.exists():
+        return None
+    document = json.loads(path.read_text(encoding="utf-8"))
+    return Checkpoint(
+        origin=document["origin"],
+        size=int(document["size"]),
+        root=base64.b64decode(document["root"]),
+    )
+
+
+def save_state(path: Path, note: str, checkpoint: Checkpoint) -> None:
+    document = {
+        "origin": checkpoint.origin,
+        "size": checkpoint.size,
+        "root": base64.b64encode(checkpoint.root).decode(),
+        "note": note,
+        "checkedAt": int(time.time()),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(document, indent=1) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(partial, path)
+
+
+class Source(Protocol):
+    """Where the monitor reads the log: the service over HTTP, or the store directly."""
+
+    def note(self) -> str: ...
+
+    def proof(self, old: int, new: int) -> Sequence[bytes]: ...
+
+
+class HttpSource:
+    def __init__(self, url: str, token: str | None) -> None:
+        import httpx
+
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.client = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=30)
+
+    def note(self) -> str:
+        answer = self.client.get("/v1/checkpoint")
+        answer.raise_for_status()
+        return answer.text
+
+    def proof(self, old: int, new: int) -> Sequence[bytes]:
+        answer = self.client.get("/v1/proofs/consistency", params={"from": old, "to": new})
+        answer.raise_for_status()
+        return [base64.b64decode(line, validate=True) for line in answer.text.split()]
+
+
+def check_once(
+    source: Source,
+    key: VerifierKey,
+    witnesses: Sequence[VerifierKey],
+    state: Path,
+    grace_seconds: float = 0.0,
+) -> Report:
+    """One check. A checkpoint whose only finding is a missing cosignature is fetched again
+    for up to ``grace_seconds``: witnesses cosign a new checkpoint a moment after it is
+    signed, so a young checkpoint is not yet a finding."""
+    previous = load_state(state)
+    deadline = time.monotonic() + grace_seconds
+    while True:
+        note = source.note()
+        report = assess(note, key, witnesses, previous, source.proof)
+        only_missing = bool(report.findings) and all(
+            f["kind"] == "missing_cosignature" for f in report.findings
+        )
+        if not only_missing or time.monotonic() >= deadline:
+            break
+        time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+    if report.ok and report.checkpoint is not None:
+        save_state(state, note, report.checkpoint)
+    return report
+
+
+def run_watch(args: argparse.Namespace, key: VerifierKey, witnesses: list[VerifierKey]) -> int:
+    from domain.errors import BackendUnavailable
+
+    source: Source
+    if args.url:
+        source = HttpSource(args.url, args.token or os.environ.get("BLACKOPS_TOKEN"))
+    else:
+        from blackops.witness.store_source import StoreSource
+
+        source = StoreSource(args.store)
+    while True:
+        try:
+            report = check_once(source, key, witnesses, args.state, args.cosignature_grace)
+        except Exception as error:
+            if not args.follow:
+                raise BackendUnavailable(f"could not read the log's checkpoint: {error}") from None
+            sys.stderr.write(f"blackops audit watch: could not read the log: {error}\n")
+            time.sleep(args.interval)
+            continue
+        _print(report, args.json)
+        if not report.ok:
+            return 1
+        if not args.follow:
+            return 0
+        time.sleep(args.interval)
+
+
+def _print(report: Report, as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(report.document(), sort_keys=True) + "\n")
+    else:
+        head = report.checkpoint
+        shown = f"size {head.size} root {base64.b64encode(head.root).decode()}" if head else "-"
+        if report.ok:
+            signed = ", ".join(sorted(report.cosigned_by)) or "no witness required"
+            sys.stdout.write(f"ok: {shown}; cosigned by {signed}\n")
+        for finding in report.findings:
+            sys.stdout.write(f"{finding['kind']}: {finding['message']}\n")
+    sys.stdout.flush()

@@ -1,0 +1,158 @@
+"""Receipts: an event's entry with a C2SP tlog-proof@v1 text, verified offline (pure).
+
+A receipt is ``{"entry": "<Observed JSONL line>", "index": i, "proof": "<text>"}``; the
+proof text is ``c2sp.org/tlog-proof@v1``, ``index <i>``, the audit path (one base64 hash a
+line, from the leaf's sibling upward), a blank line, then the signed checkpoint verbatim.
+Verifying needs nothing but the log's verifier key: the checkpoint's signature, the leaf
+SHA-256(0x00 ‖ entry) and the audit path up to the signed root.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from journal.leaves import leaf_hash
+from replay.merkle import Frontier, verify_consistency, verify_inclusion
+from replay.notes import Checkpoint, NoteError, VerifierKey, open_note
+
+HEADER = "c2sp.org/tlog-proof@v1"
+
+
+class ReceiptError(ValueError):
+    """A receipt, proof or checkpoint that does not verify; ``code`` says which check."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class TlogProof:
+    index: int
+    path: tuple[bytes, ...]
+    checkpoint: str  # the signed note, verbatim
+    extra: bytes | None = None
+
+    def text(self) -> str:
+        lines = [HEADER]
+        if self.extra is not None:
+            lines.append("extra " + base64.b64encode(self.extra).decode())
+        lines.append(f"index {self.index}")
+        lines += [base64.b64encode(h).decode() for h in self.path]
+        return "\n".join(lines) + "\n\n" + self.checkpoint
+
+    @classmethod
+    def parse(cls, text: str) -> TlogProof:
+        head, blank, checkpoint = text.partition("\n\n")
+        if not blank or not checkpoint:
+            raise ReceiptError("malformed_proof", "a tlog proof ends with a blank line and a note")
+        lines = head.split("\n")
+        if lines[0] != HEADER:
+            raise ReceiptError("malformed_proof", f"a tlog proof starts with {HEADER}")
+        rest = lines[1:]
+        extra = None
+        if rest and rest[0].startswith("extra "):
+            extra = _b64(rest.pop(0)[len("extra ") :])
+        if not rest or not rest[0].startswith("index "):
+            raise ReceiptError("malformed_proof", "the index line is missing")
+        digits = rest.pop(0)[len("index ") :]
+        if not digits.isascii() or not digits.isdigit() or (digits != "0" and digits[0] == "0"):
+            raise ReceiptError("malformed_proof", "the index is decimal without leading zeros")
+        path = tuple(_b64(line) for line in rest)
+        if any(len(h) != 32 for h in path):
+            raise ReceiptError("malformed_proof", "every proof line is one 32-byte hash")
+        return cls(index=int(digits), path=path, checkpoint=checkpoint, extra=extra)
+
+
+def open_checkpoint(note: str, keys: Sequence[VerifierKey]) -> Checkpoint:
+    """The checkpoint of a signed note, after checking a log key of ``keys`` signed it and
+    its origin is that key's name."""
+    try:
+        opened, signers = open_note(note, keys)
+        checkpoint = Checkpoint.parse(opened.text)
+    except NoteError as error:
+        raise ReceiptError(error.code, str(error)) from None
+    if not any(k.name == checkpoint.origin for k in signers):
+        raise ReceiptError("bad_signature", "no key named like the origin signed the checkpoint")
+    return checkpoint
+
+
+def verify_receipt(receipt: Any, keys: Sequence[VerifierKey]) -> Checkpoint:
+    """Check a receipt document offline; returns the checkpoint it is included in."""
+    if not isinstance(receipt, dict) or set(receipt) < {"entry", "index", "proof"}:
+        raise ReceiptError("malformed_receipt", 'a receipt is {"entry", "index", "proof"}')
+    entry, index, text = receipt["entry"], receipt["index"], receipt["proof"]
+    if not isinstance(entry, str) or not isinstance(text, str):
+        raise ReceiptError("malformed_receipt", "entry and proof are strings")
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise ReceiptError("malformed_receipt", "index is an integer")
+    proof = TlogProof.parse(text)
+    if proof.index != index:
+        raise ReceiptError("malformed_receipt", "the receipt's index is not its proof's index")
+    checkpoint = open_checkpoint(proof.checkpoint, keys)
+    leaf = leaf_hash(entry.rstrip("\n").encode("utf-8"))
+    if not verify_inclusion(index, checkpoint.size, leaf, proof.path, checkpoint.root):
+        raise ReceiptError("not_included", "the audit path does not lead to the signed root")
+    return checkpoint
+
+
+def verify_consistency_text(old: Checkpoint, new: Checkpoint, proof_text: str) -> bool:
+    """A consistency proof given as one base64 hash a line, between two checkpoints."""
+    try:
+        path = [_b64(line) for line in proof_text.split("\n") if line]
+    except ReceiptError:
+        return False
+    return verify_consistency(old.size, new.size, old.root, new.root, path)
+
+
+def _b64(text: str) -> bytes:
+    try:
+        raw = base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError):
+        raise ReceiptError("malformed_proof", "not standard base64") from None
+    return raw
+
+
+def verify_signed_export(
+    found: Sequence[tuple[int, bytes]], manifest: Any, keys: Sequence[VerifierKey]
+) -> Checkpoint:
+    """Check an export's lines (``(position, leaf)`` recomputed from the file) against the
+    signed checkpoint its manifest names; returns that checkpoint.
+
+    The root at the export's end is rebuilt from the prefix nodes, the file's leaves and the
+    hidden leaves (nothing the manifest says about the file's own lines is used), then the
+    consistency proof must lead from it to the signed root."""
+    try:
+        attestation = manifest["attestation"]
+        size = int(manifest["journalTreeSize"])
+        first = int(attestation["firstIndex"])
+        prefix = [_b64(h) for h in attestation["prefix"]]
+        hidden = [(int(p), bytes.fromhex(h)) for p, h in attestation["hidden"]]
+        proof = [_b64(h) for h in attestation["consistency"]]
+        note = str(attestation["checkpoint"])
+    except (KeyError, TypeError, ValueError):
+        raise ReceiptError("malformed_manifest", "the manifest has no usable attestation") from None
+    checkpoint = open_checkpoint(note, keys)
+    try:
+        frontier = Frontier.restore(first, prefix)
+    except ValueError as error:
+        raise ReceiptError("malformed_manifest", str(error)) from None
+    merged = sorted([*found, *hidden])
+    if len({p for p, _ in merged}) != len(merged):
+        raise ReceiptError("not_in_signed_log", "a position appears twice (file and hidden)")
+    for _, leaf in merged:
+        frontier.append(leaf)
+    if frontier.size != size:
+        raise ReceiptError("not_in_signed_log", "the leaves do not make the exported tree size")
+    root = frontier.root()
+    if size == checkpoint.size:
+        ok = not proof and root == checkpoint.root
+    else:
+        ok = verify_consistency(size, checkpoint.size, root, checkpoint.root, proof)
+    if not ok:
+        raise ReceiptError("not_in_signed_log", "the export's lines are not in the signed tree")
+    return checkpoint

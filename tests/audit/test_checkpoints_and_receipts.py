@@ -1,0 +1,328 @@
+"""Signed checkpoints, proofs and receipts on SQLite and PostgreSQL (blackops/audit).
+
+The signer signs C2SP checkpoints of the journal's tree and journals them; it refuses
+(``journal_rewritten``) when SQL behind the journal's back rewrote an event together with
+its leaf, or deleted the tail with its leaves. Proofs from the kept tree equal those of
+replay.merkle's reference over all leaves; receipts verify offline, also after the
+operation is purged, and still verify against their own checkpoint after an attack.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from cli_processes import run
+
+from blackops import Application, ExecutionContext
+from blackops.audit.checkpoints import CheckpointService, JournalRewritten, rotate_key
+from blackops.audit.receipts import OPERATION_TERMINAL, receipt_for, terminal_position
+from blackops.audit.tree import JournalTree
+from blackops.testing import FakeClock
+from domain.context import Actor
+from domain.retention import Retention
+from journal.leaves import entry_bytes, leaf_hash
+from journal.store import EventStore
+from replay.merkle import consistency_proof, inclusion_proof, root_of, verify_consistency
+from replay.notes import Checkpoint, SigningKey, open_note
+from replay.receipts import ReceiptError, TlogProof, open_checkpoint, verify_receipt
+from replay.verify import verify_store
+
+START = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+ORIGIN = "example.com/blackops-test"
+
+
+@pytest.fixture
+def key() -> SigningKey:
+    return SigningKey.generate(ORIGIN)
+
+
+@pytest.fixture
+def app(store_url: str) -> Iterator[Application]:
+    retention = Retention(journal_seconds=3600, outcome_seconds=3600)
+    application = Application(store_url, clock=FakeClock(START), retention=retention)
+
+    @application.operation("t.ok")
+    def ok(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        return {"n": params["n"]}
+
+    try:
+        yield application
+    finally:
+        application.close()
+
+
+def run_ops(app: Application, count: int) -> list[str]:
+    return [
+        app.run("t.ok", {"n": n}, actor="a", tenant="default").operation_id for n in range(count)
+    ]
+
+
+def service_for(app: Application, key: SigningKey | None, tmp_path: Path) -> CheckpointService:
+    return CheckpointService(app.store, key, app.clock, key_path=tmp_path / "key")
+
+
+@contextmanager
+def raw(store: EventStore) -> Iterator[tuple[Any, str, str]]:
+    """A raw connection to the store's database: (connection, events table, leaves table)."""
+    location = store.location
+    if location.kind == "sqlite":
+        assert location.sqlite_path is not None
+        conn: Any = sqlite3.connect(location.sqlite_path, isolation_level=None)
+        try:
+            yield conn, "stored_events", "blackops_leaves"
+        finally:
+            conn.close()
+        return
+    s = location.settings
+    with psycopg.connect(
+        host=s["POSTGRES_HOST"], port=s["POSTGRES_PORT"], user=s["POSTGRES_USER"],
+        dbname=s["POSTGRES_DBNAME"], autocommit=True,
+    ) as pg:  # fmt: skip
+        schema = s["POSTGRES_SCHEMA"]
+        yield pg, f"{schema}.blackops_events", f"{schema}.blackops_leaves"
+
+
+def q(conn: Any, sql: str) -> str:
+    return sql if isinstance(conn, sqlite3.Connection) else sql.replace("?", "%s")
+
+
+def all_leaves(store: EventStore) -> list[bytes]:
+    return [leaf for _, leaf in store.read_leaves(0, 1_000_000)]
+
+
+def test_a_signed_checkpoint_is_a_c2sp_note_journaled_and_verified(
+    app: Application, key: SigningKey, tmp_path: Path
+) -> None:
+    run_ops(app, 3)
+    service = service_for(app, key, tmp_path)
+    seen: list[str] = []
+    service.listeners.append(seen.append)
+    note = service.sign()
+    assert note is not None and seen == [note]
+    opened, _ = open_note(note, [key.verifier()])
+    checkpoint = Checkpoint.parse(opened.text)
+    leaves = all_leaves(app.store)
+    assert checkpoint.origin == ORIGIN and checkpoint.size == len(leaves) - 1  # + its own event
+    assert checkpoint.root == root_of(leaves[:-1])
+    [event] = app.store.read_topics(["journal.checkpoint"])
+    assert event.data["note"] == note and event.data["tree_size"] == checkpoint.size
+    assert service.published() == note
+    assert verify_store(app.store).ok  # its tree head is re-checked like every other
+    assert service.sign() is None  # nothing new: nothing signed
+    run_ops(app, 1)
+    second = service.sign()
+    assert second is not None and second != note
+    assert (tmp_path / "key.checkpoint").read_text() == second
+
+
+def test_tree_proofs_equal_the_reference_over_all_leaves(app: Application, key: SigningKey) -> None:
+    # Enough events for complete 256-leaf tiles and a ragged edge.
+    for _ in range(3):
+        run_ops(app, 60)
+    tree = JournalTree(app.store)
+    tree.sync()
+    leaves = all_leaves(app.store)
+    n = len(leaves)
+    assert n > 512 and tree.size == n and tree.root() == root_of(leaves)
+    for size in (1, 2, 255, 256, 257, 511, 512, n - 1, n):
+        assert tree.root(size) == root_of(leaves[:size])
+        for index in {0, size // 2, size - 1}:
+            assert tree.inclusion(index, size) == inclusion_proof(index, leaves[:size])
+        for old in {1, size // 3 or 1, size}:
+            assert tree.consistency(old, size) == consistency_proof(old, leaves[:size])
+    positions = [p for p, _ in app.store.read_leaves(0, 1_000_000)]
+    assert [tree.index_of(p) for p in positions[:5]] == [0, 1, 2, 3, 4]
+    assert tree.index_of(positions[-1] + 1) is None
+
+
+def test_a_receipt_verifies_offline_and_after_purge(
+    app: Application, key: SigningKey, tmp_path: Path
+) -> None:
+    [operation] = run_ops(app, 1)
+    run_ops(app, 2)
+    service = service_for(app, key, tmp_path)
+    position = terminal_position(app.events(operation), OPERATION_TERMINAL)
+    receipt = receipt_for(service, position)  # no checkpoint yet: one is signed for it
+    checkpoint = verify_receipt(json.loads(json.dumps(receipt)), [key.verifier()])
+    assert json.loads(receipt["entry"])["position"] == position
+    assert json.loads(receipt["entry"])["type"] == "operation.completed"
+    assert checkpoint.size > receipt["index"]
+    # Tampering with any part is refused.
+    forged = {**receipt, "entry": receipt["entry"].replace("completed", "rejected")}
+    with pytest.raises(ReceiptError) as refused:
+        verify_receipt(forged, [key.verifier()])
+    assert refused.value.code == "not_included"
+    with pytest.raises(ReceiptError) as refused:
+        verify_receipt({**receipt, "index": receipt["index"] + 1}, [key.verifier()])
+    assert refused.value.code == "malformed_receipt"
+    with pytest.raises(ReceiptError) as refused:
+        verify_receipt(receipt, [SigningKey.generate(ORIGIN).verifier()])
+    assert refused.value.code == "unknown_key"
+    # Purged: the events are gone, the leaves stay, the receipt still verifies.
+    app.clock.advance(7200)  # type: ignore[attr-defined]
+    assert app.purge(actor=Actor("ops", "admin")).items
+    assert not [e for e in app.store.read_raw_after(position - 1, 1) if e.id == position]
+    assert verify_receipt(receipt, [key.verifier()]) == checkpoint
+    assert verify_store(app.store).ok
+
+
+def test_the_signer_refuses_a_rewritten_history(
+    app: Application, key: SigningKey, tmp_path: Path
+) -> None:
+    run_ops(app, 4)
+    service = service_for(app, key, tmp_path)
+    first = service.sign()
+    assert first is not None
+    [operation] = run_ops(app, 1)
+    position = terminal_position(app.events(operation), OPERATION_TERMINAL)
+    receipt = receipt_for(service, position)
+    # Rewrite an early event and its recorded leaf, as someone holding the database could.
+    victim = app.store.read_raw_after(0, 3)[2]
+    forged = victim.state.replace(b'"attempt":1}}', b'"attempt":7}}')
+    assert forged != victim.state
+    leaf = leaf_hash(
+        entry_bytes(victim.id, str(victim.originator_id), victim.originator_version,
+                    victim.topic, forged)
+    )  # fmt: skip
+    with raw(app.store) as (conn, events, leaves):
+        conn.execute(
+            q(conn, f"UPDATE {events} SET state = ? WHERE originator_id = ? AND "
+                    "originator_version = ?"),
+            (forged, victim.originator_id, victim.originator_version),
+        )  # fmt: skip
+        conn.execute(q(conn, f"UPDATE {leaves} SET leaf = ? WHERE position = ?"), (leaf, victim.id))
+    run_ops(app, 1)
+    # The live signer (its tree folded the old leaf in) and a fresh one both refuse.
+    for signer in (service, service_for(app, key, tmp_path)):
+        with pytest.raises(JournalRewritten) as refused:
+            signer.sign()
+        assert refused.value.code == "journal_rewritten"
+    assert app.store.read_topics(["journal.checkpoint"])[-1].data["note"] != ""
+    assert len(app.store.read_topics(["journal.checkpoint"])) == 2  # nothing more signed
+    # The receipt taken before the attack still verifies against its own checkpoint.
+    verify_receipt(receipt, [key.verifier()])
+
+
+def test_the_signer_refuses_a_truncated_tail(
+    app: Application, key: SigningKey, tmp_path: Path
+) -> None:
+    run_ops(app, 4)
+    service = service_for(app, key, tmp_path)
+    service.sign()
+    signed = Checkpoint.parse(service.published().split("\n\n")[0] + "\n")
+    cut = app.store.read_raw_after(0, 10_000)[signed.size - 3].id
+    with raw(app.store) as (conn, events, leaves):
+        # Deleting the tail with its leaves (and the checkpoint event in it).
+        column = "rowid" if isinstance(conn, sqlite3.Connection) else "notification_id"
+        conn.execute(q(conn, f"DELETE FROM {events} WHERE {column} >= ?"), (cut,))
+        conn.execute(q(conn, f"DELETE FROM {leaves} WHERE position >= ?"), (cut,))
+    assert verify_store(app.store).ok  # the old verify cannot see a truncation
+    with pytest.raises(JournalRewritten, match="gone"):  # the live signer's tree
+        service.sign(force=True)
+    with pytest.raises(JournalRewritten, match="fewer"):  # a fresh one: the state file
+        service_for(app, key, tmp_path).sign(force=True)
+
+
+def test_old_checkpoints_stay_verifiable_after_a_key_rotation(
+    app: Application, key: SigningKey, tmp_path: Path
+) -> None:
+    run_ops(app, 2)
+    old_note = service_for(app, key, tmp_path).sign()
+    assert old_note is not None
+    new_key = SigningKey.generate(ORIGIN)
+    rotate_key(app.store, key, new_key, actor=Actor("ops"), clock=app.clock)
+    run_ops(app, 1)
+    (tmp_path / "new").mkdir()
+    rotated = service_for(app, new_key, tmp_path / "new")
+    assert rotated.trusted_keys() == [new_key.verifier(), key.verifier()]
+    new_note = rotated.sign()  # it checks consistency with the old key's checkpoint
+    assert new_note is not None
+    open_checkpoint(old_note, [key.verifier()])
+    new = open_checkpoint(new_note, [new_key.verifier()])
+    old = open_checkpoint(old_note, [key.verifier()])
+    tree = rotated.synced_tree()
+    assert verify_consistency(old.size, new.size, old.root, new.root,
+                              tree.consistency(old.size, new.size))  # fmt: skip
+
+
+def test_tlog_proof_text_round_trips() -> None:
+    proof = TlogProof(
+        index=5, path=(b"\x01" * 32, b"\x02" * 32), checkpoint="o\n1\nx\n\n— o AA==\n"
+    )
+    text = proof.text()
+    assert text.startswith("c2sp.org/tlog-proof@v1\nindex 5\nAQEB")
+    assert TlogProof.parse(text) == proof
+    for bad in ("c2sp.org/tlog-proof@v1\nindex 05\n\nx", "nope\nindex 1\n\nx",
+                "c2sp.org/tlog-proof@v1\nindex 1\nAAAA\n\nx"):  # fmt: skip
+        with pytest.raises(ReceiptError):
+            TlogProof.parse(bad)
+
+
+def test_cli_keys_checkpoint_consistency_receipt(store_url: str, tmp_path: Path) -> None:
+    env = {"BLACKOPS_HOME": str(tmp_path / "home")}
+    key_file = tmp_path / "log.key"
+    import subprocess
+    import sys
+
+    made = subprocess.run(
+        [sys.executable, "-m", "blackops", "keys", "generate", "--name", ORIGIN,
+         "--output", str(key_file), "--json"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    body = json.loads(made.stdout)
+    assert set(body) == {"name", "verifierKey", "keyId"} and body["name"] == ORIGIN
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    app = Application(store_url)
+    app.operation("t.ok")(lambda ctx, params: {})
+    ids = [app.run("t.ok", {}, actor="a", tenant="default").operation_id for _ in range(3)]
+    app.close()
+    signed = run("journal", "checkpoint", "--json", "--signing-key", str(key_file),
+                 store=store_url, env=env)  # fmt: skip
+    assert signed.returncode == 0, signed.stderr
+    first = json.loads(signed.stdout)
+    open_checkpoint(first["note"], [SigningKey.parse(key_file.read_text().strip()).verifier()])
+    no_key = run("journal", "checkpoint", store=store_url, env=env)
+    assert no_key.returncode == 1 and "no signing key" in no_key.stderr
+    again = run("journal", "checkpoint", "--json", store=store_url,
+                env={**env, "BLACKOPS_SIGNING_KEY": str(key_file)})  # fmt: skip
+    second = json.loads(again.stdout)
+    proof = run("journal", "consistency", str(first["treeSize"]), str(second["treeSize"]),
+                store=store_url, env=env)  # fmt: skip
+    assert proof.returncode == 0, proof.stderr
+    old, new = (
+        Checkpoint.parse(first["note"].split("\n\n")[0] + "\n"),
+        Checkpoint.parse(second["note"].split("\n\n")[0] + "\n"),
+    )
+    import base64
+
+    path = [base64.b64decode(line) for line in proof.stdout.split()]
+    assert verify_consistency(old.size, new.size, old.root, new.root, path)
+    receipt = run("op", "receipt", ids[0], "--json", "--signing-key", str(key_file),
+                  store=store_url, env=env)  # fmt: skip
+    assert receipt.returncode == 0, receipt.stderr
+    receipt_file = tmp_path / "r.json"
+    receipt_file.write_text(receipt.stdout)
+    checked = subprocess.run(
+        [sys.executable, "-m", "blackops", "verify-receipt", str(receipt_file), "--key",
+         body["verifierKey"], "--json"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert checked.returncode == 0 and json.loads(checked.stdout)["ok"] is True
+    tampered = json.loads(receipt.stdout)
+    tampered["entry"] = tampered["entry"].replace("completed", "rejected")
+    receipt_file.write_text(json.dumps(tampered))
+    refused = subprocess.run(
+        [sys.executable, "-m", "blackops", "verify-receipt", str(receipt_file), "--key",
+         body["verifierKey"], "--json"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert refused.returncode == 1 and json.loads(refused.stdout)["problem"] == "not_included"

@@ -1,0 +1,138 @@
+"""The service pushes its latest signed checkpoint to its witnesses (blackops/witness/push.py):
+from the size each witness last cosigned, resending after a 409, keeping the cosignatures, and
+backing off from a witness that is down without holding up the others."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from cli_processes import free_port
+from transparency_log import ToyLog
+
+from blackops.witness.cosigned import CosignatureBook
+from blackops.witness.push import WitnessPusher, WitnessTarget
+from blackops.witness.server import Witness, make_server
+from blackops.witness.state import WitnessState
+from journal.store import EventStore
+from replay import tlog_witness
+from replay.cosignature import cosignatures
+from replay.notes import COSIGNATURE_KEY, SigningKey
+
+
+class Running:
+    def __init__(self, witness: Witness, port: int) -> None:
+        self.witness = witness
+        self.server = make_server(witness, "127.0.0.1", port)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{port}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def log() -> ToyLog:
+    return ToyLog().grow(5)
+
+
+@pytest.fixture
+def book(tmp_path: Path) -> Iterator[CosignatureBook]:
+    store = EventStore(f"sqlite:///{tmp_path / 'journal.db'}")
+    yield CosignatureBook(store)
+    store.close()
+
+
+def start_witness(log: ToyLog, state: Path, name: str, port: int | None = None) -> Running:
+    key = SigningKey.generate(name, COSIGNATURE_KEY)
+    return Running(Witness(key, [log.key.verifier()], WitnessState(state)), port or free_port())
+
+
+def target(running: Running) -> WitnessTarget:
+    return WitnessTarget.parse(f"{running.url}={running.witness.verifier.encode()}")
+
+
+def test_two_witnesses_cosign_each_checkpoint_from_their_last_size(
+    tmp_path: Path, log: ToyLog, book: CosignatureBook
+) -> None:
+    one = start_witness(log, tmp_path / "w1", "w1.example")
+    two = start_witness(log, tmp_path / "w2", "w2.example")
+    pusher = WitnessPusher(book, [target(one), target(two)], log.note, log.proof)
+    with httpx.Client() as client:
+        for grow in (0, 3, 1, 8):
+            log.grow(grow)
+            assert set(pusher.run_once(client).values()) == {"cosigned"}
+            note = log.note() + "".join(book.lines(log.checkpoint()))
+            found = cosignatures(note, [one.witness.verifier, two.witness.verifier])
+            assert len(found.valid) == 2
+        # Nothing new: nothing is sent.
+        assert pusher.run_once(client) == {}
+    assert one.witness.state.latest(log.origin) == log.checkpoint()
+    one.close()
+    two.close()
+
+
+def test_a_409_is_answered_by_resending_from_the_witness_size(
+    tmp_path: Path, log: ToyLog, book: CosignatureBook
+) -> None:
+    one = start_witness(log, tmp_path / "w1", "w1.example")
+    # Someone else (an earlier run of the service) already had size 5 cosigned.
+    one.witness.add_checkpoint(tlog_witness.encode(0, [], log.note()))
+    log.grow(4)
+    pusher = WitnessPusher(book, [target(one)], log.note, log.proof)
+    with httpx.Client() as client:
+        assert pusher.run_once(client) == {target(one).label: "cosigned"}
+    assert one.witness.state.latest(log.origin) == log.checkpoint()
+    one.close()
+
+
+def test_a_witness_that_is_down_is_retried_with_backoff_and_never_blocks_the_other(
+    tmp_path: Path, log: ToyLog, book: CosignatureBook
+) -> None:
+    up = start_witness(log, tmp_path / "w1", "w1.example")
+    down_port = free_port()
+    down_key = SigningKey.generate("w2.example", COSIGNATURE_KEY)
+    down = WitnessTarget.parse(f"http://127.0.0.1:{down_port}={down_key.verifier().encode()}")
+    pusher = WitnessPusher(book, [target(up), down], log.note, log.proof, poll_seconds=0.05)
+    with httpx.Client(timeout=2) as client:
+        results = pusher.run_once(client)
+        assert results[target(up).label] == "cosigned"
+        assert results[down.label].startswith("error:")
+        # Backing off: the next round does not call it again at once.
+        log.grow(2)
+        results = pusher.run_once(client)
+        assert results == {target(up).label: "cosigned"}
+    # It comes up (same key); the pusher's thread gets its cosignature in a later round.
+    late = Running(
+        Witness(down_key, [log.key.verifier()], WitnessState(tmp_path / "w2")), down_port
+    )
+    pusher.start()
+    try:
+        done = threading.Event()
+
+        def cosigned() -> bool:
+            return any(line.startswith("— w2.example ") for line in book.lines(log.checkpoint()))
+
+        for _ in range(200):  # the first retry is due 1 s after the failure
+            if cosigned():
+                done.set()
+                break
+            pusher.notify()
+            done.wait(0.05)
+        assert done.is_set()
+    finally:
+        pusher.stop()
+        up.close()
+        late.close()
+
+
+def test_a_witness_option_must_name_a_url_and_a_key() -> None:
+    with pytest.raises(ValueError, match="URL=VERIFIER_KEY"):
+        WitnessTarget.parse("w1.example+abcd")
+    with pytest.raises(ValueError, match="malformed"):
+        WitnessTarget.parse("http://x=not-a-key")

@@ -1,0 +1,188 @@
+"""The witness's rules (C2SP tlog-witness add-checkpoint): parse, the status of every refusal,
+cosign only consistent non-shrinking checkpoints, and keep what it cosigned
+(replay/tlog_witness.py, blackops/witness/server.py, blackops/witness/state.py)."""
+
+from __future__ import annotations
+
+import base64
+import threading
+from pathlib import Path
+
+import pytest
+from transparency_log import ToyLog
+
+from blackops.witness.server import Witness
+from blackops.witness.state import WitnessState
+from replay import cosignature, tlog_witness
+from replay.merkle import EMPTY_ROOT
+from replay.notes import COSIGNATURE_KEY, Checkpoint, SigningKey, parse_note, sign_note
+
+
+def witness_of(log: ToyLog, state: Path) -> Witness:
+    key = SigningKey.generate("w1.example", COSIGNATURE_KEY)
+    return Witness(key, [log.key.verifier()], WitnessState(state))
+
+
+def add(witness: Witness, log: ToyLog, old: int, proof: list[bytes] | None = None) -> str:
+    body = tlog_witness.encode(old, log.proof(old) if proof is None else proof, log.note())
+    return witness.add_checkpoint(body, now=1_700_000_000)
+
+
+def refused(witness: Witness, body: bytes) -> tlog_witness.Refusal:
+    with pytest.raises(tlog_witness.Refusal) as caught:
+        witness.add_checkpoint(body)
+    return caught.value
+
+
+def test_the_spec_example_request_parses(tmp_path: Path) -> None:
+    body = (
+        "old 20852014\n"
+        "PlRNCrwHpqhGrupue0L7gxbjbMiKA9temvuZZDDpkaw=\n"
+        "jrJZDmY8Y7SyJE0MWLpLozkIVMSMZcD5kvuKxPC3swk=\n"
+        "5+pKlUdi2LeF/BcMHBn+Ku6yhPGNCswZZD1X/6QgPd8=\n"
+        "/6WVhPs2CwSsb5rYBH5cjHV/wSmA79abXAwhXw3Kj/0=\n"
+        "\n"
+        "example.com/behind-the-sofa\n20852163\nCsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n"
+        "\n"
+        "— example.com/behind-the-sofa Az3grlgtzPICa5OS8npVmf1Myq/5IZniMp+ZJurmRDeOoRDe4URYN7u5/"
+        "Zhcyv2q1gGzGku9nTo+zyWE+xeMcTOAYQ8=\n"
+    ).encode()
+    request = tlog_witness.parse(body)
+    assert request.old_size == 20852014
+    assert len(request.proof) == 4 and all(len(h) == 32 for h in request.proof)
+    assert tlog_witness.origin_of(request.note) == "example.com/behind-the-sofa"
+
+
+def test_first_checkpoint_then_consistent_growth_is_cosigned_and_kept(tmp_path: Path) -> None:
+    log = ToyLog().grow(5)
+    witness = witness_of(log, tmp_path)
+    line = add(witness, log, 0)
+    signature = parse_note(log.note() + line).signatures[-1]
+    assert cosignature.verify(log.checkpoint().body(), signature, witness.verifier)
+    assert cosignature.timestamp_of(signature) == 1_700_000_000
+    for grow in (1, 2, 9, 17):
+        old = len(log.leaves)
+        log.grow(grow)
+        add(witness, log, old)
+    latest = witness.state.latest(log.origin)
+    assert latest == log.checkpoint()
+    # A new Witness over the same directory (a restart) remembers the size.
+    again = Witness(witness.key, [log.key.verifier()], WitnessState(tmp_path))
+    stale = refused(again, tlog_witness.encode(0, [], log.note()))
+    assert (stale.status, stale.size) == (409, 34)
+    # The kept note carries the log's signature and the witness's cosignature.
+    kept = again.state.note(log.origin)
+    assert kept is not None
+    names = [s.name for s in parse_note(kept).signatures]
+    assert names == [log.origin, "w1.example"]
+
+
+def test_the_same_checkpoint_again_is_cosigned_again(tmp_path: Path) -> None:
+    log = ToyLog().grow(3)
+    witness = witness_of(log, tmp_path)
+    add(witness, log, 0)
+    add(witness, log, 3)
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (b"old 01\n\nx", "leading zero"),
+        (b"old -1\n\nx", "negative"),
+        (b"new 0\n\nx", "not old"),
+        (b"old 0\nnot base64!\n\nx", "bad base64"),
+        (b"old 0\n" + base64.b64encode(b"short") + b"\n\nx", "not 32 bytes"),
+        (b"old 0\n", "no blank line"),
+        (b"\xff\xfe", "not UTF-8"),
+    ],
+)
+def test_malformed_bodies_are_400(tmp_path: Path, body: bytes, why: str) -> None:
+    log = ToyLog().grow(1)
+    assert refused(witness_of(log, tmp_path), body).status == 400, why
+
+
+def test_64_proof_lines_are_400_and_old_above_size_is_400(tmp_path: Path) -> None:
+    log = ToyLog().grow(4)
+    witness = witness_of(log, tmp_path)
+    lines = [bytes(32)] * 64
+    assert refused(witness, tlog_witness.encode(2, lines, log.note())).status == 400
+    assert refused(witness, tlog_witness.encode(5, [], log.note())).status == 400
+    assert refused(witness, tlog_witness.encode(0, [], "not a note")).status == 400
+
+
+def test_unknown_origin_is_404_and_a_bad_or_foreign_signature_is_403(tmp_path: Path) -> None:
+    log = ToyLog().grow(4)
+    witness = witness_of(log, tmp_path)
+    other = ToyLog("other.example/log").grow(4)
+    assert refused(witness, tlog_witness.encode(0, [], other.note())).status == 404
+    impostor = ToyLog(log.origin).grow(4)  # same origin, another key
+    assert refused(witness, tlog_witness.encode(0, [], impostor.note())).status == 403
+    note = log.note()
+    body = note.partition("\n\n")[0]
+    tampered = note.replace(body.split("\n")[1], "5", 1)  # size changed under the signature
+    assert refused(witness, tlog_witness.encode(0, [], tampered)).status == 403
+    assert witness.state.latest(log.origin) is None  # nothing was kept
+
+
+def test_inconsistent_and_shrinking_checkpoints_are_refused(tmp_path: Path) -> None:
+    log = ToyLog().grow(8)
+    witness = witness_of(log, tmp_path)
+    add(witness, log, 0)
+    # A rewritten history: leaf 3 changed, every root recomputed, signed by the log's key.
+    forged = ToyLog(log.origin, log.key)
+    forged.leaves = list(log.leaves)
+    forged.leaves[3] = bytes(32)
+    forged.grow(4)
+    proof = forged.proof(8)
+    assert refused(witness, tlog_witness.encode(8, proof, forged.note())).status == 422
+    # The same size with another root: a fork.
+    assert refused(witness, tlog_witness.encode(8, [], forged.note(8))).status == 422
+    # A truncated tail (smaller size): the witness is at 8, the log says old 5.
+    short = refused(witness, tlog_witness.encode(5, [], log.note(5)))
+    assert (short.status, short.size) == (409, 8)
+    # Old 8 against a size-5 checkpoint is malformed (old above the size).
+    assert refused(witness, tlog_witness.encode(8, [], log.note(5))).status == 400
+    # A proof with old size 0 when the witness is at 0 is 422 (fresh origin).
+    fresh = ToyLog("fresh.example/log").grow(3)
+    w2 = Witness(witness.key, [fresh.key.verifier()], WitnessState(tmp_path / "w2"))
+    assert refused(w2, tlog_witness.encode(0, [bytes(32)], fresh.note())).status == 422
+    # Nothing moved, and the witness kept the refused requests as evidence.
+    assert witness.state.latest(log.origin) == log.checkpoint(8)
+    assert len(list((tmp_path / "evidence").iterdir())) == 2
+
+
+def test_a_size_zero_checkpoint_needs_the_empty_root(tmp_path: Path) -> None:
+    log = ToyLog()
+    witness = witness_of(log, tmp_path)
+    bad = sign_note(Checkpoint(log.origin, 0, bytes(32)).body(), log.key)
+    assert refused(witness, tlog_witness.encode(0, [], bad)).status == 422
+    good = sign_note(Checkpoint(log.origin, 0, EMPTY_ROOT).body(), log.key)
+    witness.add_checkpoint(tlog_witness.encode(0, [], good))
+
+
+def test_concurrent_requests_never_roll_the_size_back(tmp_path: Path) -> None:
+    log = ToyLog().grow(1)
+    witness = witness_of(log, tmp_path)
+    add(witness, log, 0)
+    bodies = []
+    for _ in range(12):  # 12 successive checkpoints, all claiming to extend size 1
+        log.grow(1)
+        bodies.append(tlog_witness.encode(1, log.proof(1), log.note()))
+    outcomes: list[int] = []
+
+    def send(body: bytes) -> None:
+        try:
+            witness.add_checkpoint(body)
+            outcomes.append(200)
+        except tlog_witness.Refusal as refusal:
+            outcomes.append(refusal.status)
+
+    threads = [threading.Thread(target=send, args=(b,)) for b in bodies]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Exactly one extends size 1; every other finds the size moved (409).
+    assert sorted(outcomes) == [200] + [409] * 11
+    latest = witness.state.latest(log.origin)
+    assert latest is not None and latest.size >= 2
