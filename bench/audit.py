@@ -131,7 +131,8 @@ def main() -> int:
         print(json.dumps(result))
         return 0
     print(f"sign note (Ed25519 only)        {result['signNoteMs']:.4f} ms")
-    print(f"{'events':>10} {'1st sign ms':>12} {'sign ms':>9} {'receipt ms':>11} {'consist. ms':>12}")
+    heads = ("events", "1st sign ms", "sign ms", "receipt ms", "consist. ms")
+    print(f"{heads[0]:>10} {heads[1]:>12} {heads[2]:>9} {heads[3]:>11} {heads[4]:>12}")
     for row in result["sizes"]:
         print(
             f"{row['events']:>10} {row['firstSignMs']:>12} {row['signMs']:>9} "

@@ -59,13 +59,17 @@ ERROR_CLASSES: dict[str, type[BlackOpsError]] = {
 }
 
 
+#: Codes the in-process API raises as a plain BlackOpsError (no class of their own).
+CODES_WITHOUT_CLASS = ("rejected", "operation_failed", "internal_error", "journal_rewritten")
+
+
 def error_of(code: str, message: str, status: int | None = None) -> BlackOpsError:
     """The exception the in-process API would raise for ``code``, with the server's message.
 
     A code this client does not know (a newer server) is ``internal_error`` naming it.
     ``status_code`` is the HTTP status the answer came with."""
     cls = ERROR_CLASSES.get(code, BlackOpsError)
-    if cls is BlackOpsError and code not in ("rejected", "operation_failed", "internal_error"):
+    if cls is BlackOpsError and code not in CODES_WITHOUT_CLASS:
         message, code = f"{code}: {message}", "internal_error"
     # The server wrote the message already: build the class without its own constructor
     # (which composes messages from ids), exactly as BlackOpsError would.

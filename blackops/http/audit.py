@@ -26,7 +26,7 @@ from blackops.http.operations import OperationId, operation_of
 from blackops.http.params import SpacePath
 from blackops.http.responses import JSON
 from domain.access import Action
-from domain.errors import InvalidRequest, NotFound
+from domain.errors import NotFound
 from journal.store import MAX_POSITION
 from replay.observed import observed_line
 
@@ -83,7 +83,7 @@ async def checkpoint(
     "/v1/proofs/consistency",
     summary="RFC 6962 consistency proof between two tree sizes (one base64 hash a line)",
     response_class=Response,
-    responses={**_TEXT, **errors(400)},
+    responses={**_TEXT, **errors(400, 404)},
 )
 async def consistency(
     from_: Annotated[int, Query(alias="from", ge=1, le=MAX_POSITION, description="old size")],
@@ -93,10 +93,11 @@ async def consistency(
 ) -> Response:
     def proof() -> str:
         tree = service.synced_tree()
-        if from_ > to:
-            raise InvalidRequest("from must not be larger than to")
+        # Sizes the schema admits but this tree has no proof for are not_found (A9).
         if to > tree.size:
-            raise InvalidRequest(f"the tree has {tree.size} leaves, fewer than {to}")
+            raise NotFound(f"the tree has {tree.size} leaves, fewer than {to}")
+        if from_ > to:
+            raise NotFound("a smaller tree never extends a larger one: no proof from > to")
         return "".join(base64.b64encode(h).decode() + "\n" for h in tree.consistency(from_, to))
 
     return Response(await run_in_threadpool(proof), media_type="text/plain; charset=utf-8")
@@ -122,8 +123,8 @@ async def inclusion(
         if index is None:
             raise NotFound("no such event")
         if not index < size <= tree.size:
-            raise InvalidRequest(
-                f"the event is leaf {index}: size must be from {index + 1} to {tree.size}"
+            raise NotFound(
+                f"the event is leaf {index}: trees of size {index + 1} to {tree.size} hold it"
             )
         path = [base64.b64encode(h).decode() for h in tree.inclusion(index, size)]
         return {"position": position, "index": index, "treeSize": size, "proof": path}
@@ -135,7 +136,7 @@ async def inclusion(
     "/v1/operations/{operation_id}/receipt",
     summary="The receipt of the operation's terminal event (tlog-proof@v1 to a signed checkpoint)",
     response_model=Receipt,
-    responses=errors(403, 404, 409),
+    responses=errors(400, 403, 404, 409),
 )
 async def operation_receipt(
     operation_id: OperationId,
@@ -209,6 +210,7 @@ def _export(
     from replay.custody import export_with_manifest
 
     out = io.BytesIO()
+    after = min(after, app.store.last_position())  # nothing lies beyond: the same export
     keep = None if space is None else (lambda line: tenant_of(line) == space)
     manifest = export_with_manifest(
         app.store, out, actor=who.actor, clock=app.clock, after=after, until=until,

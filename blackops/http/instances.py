@@ -10,6 +10,9 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from blackops.application import Application
+from blackops.audit.checkpoints import CheckpointService
+from blackops.audit.receipts import INSTANCE_TERMINAL, receipt_for, terminal_position
+from blackops.http.audit import Receipt, checkpoints
 from blackops.http.auth import Caller, application, caller, check_space
 from blackops.http.bodies import optional_document, raw_path_segment, read_body, request_object
 from blackops.http.models import (
@@ -31,6 +34,7 @@ from blackops.http.responses import JSON
 from blackops.workflows.code import WorkflowResource
 from domain.access import Action
 from domain.errors import InvalidRequest, NotFound
+from journal.instances import instance_stream
 
 router = APIRouter()
 INSTANCES = "/v1/spaces/{space}/workflows/{uid}/instances"
@@ -147,6 +151,38 @@ async def create_instance(
     location = instance_path(resource, instance_id)
     body = {"id": instance_id, "status": "queued"}  # a new instance is queued (D2)
     return JSON(body, status_code=201, headers={"Location": location})
+
+
+@router.get(
+    INSTANCES + "/{instance_id:path}/receipt",
+    summary="The receipt of the instance's terminal event (tlog-proof@v1 to a signed checkpoint)",
+    response_model=Receipt,
+    responses=errors(400, 403, 404, 409),
+)
+async def instance_receipt(
+    space: Space,
+    uid: Uid,
+    instance_id: InstanceId,
+    request: Request,
+    who: Caller = Depends(caller),
+    app: Application = Depends(application),
+    service: CheckpointService = Depends(checkpoints),
+) -> Response:
+    resource = workflow_in(app, space, uid, who, Action.READ)
+    raw = request.scope.get("raw_path")
+    if isinstance(raw, bytes) and not raw.endswith(b"/receipt"):
+        # An instance whose id ends in "/receipt" (sent as %2F): its status, not a receipt.
+        target = _instance_id(request, space, uid, None)
+        return JSON(await run_in_threadpool(lambda: app.instances.status(resource, target)))
+    target = _instance_id(request, space, uid, "receipt")
+
+    def receipt() -> dict[str, Any]:
+        app.instances.status(resource, target)  # unknown (or purged): unknown_instance
+        events = app.store.read_stream(instance_stream(resource.uid, target))
+        observed = [{"type": e.type, "position": e.position} for e in events]
+        return receipt_for(service, terminal_position(observed, INSTANCE_TERMINAL))
+
+    return JSON(await run_in_threadpool(receipt))
 
 
 @router.get(

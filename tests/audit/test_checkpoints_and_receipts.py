@@ -326,3 +326,31 @@ def test_cli_keys_checkpoint_consistency_receipt(store_url: str, tmp_path: Path)
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert refused.returncode == 1 and json.loads(refused.stdout)["problem"] == "not_included"
+
+
+def test_the_automatic_signer_signs_after_appends_and_only_then(
+    app: Application, key: SigningKey, tmp_path: Path
+) -> None:
+    import time
+
+    from blackops.audit.checkpoints import AutoCheckpointer
+
+    service = service_for(app, key, tmp_path)
+    signer = AutoCheckpointer(service, cadence=0.05).start()
+    try:
+        run_ops(app, 2)
+        deadline = time.monotonic() + 60
+        while not app.store.read_topics(["journal.checkpoint"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        first = app.store.read_topics(["journal.checkpoint"])
+        assert len(first) == 1
+        time.sleep(0.5)  # ten more ticks with nothing appended: nothing more signed
+        assert len(app.store.read_topics(["journal.checkpoint"])) == 1
+        run_ops(app, 1)
+        while len(app.store.read_topics(["journal.checkpoint"])) < 2:
+            assert time.monotonic() < deadline, "no checkpoint after an append"
+            time.sleep(0.05)
+    finally:
+        signer.stop()
+    second = app.store.read_topics(["journal.checkpoint"])[1]
+    assert second.data["tree_size"] > first[0].data["tree_size"]

@@ -1,4 +1,4 @@
-"""Signed exports: the manifest names a signed checkpoint covering the export, offline
+"""Signed exports (OL-11): the manifest names a signed checkpoint covering the export, offline
 ``verify --jsonl --key`` checks it, and a line forged together with its manifest (leaves and
 root recomputed, as a forger would) is caught; HTTP exports are journaled too."""
 

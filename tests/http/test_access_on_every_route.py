@@ -87,6 +87,7 @@ class World:
     v2: str = ""  # verified, not deployed
     uid: str = ""  # the Ready Workflow resource
     instance: str = "i1"
+    ended: str = "ended-1"  # terminated in setup: it has a terminal event (and a receipt)
     op_done: str = ""  # demo.echo, completed
     op_dead: str = ""  # demo.dead, dead letter
     op_pending: str = ""  # demo.echo, accepted (never run in setup)
@@ -207,7 +208,11 @@ def build_world(store_url: str, clock: FakeClock) -> Iterator[World]:
         w.op_pending = ok(client.post(run + "demo.echo", json={"n": 2}, headers=operator), 202)[
             "operationId"
         ]
-        checkpoints.sign()  # covers op_done: its receipt appends nothing
+        made = client.post(instances, json={"id": w.ended}, headers=operator)
+        assert ok(made, 201)["id"] == w.ended
+        stop = client.post(f"{instances}/{w.ended}/terminate", json={}, headers=operator)
+        ok(stop, 200)
+        checkpoints.sign()  # covers op_done and i2: their receipts append nothing
         try:
             yield w
         finally:
@@ -470,6 +475,11 @@ ROUTES: dict[tuple[str, str], Route] = {
         201,
         lambda w: Call("POST", _space(f"/workflows/{w.uid}/instances"), {"bogus": 1}),
     ),
+    ("GET", "/v1/spaces/{space}/workflows/{uid}/instances/{instance_id:path}/receipt"): Route(
+        "reader",
+        lambda w: Call("GET", _space(f"/workflows/{w.uid}/instances/{w.ended}/receipt")),
+        200,
+    ),
     ("GET", "/v1/spaces/{space}/workflows/{uid}/instances/{instance_id:path}"): Route(
         "reader", lambda w: Call("GET", _instance(w)), 200
     ),
@@ -627,7 +637,7 @@ def test_route_table_covers_every_route(tmp_path: Path, clock: FakeClock) -> Non
     assert not missing, f"routes without an access row in ROUTES: {missing}"
     stale = sorted(set(ROUTES) - served)
     assert not stale, f"rows for routes the app does not serve: {stale}"
-    assert len(served) == 47
+    assert len(served) == 48
 
 
 def test_public_documents_need_no_token(tmp_path: Path, clock: FakeClock) -> None:
@@ -824,7 +834,7 @@ def test_reader_and_operator_refusals_match_the_brief(world: World) -> None:
     administer."""
     reads = [k for k, r in ROUTES.items() if k[0] == "GET" and r.need == "reader"]
     mutations = [k for k in ROUTES if k[0] != "GET"]
-    assert len(reads) == 20 and len(mutations) == 20
+    assert len(reads) == 21 and len(mutations) == 20
     operate = {k for k, r in ROUTES.items() if r.need == "operator"}
     assert operate == {
         ("POST", "/v1/spaces/{space}/operations/{type}"),
