@@ -64,7 +64,8 @@ LastEventId = Annotated[
     str | None,
     Header(
         json_schema_extra={"pattern": r"^[0-9]{1,19}$"},
-        description="the last `id:` received: the stream continues after it",
+        description="the last `id:` received: the stream continues after it (an id beyond "
+        "the largest position a journal can have waits for lines that never come)",
     ),
 ]
 
@@ -294,9 +295,11 @@ def _start(
     if last_event_id is None:
         return after
     text = last_event_id.strip()
-    if not text.isascii() or not text.isdigit() or len(text) > 19 or int(text) > MAX_POSITION:
+    if not text.isascii() or not text.isdigit() or len(text) > 19:
         raise InvalidRequest("Last-Event-ID must be a journal position (the id last received)")
-    return int(text)
+    # Any id of the published pattern is a place in the journal: one past the largest
+    # position the store can hold is after every line (it is clamped, never overflows SQL).
+    return min(int(text), MAX_POSITION)
 
 
 def _respond(

@@ -269,3 +269,18 @@ def test_the_sse_decoder_reads_every_line_ending_and_keeps_bytes() -> None:
             ServerSentEvent(b"c", "9"),
         ]
         assert decoder.comments == 1
+
+
+def test_an_id_beyond_every_position_waits_for_lines_that_never_come(
+    served: TestClient, app: Application
+) -> None:
+    """The published pattern allows 19 digits; one past the largest position a store holds
+    is after every line (clamped, never passed to SQL as an overflowing integer)."""
+    run_some(app, 1)
+    response = served.get(
+        "/v1/journal/stream?max_seconds=0.3",
+        headers=auth(**{"Last-Event-ID": "9999999999999999999"}),
+    )
+    assert response.status_code == 200, response.text
+    events, _ = events_of(response.content)
+    assert events == []
