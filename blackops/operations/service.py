@@ -120,6 +120,9 @@ class OperationService(OperationReads):
                     "and different params"
                 ) from None
             return operation.id, existing.public_status
+        if replayable:  # committed, or reconciled as an identical earlier commit (the
+            # same request at the same instant): only the journal can tell which.
+            return operation.id, journal.load(operation.id).public_status
         return operation.id, operation.public_status
 
     def redrive(self, operation_id: str, *, actor: Actor | str | dict[str, Any]) -> str:
