@@ -76,6 +76,7 @@ class CommitQueue:
         self._lock = threading.Lock()
         self._waiting: list[_Member] = []
         self._leading = False
+        self._leader: int | None = None
         self._had_company = False
         #: Sizes of the groups committed so far (members per transaction), for benchmarks.
         self.groups = 0
@@ -95,6 +96,14 @@ class CommitQueue:
             frozenset(a.stream for a in appends),
             sum(len(a.events) for a in appends),
         )
+        if self._leader == threading.get_ident():
+            # Appending from inside a commit of this queue (a listener): committed on its
+            # own at once; waiting for the queue would wait for ourselves.
+            self._one(member)
+            if member.error is not None:
+                raise member.error
+            assert member.result is not None
+            return member.result
         with self._lock:
             self._waiting.append(member)
             leads, self._leading = not self._leading, True
@@ -111,6 +120,7 @@ class CommitQueue:
 
     def _lead(self) -> None:
         """Commit one group (this thread's member first), then hand the lead on."""
+        self._leader = threading.get_ident()
         try:
             if self._had_company and self.linger > 0:
                 time.sleep(self.linger)
@@ -118,6 +128,7 @@ class CommitQueue:
             self._had_company = len(group) > 1
             self._run(group)
         finally:
+            self._leader = None
             with self._lock:
                 if self._waiting:
                     self._waiting[0].done.set()  # wakes it without an answer: it leads

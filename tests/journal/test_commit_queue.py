@@ -244,3 +244,17 @@ def test_concurrent_appends_through_the_store_keep_positions_and_leaves_exact(
         assert leaves[e.position] == event_leaf(e.position, e.stream, e.version, e.type, state)
     transactions, appends = store.commit_groups
     assert appends == threads * per_thread and 1 <= transactions <= appends
+
+
+def test_an_append_from_inside_a_commit_is_committed_on_its_own(store: EventStore) -> None:
+    """A listener that appends (run by the committing thread) must not wait for itself."""
+    seen: list[list[list[int]]] = []
+
+    def after(appends: Sequence[Append]) -> None:
+        if appends[0].stream == "outer":
+            seen.append(queue.append([Append("inner", 0, [ev(2)])]))
+
+    queue = CommitQueue(lambda appends: store.append(*appends), after)
+    outer = queue.append([Append("outer", 0, [ev(1)])])
+    assert seen == [[[e.position for e in store.read_stream("inner")]]]
+    assert seen[0][0][0] > outer[0][0]
