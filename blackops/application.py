@@ -190,6 +190,32 @@ class Application:
         ``conflict``. Params that fail the handler's model are ``invalid_params``
         and record nothing (decisions P20).
         """
+        return self.submit_accepted(
+            type,
+            params,
+            actor=actor,
+            tenant=tenant,
+            idempotency_key=idempotency_key,
+            traceparent=traceparent,
+            causation_id=causation_id,
+            correlation_id=correlation_id,
+        )[0]
+
+    def submit_accepted(
+        self,
+        type: str,
+        params: dict[str, Any],
+        *,
+        actor: Actor | str | dict[str, Any],
+        tenant: str,
+        idempotency_key: str | None = None,
+        traceparent: str | None = None,
+        causation_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> tuple[str, str]:
+        """:meth:`submit`, also returning the public status the acceptance knows:
+        ``pending`` for a new operation, the named operation's for a replayed key (the
+        HTTP 202 body, built without reading the journal again)."""
         return self._operations.submit(
             type,
             params,

@@ -39,7 +39,7 @@ from blackops.workflows.executor import WorkflowRunner
 from blackops.workflows.in_process import run_due_contexts
 from domain.errors import BlackOpsError, InvalidRequest
 from journal.leases import check_lease_seconds, check_worker_id
-from journal.work_index import moment_micros
+from journal.work_index import WORKFLOW_WAKING_TOPICS, moment_micros
 
 log = logging.getLogger("blackops.worker")
 
@@ -129,7 +129,8 @@ class Worker:
             raise RuntimeError("this worker was already started")
         self.runtime.store.add_wake_listener(self._wake.set)
         if self.workflows is not None:
-            self.runtime.store.add_wake_listener(self.workflows.wake)
+            # Not for operation submits: an idle runner costs nothing per append.
+            self.runtime.store.add_wake_listener(self.workflows.wake, WORKFLOW_WAKING_TOPICS)
             self.runtime.instances.on_terminate.append(self.workflows.wake)
             self.workflows.start()
         self._thread = threading.Thread(target=self._loop, name=f"blackops-{self.id}", daemon=True)
@@ -320,12 +321,12 @@ class Worker:
 
     def _listen(self) -> None:
         """Wake-ups announced by other processes (PostgreSQL LISTEN/NOTIFY)."""
-        self.runtime.store.listen_for_wakes(self._announced, self._stop_requested)
+        self.runtime.store.listen_for_wake_topics(self._announced, self._stop_requested)
 
-    def _announced(self) -> None:
+    def _announced(self, topics: frozenset[str] | None) -> None:
         self._notified.set()
         self._wake.set()
-        if self.workflows is not None:
+        if self.workflows is not None and (topics is None or topics & WORKFLOW_WAKING_TOPICS):
             self.workflows.wake()
 
 

@@ -41,7 +41,8 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
         self.work = WorkTables(f"{schema}.", sqlite=False, events_table=table)
         # One wake-up channel per schema: workers of other journals are not disturbed.
         self.work_channel = "blackops_work_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
-        self._notify_work = SQL("NOTIFY {}").format(Identifier(self.work_channel))
+        # The payload names the waking topics committed (a listener can tell whose work).
+        self._notify_work = SQL("SELECT pg_notify(%s, %s)")
         self._idle_limit = SQL("SET LOCAL idle_in_transaction_session_timeout = '10s'")
         self._create_leaves = SQL(
             "CREATE TABLE IF NOT EXISTS {}.blackops_leaves "
@@ -105,7 +106,7 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
         """
         triples = ((str(s.originator_id), s.topic, s.state) for s in stored_events)
         changes = work_index.changes(triples)
-        wake = any(s.topic in work_index.WAKING_TOPICS for s in stored_events)
+        wake = ",".join(sorted({s.topic for s in stored_events} & work_index.WAKING_TOPICS))
         rows = [
             self.construct_pg_stored_event(s.originator_id, s.originator_version, s.topic, s.state)
             for s in stored_events
@@ -124,7 +125,7 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
         self,
         rows: list[Any],
         changes: list[work_index.RowChange],
-        wake: bool,
+        wake: str,
         needed: list[tuple[str, int]],
         fresh: list[str],
     ) -> list[int]:
@@ -146,7 +147,7 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
             for statement in self.lock_table_statements:
                 curs.execute(statement, prepare=True)
             if wake:
-                curs.execute(self._notify_work)
+                curs.execute(self._notify_work, (self.work_channel, wake), prepare=True)
             inserted.execute(self.insert_events_statement, (rows,), prepare=True)
             self.work.apply(curs, changes, None)  # position: the sequence's value just used
             # The Merkle leaves of the rows just inserted (journal/leaves.py, built in SQL:
@@ -261,12 +262,16 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
 
 
 def listen_for_wakes(
-    settings: dict[str, str], channel: str, on_wake: Callable[[], None], stopped: threading.Event
+    settings: dict[str, str],
+    channel: str,
+    on_wake: Callable[[frozenset[str] | None], None],
+    stopped: threading.Event,
 ) -> None:
     """LISTEN on a schema's work channel until ``stopped``; every append that may make
-    work due NOTIFYs it (in its own transaction). Reconnects after failures with a
-    backoff and calls ``on_wake`` after each connect (announcements may have been missed
-    meanwhile; the listener's own polling covers the gap)."""
+    work due NOTIFYs it (in its own transaction) with the waking topics it committed,
+    which ``on_wake`` receives. Reconnects after failures with a backoff and calls
+    ``on_wake(None)`` after each connect (announcements may have been missed meanwhile;
+    the listener's own polling covers the gap)."""
     statement = SQL("LISTEN {}").format(Identifier(channel))
     backoff = 0.2
     while not stopped.is_set():
@@ -274,10 +279,10 @@ def listen_for_wakes(
             with postgres_connect(settings) as conn:
                 conn.execute(statement)
                 backoff = 0.2
-                on_wake()
+                on_wake(None)
                 while not stopped.is_set():
-                    for _ in conn.notifies(timeout=0.5, stop_after=1):
-                        on_wake()
+                    for notify in conn.notifies(timeout=0.5, stop_after=1):
+                        on_wake(frozenset(notify.payload.split(",")) if notify.payload else None)
         except psycopg.Error as error:
             log.info("LISTEN connection lost (%s); retrying", error)
             stopped.wait(backoff)

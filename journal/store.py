@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -28,6 +28,7 @@ from domain.errors import BackendUnavailable, Conflict, FencingError, InvalidReq
 from domain.events import NewEvent, RecordedEvent
 from journal.backend_memory import BlackOpsMemoryRecorder
 from journal.codec import decode_state, encode_state
+from journal.commit_queue import CommitQueue
 from journal.leaves import SAFE_NAME
 from journal.locator import StoreLocation, resolve_store
 from journal.recorder import Recorder
@@ -78,9 +79,10 @@ class EventStore:
             location = resolve_store(location)
         self.location = location
         #: Called after every commit that may have made work due (workers in this process).
-        self._wake_listeners: list[Callable[[], None]] = []
+        self._wake_listeners: list[tuple[Callable[[], None], frozenset[str]]] = []
         self._append_listeners: list[Callable[[], None]] = []
         self._factory: InfrastructureFactory[Any] | None = None
+        self._queue: CommitQueue | None = None
         if location.kind == "memory":
             # eventsourcing's POPO factory ignores APPLICATION_RECORDER_TOPIC.
             self._recorder: Recorder = BlackOpsMemoryRecorder()
@@ -102,6 +104,7 @@ class EventStore:
             self._factory = InfrastructureFactory.construct(Environment("blackops", settings))
             self._recorder = cast(Recorder, self._factory.application_recorder())
             self._recorder.create_table()
+        self._queue = CommitQueue(self._commit, self._announce)
 
     def close(self) -> None:
         if self._factory is not None:
@@ -123,39 +126,59 @@ class EventStore:
         :class:`FencingError` names it. An append whose events are byte-identical to
         what is stored at those versions is our own earlier commit whose
         acknowledgement was lost (the recorder retries after connection errors): it
-        succeeds with the stored positions.
+        succeeds with the stored positions. On a database store, concurrent appends of
+        this process share transactions (journal/commit_queue.py); each returns only
+        once its own transaction has committed.
         """
-        stored: list[StoredEvent] = []
         for append in appends:
             _check_stream(append.stream)
             if type(append.expected_version) is not int or append.expected_version < 0:
                 raise InvalidRequest("expected_version must be a non-negative integer")
             for event in append.events:
                 _check_topic(event.type)
-            stored.extend(
-                StoredEvent(
-                    originator_id=append.stream,
-                    originator_version=append.expected_version + offset,
-                    topic=event.type,
-                    state=encode_state(event),
-                )
-                for offset, event in enumerate(append.events, start=1)
-            )
-        if not stored:
+        if not any(append.events for append in appends):
             return [[] for _ in appends]
+        if self._queue is not None:
+            return self._queue.append(appends)
+        result = self._commit(appends)
+        self._announce(appends)
+        return result
+
+    @property
+    def commit_groups(self) -> tuple[int, int]:
+        """``(transactions, appends)`` committed through the commit queue so far."""
+        if self._queue is None:
+            return (0, 0)
+        return (self._queue.groups, self._queue.members)
+
+    def _commit(self, appends: Sequence[Append]) -> list[list[int]]:
+        """One transaction holding every append (validated), or an error and nothing."""
+        stored = [
+            StoredEvent(
+                originator_id=append.stream,
+                originator_version=append.expected_version + offset,
+                topic=event.type,
+                state=encode_state(event),
+            )
+            for append in appends
+            for offset, event in enumerate(append.events, start=1)
+        ]
         try:
             with _backend_errors():
                 positions = list(self._recorder.insert_events(stored) or ())
         except IntegrityError:
-            result = self._reconcile(appends, stored)
-        else:
-            result = self._split(appends, positions)
-        if any(event.topic in WAKING_TOPICS for event in stored):
-            for listener in list(self._wake_listeners):
-                listener()
+            return self._reconcile(appends, stored)
+        return self._split(appends, positions)
+
+    def _announce(self, appends: Sequence[Append]) -> None:
+        """After a commit: wake this process's workers and live readers."""
+        topics = {event.type for append in appends for event in append.events} & WAKING_TOPICS
+        if topics:
+            for listener, wanted in list(self._wake_listeners):
+                if topics & wanted:
+                    listener()
         for listener in list(self._append_listeners):
             listener()
-        return result
 
     def add_append_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` after every commit of this store (live projections)."""
@@ -169,13 +192,15 @@ class EventStore:
         """Hold the cross-process lock ``name`` of this journal (e.g. ``signer``)."""
         return named_lock(self.location.kind, dict(self.location.settings), name)
 
-    def add_wake_listener(self, listener: Callable[[], None]) -> None:
-        """Call ``listener`` after each commit of this store that may have made work due."""
-        self._wake_listeners.append(listener)
+    def add_wake_listener(
+        self, listener: Callable[[], None], topics: Collection[str] = WAKING_TOPICS
+    ) -> None:
+        """Call ``listener`` after each commit of this store that may have made work due
+        (one holding an event of ``topics``, by default any waking topic)."""
+        self._wake_listeners.append((listener, frozenset(topics)))
 
     def remove_wake_listener(self, listener: Callable[[], None]) -> None:
-        with contextlib.suppress(ValueError):
-            self._wake_listeners.remove(listener)
+        self._wake_listeners = [(f, t) for f, t in self._wake_listeners if f != listener]
 
     @staticmethod
     def _split(appends: Sequence[Append], positions: list[int]) -> list[list[int]]:
@@ -387,6 +412,13 @@ class EventStore:
         may have made work due (PostgreSQL LISTEN/NOTIFY). Returns at once on a backend
         that has no such announcement; this process's own appends wake the listeners of
         :meth:`add_wake_listener` on every backend."""
+        self.listen_for_wake_topics(lambda _topics: on_wake(), stopped)
+
+    def listen_for_wake_topics(
+        self, on_wake: Callable[[frozenset[str] | None], None], stopped: threading.Event
+    ) -> None:
+        """:meth:`listen_for_wakes`, telling ``on_wake`` the waking topics each append
+        committed (``None``: not known, as after a reconnect; assume anything)."""
         if not self.announces_wakes:
             return
         from journal.backend_postgres import listen_for_wakes

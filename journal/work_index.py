@@ -62,14 +62,11 @@ _WORKFLOW_TOPICS = frozenset(
 )
 #: Events after which a worker may have something new to claim, or a context it runs
 #: must stop (wakes workers).
+WORKFLOW_WAKING_TOPICS = frozenset(
+    {Topic.CREATED, Topic.EVENT_ACCEPTED, Topic.TERMINATION_REQUESTED}
+)
 WAKING_TOPICS = frozenset(
-    {
-        EventType.ACCEPTED.value,
-        EventType.ATTEMPT_RETRY_SCHEDULED.value,
-        Topic.CREATED,
-        Topic.EVENT_ACCEPTED,
-        Topic.TERMINATION_REQUESTED,
-    }
+    {EventType.ACCEPTED.value, EventType.ATTEMPT_RETRY_SCHEDULED.value, *WORKFLOW_WAKING_TOPICS}
 )
 
 

@@ -114,12 +114,12 @@ async def run_operation(
 
         def parse_and_submit() -> tuple[str, str]:
             params = parse_document(raw, empty_is={})
-            operation_id = app.submit(
+            # The acceptance knows the status (a replayed key: the operation it names,
+            # which may have moved on since); the journal is not read again.
+            return app.submit_accepted(
                 type, params, actor=actor, tenant=space, idempotency_key=key,
                 traceparent=traceparent,
             )  # fmt: skip
-            # A replayed key may name an operation that has moved on since.
-            return operation_id, app.status(operation_id)["status"]
 
         operation_id, status = await run_in_threadpool(parse_and_submit)
         location = f"/v1/operations/{operation_id}"

@@ -68,8 +68,10 @@ class OperationService(OperationReads):
         traceparent: str | None = None,
         causation_id: str | None = None,
         correlation_id: str | None = None,
-    ) -> str:
-        """Accept ``type`` as Deferred, durably; see ``Application.submit``."""
+    ) -> tuple[str, str]:
+        """Accept ``type`` as Deferred, durably; see ``Application.submit``. Returns the id
+        and the public status the acceptance knows (``pending``, or for a replayed key the
+        status of the operation it names), without reading the journal again."""
         spec = self.runtime.handlers.public(type)
         canonical = canonical_document(params)
         key = check_idempotency_key(idempotency_key)
@@ -96,7 +98,7 @@ class OperationService(OperationReads):
 
     def _accept(
         self, ctx: ExecutionContext, data: dict[str, Any], canonical: bytes, *, replayable: bool
-    ) -> str:
+    ) -> tuple[str, str]:
         """Record Received -> Accepted in one commit. ``replayable``: the id is derived,
         and finding it taken by the same request is success, not an error."""
         operation = Operation(ctx.operation_id)
@@ -110,14 +112,18 @@ class OperationService(OperationReads):
             if not replayable:
                 raise
             existing = journal.load(operation.id)
-            if existing.purged:
-                return operation.id  # the same request; retention has forgotten it since
+            if existing.purged:  # the same request; retention has forgotten it since
+                return operation.id, existing.public_status
             if canonical_document(existing.params) != canonical:
                 raise Conflict(
                     f"operation {operation.id} was already submitted with this key "
                     "and different params"
                 ) from None
-        return operation.id
+            return operation.id, existing.public_status
+        if replayable:  # committed, or reconciled as an identical earlier commit (the
+            # same request at the same instant): only the journal can tell which.
+            return operation.id, journal.load(operation.id).public_status
+        return operation.id, operation.public_status
 
     def redrive(self, operation_id: str, *, actor: Actor | str | dict[str, Any]) -> str:
         """A new operation from a Dead Letter one; see ``Application.redrive``."""
@@ -145,4 +151,4 @@ class OperationService(OperationReads):
             "correlation_id": dead.correlation_id,
             "redrive_of": dead.id,
         }
-        return self._accept(ctx, data, canonical_document(dead.params), replayable=True)
+        return self._accept(ctx, data, canonical_document(dead.params), replayable=True)[0]

@@ -31,13 +31,14 @@ from domain.events import NewEvent
 from domain.lifecycle import EventType
 from domain.operation import Operation
 from domain.supervision import Supervision
+from domain.workflow import Topic
 from journal.codec import encode_state
 from journal.group_commit import commit_group
 from journal.leaves import entry_bytes, leaf_hash
 from journal.locator import resolve_store
 from journal.operations import pending_append
 from journal.store import PAGE_LIMIT_MAX, Append, EventStore
-from journal.work_index import WAKING_TOPICS, WorkRow, moment_micros
+from journal.work_index import WAKING_TOPICS, WORKFLOW_WAKING_TOPICS, WorkRow, moment_micros
 
 AT = "2026-11-30T09:00:00.000000Z"
 T0 = datetime(2026, 11, 30, 9, 0, 0, tzinfo=UTC)
@@ -868,6 +869,22 @@ class EventStoreContract(ABC):
         store.append(op.fail(2, retry_in=5))  # waking, but nobody listens any more
         assert len(seen) == 1
 
+    def test_a_wake_listener_with_topics_is_called_only_for_commits_holding_one(
+        self, store: EventStore
+    ) -> None:
+        """An idle workflow runner listens to workflow topics only: submits never wake it."""
+        assert "operation.accepted" not in WORKFLOW_WAKING_TOPICS
+        everything: list[int] = []
+        workflows: list[int] = []
+        store.add_wake_listener(lambda: everything.append(1))
+        store.add_wake_listener(lambda: workflows.append(1), WORKFLOW_WAKING_TOPICS)
+        store.append(Deferred("op-t").accept(0))
+        assert (len(everything), len(workflows)) == (1, 0)
+        # A workflow event that makes nothing due in the index, but wakes its listeners.
+        accepted = NewEvent(type=Topic.EVENT_ACCEPTED, at=AT, context={}, data={})
+        store.append(Append("wf-t", 0, [accepted]))
+        assert (len(everything), len(workflows)) == (2, 1)
+
     def test_append_listeners_are_called_after_every_commit_and_never_after_a_refusal(
         self, store: EventStore
     ) -> None:
@@ -907,6 +924,29 @@ class EventStoreContract(ABC):
             wakes.get(timeout=10)  # called once connected: announcements may have been missed
             peer.append(Deferred("op-x").accept(0))
             wakes.get(timeout=10)
+        finally:
+            stopped.set()
+            listener.join(timeout=10)
+        assert not listener.is_alive()
+
+    def test_an_announcement_names_the_waking_topics_it_committed(
+        self, store: EventStore, peer: EventStore
+    ) -> None:
+        heard: queue.Queue[frozenset[str] | None] = queue.Queue()
+        stopped = threading.Event()
+        listener = threading.Thread(
+            target=store.listen_for_wake_topics, args=(heard.put, stopped), daemon=True
+        )
+        listener.start()
+        try:
+            if not self.announces_wakes:
+                listener.join(timeout=10)
+                assert not listener.is_alive() and heard.empty()
+                return
+            assert heard.get(timeout=10) is None  # connected: anything may have been missed
+            peer.append(Append("quiet", 0, [ev(1)]))
+            peer.append(Deferred("op-n").accept(0))
+            assert heard.get(timeout=10) == frozenset({"operation.accepted"})
         finally:
             stopped.set()
             listener.join(timeout=10)

@@ -1,0 +1,200 @@
+"""Submits over HTTP beside the floor, same run, same client (figures printed, never asserted).
+
+Named ``http_bench.py``, not ``http.py``: a module called ``http`` in this folder would shadow
+the standard library's ``http`` package whenever the folder is on ``sys.path``.
+
+Per store (SQLite, PostgreSQL) it starts two servers on 127.0.0.1, each on a fresh store:
+
+  ours    ``blackops serve --app bench.operations:WORKER_APP`` (its in-process worker on, as a
+          user runs it), POST /v1/spaces/{space}/operations/bench.noop with
+          ``Prefer: respond-async`` (Deferred, 202) or without (Inline, 200);
+  floor   bench/http_floor.py: the same route in a minimal FastAPI app that inserts one row and
+          commits (one transaction per request), on the same uvicorn settings.
+
+and drives both with one bounded ``httpx.AsyncClient`` (at most C connections, C concurrent
+requesters) at C = 1, 8, 32, interleaved per C so that machine noise hits both alike. Each cell
+runs ``--seconds`` after a short warm-up; every answer must have the expected status (else the
+cell is reported failed). Ratio = ours / floor in req/s.
+
+Usage: .venv/bin/python bench/http_bench.py [--stores sqlite,postgresql] [--clients 1,8,32]
+       [--seconds 4] [--modes deferred,inline]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent))
+
+import httpx
+from benchstores import Stores
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = Path(sys.executable).with_name("blackops")
+TYPE = "bench.noop"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"port {port} never opened")
+
+
+class Server:
+    def __init__(self, url: str, headers: dict[str, str], process: subprocess.Popen[bytes]):
+        self.url, self.headers, self.process = url, headers, process
+
+
+@contextmanager
+def ours(store: str, home: Path) -> Iterator[Server]:
+    port = free_port()
+    env = {**os.environ, "BLACKOPS_HOME": str(home)}
+    command = [str(CLI), "serve", "--app", "bench.operations:WORKER_APP", "--store", store]
+    command += ["--port", str(port), "--json"]
+    out = home / f"serve-{port}.json"
+    with out.open("wb") as stdout:
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=stdout, stderr=subprocess.DEVNULL
+        )
+    try:
+        wait_port(port, process)
+        started = json.loads(out.read_text())
+        url = f"http://127.0.0.1:{port}/v1/spaces/{started['space']}/operations/{TYPE}"
+        yield Server(url, {"Authorization": f"Bearer {started['adminToken']}"}, process)
+    finally:
+        stop(process)
+
+
+@contextmanager
+def floor(store: str) -> Iterator[Server]:
+    port = free_port()
+    env = {**os.environ, "FLOOR_STORE": store}
+    script = str(Path(__file__).with_name("http_floor.py"))
+    process = subprocess.Popen(
+        [sys.executable, script, str(port)], env=env, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_port(port, process)
+        yield Server(f"http://127.0.0.1:{port}/v1/spaces/s/operations/{TYPE}", {}, process)
+    finally:
+        stop(process)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+async def drive(
+    server: Server, clients: int, seconds: float, deferred: bool
+) -> tuple[float, float, str]:
+    """req/s, p50 ms, and a failure ('' if none) for ``clients`` concurrent requesters."""
+    headers = dict(server.headers)
+    expected = 202 if deferred else 200
+    if deferred:
+        headers["Prefer"] = "respond-async"
+    latencies: list[float] = []
+    failures: list[str] = []
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+
+        async def one(n: int) -> float:
+            start = time.perf_counter()
+            answer = await client.post(server.url, headers=headers, content=b'{"n":%d}' % n)
+            if answer.status_code != expected:
+                failures.append(f"{answer.status_code} {answer.text[:200]}")
+            return time.perf_counter() - start
+
+        async def loop(until: float, record: bool) -> None:
+            n = 0
+            while time.perf_counter() < until:
+                took = await one(n)
+                n += 1
+                if record:
+                    latencies.append(took)
+
+        await asyncio.gather(*(loop(time.perf_counter() + 0.5, False) for _ in range(clients)))
+        start = time.perf_counter()
+        await asyncio.gather(*(loop(start + seconds, True) for _ in range(clients)))
+        took = time.perf_counter() - start
+    p50 = statistics.median(latencies) * 1000 if latencies else float("nan")
+    return len(latencies) / took, p50, "; ".join(failures[:3])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--stores", default="sqlite,postgresql")
+    parser.add_argument("--clients", default="1,8,32")
+    parser.add_argument("--modes", default="deferred,inline")
+    parser.add_argument("--seconds", type=float, default=4.0)
+    args = parser.parse_args()
+    clients = [int(c) for c in args.clients.split(",")]
+    modes = args.modes.split(",")
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp:
+        stores = Stores(Path(tmp), "http")
+        for kind in args.stores.split(","):
+            with ExitStack() as stack:
+                mine = stack.enter_context(ours(stack.enter_context(stores.fresh(kind)), Path(tmp)))
+                low = stack.enter_context(floor(stack.enter_context(stores.fresh(kind))))
+                for c in clients:
+                    base, base_p50, why = asyncio.run(drive(low, c, args.seconds, True))
+                    if why:
+                        print(f"floor {kind} c={c} failed: {why}", file=sys.stderr)
+                    for mode in modes:
+                        rate, p50, why = asyncio.run(
+                            drive(mine, c, args.seconds, mode == "deferred")
+                        )
+                        row = {
+                            "store": kind, "mode": mode, "clients": c,
+                            "ours_req_s": round(rate, 1), "ours_p50_ms": round(p50, 2),
+                            "floor_req_s": round(base, 1), "floor_p50_ms": round(base_p50, 2),
+                            "ratio": round(rate / base, 2) if base else None,
+                            "failed": why or None,
+                        }  # fmt: skip
+                        rows.append(row)
+                        print(json.dumps(row), file=sys.stderr, flush=True)
+    print("| store | mode | clients | ours req/s | p50 ms | floor req/s | p50 ms | ratio |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        failed = " (FAILED)" if r["failed"] else ""
+        print(
+            f"| {r['store']} | {r['mode']} | {r['clients']} | {r['ours_req_s']}{failed} | "
+            f"{r['ours_p50_ms']} | {r['floor_req_s']} | {r['floor_p50_ms']} | {r['ratio']} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""Per-request costs against the journal's size (figures printed, never asserted).
+
+For each size (20,000 and 200,000 events; 2,000,000 with --huge) and store, a fresh journal
+is filled with completed Deferred operations (6 events each: cloned from one real run with
+new ids, 100 operations per transaction; 1% of them terminal in 2020, so that a 30-day
+journal retention makes them due), then it times, medians of --reps calls:
+
+  catch-up     the first listing after filling (the projections fold every event): events/s
+  inline run   ``app.run`` of a no-op          submit   ``app.submit`` of a no-op
+  status       ``app.status`` of one operation
+  list p1/p10  first and tenth page (limit 50) of the operation listing, unfiltered and by
+               tenant (the page cursor is followed, not timed)
+  purge dry    ``app.purge(dry_run=True)`` with 30-day retention (1% due) and with none
+               configured (nothing due); one call each
+
+A cost that does not grow with the journal stays flat from row to row. Not measured here
+yet: resource listings, a Workflow DELETE's instance search, export and verify rates
+(bench/journal.py measures export and verify).
+
+Usage: .venv/bin/python bench/scale.py [--sizes 20000,200000] [--huge] [--stores sqlite,postgresql]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent))
+
+from benchstores import Stores
+from operations import TYPE, build
+
+from blackops import Retention
+from blackops.ids import new_id as new_id_of
+from domain.events import NewEvent
+from journal.store import Append
+
+PER_OPERATION = 6
+OLD = "2020-01-01T00:00:00.000000Z"
+
+
+def template(app: Any) -> tuple[str, list[tuple[str, str, NewEvent]]]:
+    """One real Deferred run: its id and its events as (stream, type, event)."""
+    worker = app.worker(concurrency=1).start()
+    try:
+        operation_id = app.submit(TYPE, {"n": 0}, actor="bench", tenant="t0")
+        deadline = time.monotonic() + 60
+        while app.status(operation_id)["status"] != "completed":
+            if time.monotonic() > deadline:
+                raise RuntimeError("the template operation never completed")
+            time.sleep(0.05)
+    finally:
+        worker.stop(5)
+    events = [
+        e for e in app.store.iter_after(0) if e.stream in (operation_id, f"outcome:{operation_id}")
+    ]
+    return operation_id, [
+        (e.stream, e.type, NewEvent(e.type, e.at, e.context, e.data)) for e in events
+    ]
+
+
+def clone(value: Any, old: str, new: str, tenant: str) -> Any:
+    if isinstance(value, str):
+        return tenant if value == "t0" else value.replace(old, new)
+    if isinstance(value, dict):
+        return {k: clone(v, old, new, tenant) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clone(v, old, new, tenant) for v in value]
+    return value
+
+
+def fill(app: Any, events: int) -> None:
+    old_id, shape = template(app)
+    operations = events // PER_OPERATION
+    batch: list[Append] = []
+    for n in range(1, operations):
+        new_id = new_id_of(app.clock)
+        tenant = f"t{n % 10}"
+        aged = n % 100 == 0
+        streams: dict[str, list[NewEvent]] = {}
+        for stream, _type, event in shape:
+            data = clone(event.data, old_id, new_id, tenant)
+            context = clone(event.context, old_id, new_id, tenant)
+            at = OLD if aged else event.at
+            streams.setdefault(stream.replace(old_id, new_id), []).append(
+                NewEvent(event.type, at, context, data)
+            )
+        batch.extend(Append(stream, 0, evs) for stream, evs in streams.items())
+        if len(batch) >= 200:
+            app.store.append(*batch)
+            batch = []
+    if batch:
+        app.store.append(*batch)
+
+
+def timed(call: Callable[[], Any], reps: int) -> float:
+    took = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        call()
+        took.append(time.perf_counter() - start)
+    return statistics.median(took) * 1000
+
+
+def page(app: Any, number: int, **filters: Any) -> Callable[[], Any]:
+    cursor = None
+    for _ in range(number - 1):
+        cursor = app.list_operations(limit=50, cursor=cursor, **filters)["next"]
+    return lambda: app.list_operations(limit=50, cursor=cursor, **filters)
+
+
+def measure(url: str, size: int, reps: int) -> dict[str, float]:
+    app = build(url)
+    out: dict[str, float] = {}
+    start = time.perf_counter()
+    fill(app, size)
+    out["fill_s"] = time.perf_counter() - start
+    total = app.store.last_position()
+    start = time.perf_counter()
+    app.list_operations(limit=1)
+    out["catch_up_events_per_s"] = total / (time.perf_counter() - start)
+    some = app.list_operations(limit=1, tenant="t3")["items"][0]["operationId"]
+    out["inline_ms"] = timed(lambda: app.run(TYPE, {}, actor="b", tenant="t1"), reps)
+    out["submit_ms"] = timed(lambda: app.submit(TYPE, {}, actor="b", tenant="t1"), reps)
+    out["status_ms"] = timed(lambda: app.status(some), reps)
+    out["list_p1_ms"] = timed(page(app, 1), reps)
+    out["list_p10_ms"] = timed(page(app, 10), reps)
+    out["list_tenant_p1_ms"] = timed(page(app, 1, tenant="t3"), reps)
+    out["list_tenant_p10_ms"] = timed(page(app, 10, tenant="t3"), reps)
+    out["events"] = app.store.last_position()
+    app.close()
+    for label, retention in (("purge_dry_none_ms", None), ("purge_dry_1pct_ms", 30 * 86400)):
+        scoped = build(url) if retention is None else build_with(url, retention)
+        start = time.perf_counter()
+        report = scoped.purge(actor="bench", dry_run=True)
+        out[label] = (time.perf_counter() - start) * 1000
+        out[label.replace("_ms", "_items")] = len(report.items)
+        scoped.close()
+    return out
+
+
+def build_with(url: str, seconds: float) -> Any:
+    app = build(url)
+    app.close()
+    from blackops import Application
+
+    scoped = Application(url, retention=Retention(journal_seconds=seconds))
+    scoped.operation(TYPE)(lambda ctx, params: None)
+    return scoped
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="20000,200000")
+    parser.add_argument("--huge", action="store_true", help="also 2,000,000 events")
+    parser.add_argument("--stores", default="sqlite,postgresql")
+    parser.add_argument("--reps", type=int, default=15)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")] + ([2_000_000] if args.huge else [])
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        stores = Stores(Path(tmp), "scale")
+        for kind in args.stores.split(","):
+            for size in sizes:
+                with stores.fresh(kind) as url:
+                    got = measure(url, size, args.reps)
+                print(f"{kind} {size}: {got}", file=sys.stderr, flush=True)
+                rows.append((kind, size, got))
+    keys = [
+        "catch_up_events_per_s", "inline_ms", "submit_ms", "status_ms", "list_p1_ms",
+        "list_p10_ms", "list_tenant_p1_ms", "list_tenant_p10_ms", "purge_dry_none_ms",
+        "purge_dry_1pct_ms", "purge_dry_1pct_items",
+    ]  # fmt: skip
+    print("| store | events | " + " | ".join(keys) + " |")
+    print("|---|---:|" + "---:|" * len(keys))
+    for kind, _size, got in rows:
+        cells = " | ".join(f"{got[k]:.2f}" if got[k] < 100 else f"{got[k]:.0f}" for k in keys)
+        print(f"| {kind} | {got['events']:.0f} | {cells} |")
+
+
+if __name__ == "__main__":
+    main()
