@@ -56,6 +56,12 @@ bench: $(STAMP)
 	$(BIN)/python bench/workflows.py
 	$(BIN)/python bench/versions.py
 	$(BIN)/python bench/read_api.py
+	$(BIN)/python bench/http_bench.py
+	$(BIN)/python bench/steady.py
+	$(BIN)/python bench/scale.py
+	$(BIN)/python bench/audit.py
+	$(BIN)/python bench/witness.py
+	$(BIN)/python bench/replay_check.py
 
 clean:
 	rm -rf $(VENV) .venv-min .mypy_cache .ruff_cache .pytest_cache .hypothesis
