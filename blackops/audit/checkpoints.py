@@ -97,7 +97,8 @@ class CheckpointService:
         self._newest: tuple[int, str] | None = None  # (event position, note), any signer
         self._ours: tuple[Checkpoint, int] | None = None  # last we trust, its event position
         self._cosignatures: dict[str, list[str]] = {}
-        self._trusted: list[VerifierKey] = []
+        self._trusted: list[VerifierKey] = [key.verifier()] if key else []
+        self._rotations: list[dict[str, Any]] = []  # journal.key_rotated data, read so far
         self._checked_after = 0  # journal.checkpoint events verified up to this position
         self._journaled: tuple[Checkpoint, int] | None = None  # largest we trust
         self._pending: list[tuple[Checkpoint, str]] = []  # journaled, not yet checked
@@ -137,17 +138,9 @@ class CheckpointService:
         to it (``journal.key_rotated``: the new key, signed with the old)."""
         if self.key is None:
             return []
-        trusted = [self.key.verifier()]
-        rotations = self.store.read_topics([KEY_ROTATED])
-        changed = True
-        while changed:
-            changed = False
-            for event in rotations:
-                old = _rotation_from(event.data, trusted)
-                if old is not None:
-                    trusted.append(old)
-                    changed = True
-        return trusted
+        return _trusted_through(
+            self.key.verifier(), [e.data for e in self.store.read_topics([KEY_ROTATED])]
+        )
 
     def _read_new_checkpoints(self) -> None:
         for event in self.store.read_topics([CHECKPOINT], after=self._seen_after):
@@ -276,30 +269,24 @@ class CheckpointService:
         """The largest checkpoint this signer trusts as its own, with its event position,
         and every checkpoint to check against the tree now (each journaled one once, this
         process's last, the one saved beside the key)."""
-        trusted = self.trusted_keys()
-        if trusted != self._trusted:  # a rotation arrived: read every checkpoint again
+        # One pass over the checkpoints and rotations journaled since the last signing
+        # (O(events since), never the whole journal); a rotation that widens the keys
+        # trusted means reading every checkpoint again, with them.
+        while True:
+            for event in self.store.read_topics(
+                [CHECKPOINT, KEY_ROTATED], after=self._checked_after
+            ):
+                self._checked_after = event.position
+                if event.type == KEY_ROTATED:
+                    self._rotations.append(event.data)
+                else:
+                    self._take_checkpoint(event.position, event.data)
+            trusted = _trusted_through(key.verifier(), self._rotations)
+            if trusted == self._trusted:
+                break
             self._trusted, self._checked_after, self._journaled = trusted, 0, None
-            self._pending = []
-        for event in self.store.read_topics([CHECKPOINT], after=self._checked_after):
-            self._checked_after = event.position
-            note = event.data.get("note")
-            if not isinstance(note, str):
-                continue  # a tree head recorded before checkpoints were signed
-            try:
-                opened, _ = open_note(note, trusted)
-            except NoteError as error:
-                if error.code == "bad_signature":
-                    self._checked_after = 0  # looked at again next time: still refused
-                    self._pending = []
-                    raise self._refuse(
-                        f"position {event.position}: a journaled checkpoint's signature no "
-                        "longer verifies (rewritten); nothing signed"
-                    ) from None
-                continue  # signed by a key this signer does not know
-            checkpoint = Checkpoint.parse(opened.text)
-            self._pending.append((checkpoint, f"journaled at position {event.position}"))
-            if self._journaled is None or checkpoint.size >= self._journaled[0].size:
-                self._journaled = (checkpoint, event.position)
+            self._pending, self._rotations = [], []
+        trusted = self._trusted
         known = list(self._pending)
         found = self._journaled
         if found is not None:
@@ -314,6 +301,27 @@ class CheckpointService:
             if found is None or saved.size > found[0].size:
                 found = (saved, found[1] if found else 0)
         return found, known
+
+    def _take_checkpoint(self, position: int, data: dict[str, Any]) -> None:
+        note = data.get("note")
+        if not isinstance(note, str):
+            return  # a tree head recorded before checkpoints were signed
+        try:
+            opened, _ = open_note(note, self._trusted)
+        except NoteError as error:
+            if error.code == "bad_signature":
+                # Looked at again next time: still refused.
+                self._checked_after, self._journaled = 0, None
+                self._pending, self._rotations = [], []
+                raise self._refuse(
+                    f"position {position}: a journaled checkpoint's signature no "
+                    "longer verifies (rewritten); nothing signed"
+                ) from None
+            return  # signed by a key this signer does not know
+        checkpoint = Checkpoint.parse(opened.text)
+        self._pending.append((checkpoint, f"journaled at position {position}"))
+        if self._journaled is None or checkpoint.size >= self._journaled[0].size:
+            self._journaled = (checkpoint, position)
 
     def _save_state(self, note: str, range_: Frontier) -> None:
         """``<key>.checkpoint``: the note, then a blank line and the compact range of its
@@ -369,6 +377,20 @@ class CheckpointService:
     def synced_tree(self) -> JournalTree:
         self.tree.sync()
         return self.tree
+
+
+def _trusted_through(key: VerifierKey, rotations: Sequence[dict[str, Any]]) -> list[VerifierKey]:
+    """``key`` and every older key the journaled ``rotations`` hand over from, in turn."""
+    trusted = [key]
+    changed = True
+    while changed:
+        changed = False
+        for data in rotations:
+            old = _rotation_from(data, trusted)
+            if old is not None:
+                trusted.append(old)
+                changed = True
+    return trusted
 
 
 def _rotation_from(data: dict[str, Any], trusted: list[VerifierKey]) -> VerifierKey | None:

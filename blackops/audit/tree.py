@@ -108,7 +108,8 @@ class JournalTree:
         after = self._positions[start - 1] if start else 0
         last = self._positions[end - 1]
         while after < last:
-            events = self._store.read_raw_after(after, _PAGE)
+            # At most one event a leaf in the range: read no more than the range needs.
+            events = self._store.read_raw_after(after, min(_PAGE, end - start))
             if not events:
                 return
             for event in events:

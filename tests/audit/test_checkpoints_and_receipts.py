@@ -353,20 +353,28 @@ def test_the_automatic_signer_signs_after_appends_and_only_then(
     try:
         run_ops(app, 2)
         deadline = time.monotonic() + 60
-        while not app.store.read_topics(["journal.checkpoint"]) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        first = app.store.read_topics(["journal.checkpoint"])
-        assert len(first) == 1
+
+        def settled() -> list[Any]:
+            """The checkpoints, once the newest covers every other event (the signer may
+            have signed between the two operations: then it signs once more)."""
+            while True:
+                found = app.store.read_topics(["journal.checkpoint"])
+                if found and found[-1].position == app.store.last_position():
+                    return found
+                assert time.monotonic() < deadline, "no checkpoint after the appends"
+                time.sleep(0.05)
+
+        first = settled()
         time.sleep(0.5)  # ten more ticks with nothing appended: nothing more signed
-        assert len(app.store.read_topics(["journal.checkpoint"])) == 1
+        assert len(app.store.read_topics(["journal.checkpoint"])) == len(first)
         run_ops(app, 1)
-        while len(app.store.read_topics(["journal.checkpoint"])) < 2:
+        while len(app.store.read_topics(["journal.checkpoint"])) <= len(first):
             assert time.monotonic() < deadline, "no checkpoint after an append"
             time.sleep(0.05)
     finally:
         signer.stop()
-    second = app.store.read_topics(["journal.checkpoint"])[1]
-    assert second.data["tree_size"] > first[0].data["tree_size"]
+    second = app.store.read_topics(["journal.checkpoint"])[len(first)]
+    assert second.data["tree_size"] > first[-1].data["tree_size"]
 
 
 def rewrite_event(app: Application, index: int, key: SigningKey | None = None) -> int:
@@ -455,3 +463,67 @@ def test_a_live_signer_finds_an_older_rewrite_within_one_sweep(
     assert signed > 0  # the window is bounded: found by the sweep, not by a full re-read
     with pytest.raises(JournalRewritten):  # and refused again, and by a fresh signer
         service_for(app, key, tmp_path).sign(force=True)
+
+
+def test_cli_wf_receipt_of_an_instance_verifies_offline(store_url: str, tmp_path: Path) -> None:
+    """``blackops wf receipt UID ID``: the receipt of the instance's terminal event (the
+    document ``GET .../instances/{id}/receipt`` answers), or of ``--position``."""
+    import subprocess
+    import sys
+
+    from blackops.audit.keys import write_signing_key
+    from domain.documents import canonical_json
+    from journal.instances import instance_stream
+
+    key = SigningKey.generate(ORIGIN)
+    key_file = tmp_path / "log.key"
+    write_signing_key(str(key_file), key)
+    env = {"BLACKOPS_HOME": str(tmp_path / "home"), "USER": "ops"}
+
+    def wf(*args: str) -> subprocess.CompletedProcess[str]:
+        return run("wf", *args, "--app", "examples.shop:app", store=store_url, env=env)
+
+    def verified(document: str) -> bool:
+        path = tmp_path / "receipt.json"
+        path.write_text(document)
+        checked = subprocess.run(
+            [sys.executable, "-m", "blackops", "verify-receipt", str(path), "--key",
+             key.verifier().encode(), "--json"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        return checked.returncode == 0 and json.loads(checked.stdout)["ok"] is True
+
+    assert wf("create", "OrderApproval", "--id", "o-1").returncode == 0
+    early = wf("receipt", "OrderApproval", "o-1", "--json", "--signing-key", str(key_file))
+    assert early.returncode == 1 and json.loads(early.stdout)["error"]["code"] == "not_found"
+    assert wf("terminate", "OrderApproval", "o-1").returncode == 0
+    with EventStore(store_url) as store:
+        events = store.read_stream(instance_stream("OrderApproval", "o-1"))
+    assert events[-1].type == "workflow.terminated"
+    answer = wf("receipt", "OrderApproval", "o-1", "--json", "--signing-key", str(key_file))
+    assert answer.returncode == 0, answer.stderr
+    receipt = json.loads(answer.stdout)
+    assert set(receipt) == {"entry", "index", "proof"}
+    assert json.loads(receipt["entry"])["position"] == events[-1].position
+    assert json.loads(receipt["entry"])["type"] == "workflow.terminated"
+    assert verified(answer.stdout)
+    forged = {**receipt, "entry": receipt["entry"].replace("terminated", "completed")}
+    assert not verified(json.dumps(forged))
+    # Any event of the instance with --position; the human form is the same document.
+    created = wf("receipt", "OrderApproval", "o-1", "--position", str(events[0].position),
+                 "--signing-key", str(key_file))  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    assert json.loads(created.stdout)["entry"] == canonical_json(events[0].to_observed()).decode()
+    assert verified(created.stdout)
+    with EventStore(store_url) as store:
+        before = store.last_position()
+        other = next(p for p, _ in store.read_leaves(0, 10_000) if p not in
+                     {e.position for e in events})  # fmt: skip
+    for args, code in (
+        (("o-1", "--position", str(other)), "invalid_request"),
+        (("nope",), "unknown_instance"),
+    ):
+        refused = wf("receipt", "OrderApproval", *args, "--json", "--signing-key", str(key_file))
+        assert refused.returncode == 1 and json.loads(refused.stdout)["error"]["code"] == code
+    with EventStore(store_url) as store:
+        assert store.last_position() == before  # bad input changes nothing
