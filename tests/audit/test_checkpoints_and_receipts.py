@@ -527,3 +527,24 @@ def test_cli_wf_receipt_of_an_instance_verifies_offline(store_url: str, tmp_path
         assert refused.returncode == 1 and json.loads(refused.stdout)["error"]["code"] == code
     with EventStore(store_url) as store:
         assert store.last_position() == before  # bad input changes nothing
+    # The HTTP route answers the same document (a read-only server: the CLI's checkpoint).
+    import importlib
+
+    from conftest import spaces
+    from fastapi.testclient import TestClient
+
+    from blackops.http.app import create_http_app
+
+    served = Application(store_url)
+    try:
+        served.register_workflow(importlib.import_module("examples.shop").OrderApproval)
+        spaces(served, "default")
+        with TestClient(create_http_app(served, "t-123")) as http:
+            got = http.get(
+                "/v1/spaces/default/workflows/OrderApproval/instances/o-1/receipt",
+                headers={"Authorization": "Bearer t-123"},
+            )
+    finally:
+        served.close()
+    assert got.status_code == 200, got.text
+    assert got.json() == receipt
