@@ -3,8 +3,13 @@
 One run, one SQLite journal per size, each figure the median of its samples:
 
   sign note     Ed25519 over a checkpoint body (``sign_note``): the cryptography alone
-  sign          ``CheckpointService.sign(force=True)``: lock, re-read of every leaf (decisions
-                A4), root, note, the journal.checkpoint append
+  1st sign      the first ``CheckpointService.sign`` of a process: the start-up check of
+                every leaf and event (decisions A11)
+  sign          ``CheckpointService.sign(force=True)`` after it: lock, the new leaves, the
+                signed tail and a rotating window of 4,096 older leaves re-read and their
+                events re-hashed, the compact range extended, note, journal.checkpoint append
+  full sign     the same preceded by a re-read of every leaf: what each signing cost before
+                A11 (``JournalTree.sync(recheck=True)``), measured in the same run
   receipt       ``receipt_for`` of a random event (tree warm, a checkpoint covering it)
   consistency   ``JournalTree.consistency(m, n)`` for a random m
   deferred      Deferred no-op operations submitted then drained in process
@@ -12,7 +17,7 @@ One run, one SQLite journal per size, each figure the median of its samples:
                 the default rate) and without, interleaved, same journal size
 
 Receipts and proofs are O(log n) in the tree (256-leaf tile hashes in memory): compare the
-two sizes. Usage: .venv/bin/python bench/audit.py [--events 20000] [--big] [--json]
+two sizes. Usage: .venv/bin/python bench/audit.py [--sizes 2000,20000,200000] [--big] [--json]
 (``--big`` adds 2,000,000 events; it takes minutes and about 1 GB).
 """
 
@@ -64,11 +69,18 @@ def sizes_bench(events: int, key: SigningKey, folder: Path) -> dict[str, Any]:
         receipt = median_ms(200, lambda: receipt_for(service, rng.choice(positions)))
         n = tree.size
         consistency = median_ms(200, lambda: tree.consistency(rng.randrange(1, n), n))
-        sign = median_ms(5, lambda: service.sign(force=True))
+        sign = median_ms(9, lambda: service.sign(force=True))
+
+        def full() -> None:
+            service.tree.sync(recheck=True)
+            service.sign(force=True)
+
+        full_sign = median_ms(5, full)
         return {
             "events": events,
             "firstSignMs": round(first, 1),
             "signMs": round(sign, 1),
+            "fullSignMs": round(full_sign, 1),
             "receiptMs": round(receipt, 3),
             "consistencyMs": round(consistency, 3),
         }
@@ -110,7 +122,9 @@ def deferred_bench(folder: Path, operations: int, reps: int) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument(
+        "--sizes", default="2000,20000,200000", help="journal sizes, comma-separated"
+    )
     parser.add_argument("--big", action="store_true", help="also 2,000,000 events")
     parser.add_argument("--operations", type=int, default=400)
     parser.add_argument("--reps", type=int, default=3)
@@ -123,7 +137,7 @@ def main() -> int:
         "sizes": [],
     }
     with tempfile.TemporaryDirectory() as folder:
-        sizes = [2_000, args.events] + ([2_000_000] if args.big else [])
+        sizes = [int(n) for n in args.sizes.split(",")] + ([2_000_000] if args.big else [])
         for events in sizes:
             result["sizes"].append(sizes_bench(events, key, Path(folder)))
         result["deferred"] = deferred_bench(Path(folder), args.operations, args.reps)
@@ -131,12 +145,14 @@ def main() -> int:
         print(json.dumps(result))
         return 0
     print(f"sign note (Ed25519 only)        {result['signNoteMs']:.4f} ms")
-    heads = ("events", "1st sign ms", "sign ms", "receipt ms", "consist. ms")
-    print(f"{heads[0]:>10} {heads[1]:>12} {heads[2]:>9} {heads[3]:>11} {heads[4]:>12}")
+    heads = ("events", "1st sign ms", "sign ms", "full sign ms", "receipt ms", "consist. ms")
+    print(
+        f"{heads[0]:>10} {heads[1]:>12} {heads[2]:>9} {heads[3]:>13} {heads[4]:>11} {heads[5]:>12}"
+    )
     for row in result["sizes"]:
         print(
             f"{row['events']:>10} {row['firstSignMs']:>12} {row['signMs']:>9} "
-            f"{row['receiptMs']:>11} {row['consistencyMs']:>12}"
+            f"{row['fullSignMs']:>13} {row['receiptMs']:>11} {row['consistencyMs']:>12}"
         )
     d = result["deferred"]
     print(

@@ -4,12 +4,16 @@ One place signs (``CheckpointService.sign``), under the journal's cross-process 
 lock (a PostgreSQL advisory lock, a ``flock`` beside a SQLite file), so processes sharing a
 journal sign one at a time. Before signing it
 
-1. finds its own last signed checkpoint: the newest ``journal.checkpoint`` whose note a
-   key it trusts signed (its own, or an older one a journaled rotation hands over from),
-   this process's last one, and the one saved beside the key file (``<key>.checkpoint``);
-2. re-reads every recorded leaf (``JournalTree.sync(recheck=True)``): a leaf rewritten or
-   deleted under a tree it already folded in is found here;
-3. checks the current tree extends that checkpoint (not smaller, same root at its size).
+1. gathers every checkpoint it knows: each ``journal.checkpoint`` whose note a key it
+   trusts signed (its own, or an older one a journaled rotation hands over from), this
+   process's last one, and the one saved beside the key file (``<key>.checkpoint``, with
+   the compact range of its tree); two of the same size that disagree, or one the tree
+   does not extend, mean a rewrite;
+2. checks leaves against the store and re-hashes their events (decisions A11): all of
+   them at the first signing of a process, then only the new ones, the last one signed
+   over and a rotating window of older ones, so the cost does not grow with the journal;
+3. extends the compact range of the last signed size with the new leaves; its root must
+   be the tree's.
 
 Any failure raises ``JournalRewritten`` (code ``journal_rewritten``) and nothing is signed.
 The note is journaled as ``journal.checkpoint`` with ``{"tree_size", "root", "note",
@@ -24,6 +28,7 @@ cosignature lines for a note, and ``published()`` is the newest note with them a
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import threading
@@ -38,6 +43,7 @@ from domain.context import Actor
 from domain.errors import BlackOpsError, NotFound
 from domain.events import NewEvent
 from journal.store import Append, EventStore
+from replay.merkle import Frontier
 from replay.notes import (
     Checkpoint,
     NoteError,
@@ -54,6 +60,10 @@ KEY_ROTATED = "journal.key_rotated"
 #: How often the automatic signer looks for new events (decisions A3).
 DEFAULT_CADENCE_SECONDS = 5.0
 SYSTEM_ACTOR = Actor("blackops", "system")
+#: Older leaves re-read (and their events re-hashed) at each signing, in rotation (A11).
+RECHECK_PER_SIGNING = 4096
+#: Separates the note from its compact range in ``<key>.checkpoint``.
+RANGE_HEADER = "compact-range"
 
 
 class JournalRewritten(BlackOpsError):
@@ -87,9 +97,15 @@ class CheckpointService:
         self._newest: tuple[int, str] | None = None  # (event position, note), any signer
         self._ours: tuple[Checkpoint, int] | None = None  # last we trust, its event position
         self._cosignatures: dict[str, list[str]] = {}
-        self._trusted: list[VerifierKey] = []
+        self._trusted: list[VerifierKey] = [key.verifier()] if key else []
+        self._rotations: list[dict[str, Any]] = []  # journal.key_rotated data, read so far
         self._checked_after = 0  # journal.checkpoint events verified up to this position
         self._journaled: tuple[Checkpoint, int] | None = None  # largest we trust
+        self._pending: list[tuple[Checkpoint, str]] = []  # journaled, not yet checked
+        self._range: Frontier | None = None  # compact range of the last signed size
+        self._checked_size = 0  # leaves checked against the store and their events
+        self._cursor = 0  # next older leaf the rotating re-check reads
+        self.recheck_per_signing = RECHECK_PER_SIGNING
         self.refusal: JournalRewritten | None = None  # the last refusal, while it stands
 
     # -- reading ----------------------------------------------------------------------------
@@ -122,17 +138,9 @@ class CheckpointService:
         to it (``journal.key_rotated``: the new key, signed with the old)."""
         if self.key is None:
             return []
-        trusted = [self.key.verifier()]
-        rotations = self.store.read_topics([KEY_ROTATED])
-        changed = True
-        while changed:
-            changed = False
-            for event in rotations:
-                old = _rotation_from(event.data, trusted)
-                if old is not None:
-                    trusted.append(old)
-                    changed = True
-        return trusted
+        return _trusted_through(
+            self.key.verifier(), [e.data for e in self.store.read_topics([KEY_ROTATED])]
+        )
 
     def _read_new_checkpoints(self) -> None:
         for event in self.store.read_topics([CHECKPOINT], after=self._seen_after):
@@ -159,35 +167,27 @@ class CheckpointService:
         return note
 
     def _sign_locked(self, key: SigningKey, force: bool) -> str | None:
-        previous = self._previous(key)
+        previous, known = self._previous(key)
         try:
-            self.tree.sync(recheck=True)
+            self._check_leaves()
         except LeafMismatch as mismatch:
             raise self._refuse(
                 f"position {mismatch.position}: {mismatch}; nothing signed"
             ) from None
+        self._check_known(known)
+        range_ = self._extend_range()
+        self._pending = []  # every journaled checkpoint read so far agrees with the tree
         if previous is not None:
-            checkpoint, event_position = previous
-            if self.tree.size < checkpoint.size:
-                raise self._refuse(
-                    f"the journal has {self.tree.size} leaves, fewer than the "
-                    f"{checkpoint.size} of the last signed checkpoint (truncated); nothing signed"
-                )
-            if self.tree.root(checkpoint.size) != checkpoint.root:
-                raise self._refuse(
-                    f"the tree at size {checkpoint.size} no longer has the signed root "
-                    "(history rewritten); nothing signed"
-                )
             newest = self.tree.position_of(self.tree.size - 1) if self.tree.size else 0
-            if not force and newest <= event_position:
+            if not force and newest <= previous[1]:
                 self.refusal = None
                 return None
-        body = Checkpoint(key.name, self.tree.size, self.tree.root()).body()
+        body = Checkpoint(key.name, range_.size, range_.root()).body()
         note = sign_note(body, key)
         at = format_instant(self.clock.now())
         data = {
-            "tree_size": self.tree.size,
-            "root": self.tree.root().hex(),
+            "tree_size": range_.size,
+            "root": range_.root().hex(),
             "note": note,
             "key": key.verifier().encode(),
         }
@@ -195,9 +195,67 @@ class CheckpointService:
         event = NewEvent(CHECKPOINT, at, {"actor": self.actor.to_dict()}, data)
         [[position]] = self.store.append(Append(stream, 0, [event]))
         self._ours = (Checkpoint.parse(body), position)
-        self._save_state(note)
+        self._range = range_
+        self._save_state(note, range_)
         self.refusal = None
         return note
+
+    def _check_leaves(self) -> None:
+        """Fold in the new leaves and check them (decisions A11): every leaf at the first
+        signing of this process, then the new ones, the last one signed over (a truncated
+        tail) and the next ``recheck_per_signing`` older ones in rotation."""
+        self.tree.sync()
+        size = self.tree.size
+        if self._checked_size == 0:
+            self.tree.recheck(0, size)  # start-up: the whole tree, once per process
+        else:
+            checked = self._checked_size
+            self.tree.recheck(checked - 1, size)  # the tail signed over and every new leaf
+            start = self._cursor if self._cursor < checked else 0
+            end = min(checked, start + self.recheck_per_signing)
+            self.tree.recheck(start, end)
+            self._cursor = end if end < checked else 0
+        self._checked_size = size
+
+    def _check_known(self, known: Sequence[tuple[Checkpoint, str]]) -> None:
+        """Every checkpoint this signer knows must be the tree's at its size: two that
+        disagree, or one the tree does not extend, mean a rewritten (or truncated) journal."""
+        by_size: dict[int, tuple[Checkpoint, str]] = {}
+        for checkpoint, source in known:
+            other = by_size.setdefault(checkpoint.size, (checkpoint, source))
+            if other[0].root != checkpoint.root:
+                raise self._refuse(
+                    f"two checkpoints of size {checkpoint.size} disagree ({other[1]} and "
+                    f"{source}): history rewritten and re-signed; nothing signed"
+                )
+        for size, (checkpoint, source) in sorted(by_size.items()):
+            if self.tree.size < size:
+                raise self._refuse(
+                    f"the journal has {self.tree.size} leaves, fewer than the {size} of a "
+                    f"signed checkpoint ({source}; truncated); nothing signed"
+                )
+            if self.tree.root(size) != checkpoint.root:
+                raise self._refuse(
+                    f"the tree at size {size} no longer has the root of the checkpoint "
+                    f"{source} (history rewritten); nothing signed"
+                )
+
+    def _extend_range(self) -> Frontier:
+        """The compact range of the last signed size, extended with the leaves after it;
+        its root must be the tree's (two computations that must agree)."""
+        range_ = self._range
+        if range_ is None or range_.size > self.tree.size:
+            range_ = Frontier()
+        else:
+            range_ = Frontier.restore(range_.size, range_.nodes())
+        for index in range(range_.size, self.tree.size):
+            range_.append(self.tree.leaf(index))
+        if range_.root() != self.tree.root():
+            raise self._refuse(
+                "the compact range of the last signed checkpoint does not extend to the "
+                "tree's root (history rewritten); nothing signed"
+            )
+        return range_
 
     def _refuse(self, message: str) -> JournalRewritten:
         refusal = JournalRewritten(message)
@@ -205,55 +263,101 @@ class CheckpointService:
         log.error("checkpoint signer REFUSES: %s", message)
         return refusal
 
-    def _previous(self, key: SigningKey) -> tuple[Checkpoint, int] | None:
-        """The largest checkpoint this signer trusts as its own, with its event position."""
-        trusted = self.trusted_keys()
-        if trusted != self._trusted:  # a rotation arrived: read every checkpoint again
+    def _previous(
+        self, key: SigningKey
+    ) -> tuple[tuple[Checkpoint, int] | None, list[tuple[Checkpoint, str]]]:
+        """The largest checkpoint this signer trusts as its own, with its event position,
+        and every checkpoint to check against the tree now (each journaled one once, this
+        process's last, the one saved beside the key)."""
+        # One pass over the checkpoints and rotations journaled since the last signing
+        # (O(events since), never the whole journal); a rotation that widens the keys
+        # trusted means reading every checkpoint again, with them.
+        while True:
+            for event in self.store.read_topics(
+                [CHECKPOINT, KEY_ROTATED], after=self._checked_after
+            ):
+                self._checked_after = event.position
+                if event.type == KEY_ROTATED:
+                    self._rotations.append(event.data)
+                else:
+                    self._take_checkpoint(event.position, event.data)
+            trusted = _trusted_through(key.verifier(), self._rotations)
+            if trusted == self._trusted:
+                break
             self._trusted, self._checked_after, self._journaled = trusted, 0, None
-        for event in self.store.read_topics([CHECKPOINT], after=self._checked_after):
-            self._checked_after = event.position
-            note = event.data.get("note")
-            if not isinstance(note, str):
-                continue  # a tree head recorded before checkpoints were signed
-            try:
-                opened, _ = open_note(note, trusted)
-            except NoteError as error:
-                if error.code == "bad_signature":
-                    self._checked_after = 0  # looked at again next time: still refused
-                    raise self._refuse(
-                        f"position {event.position}: a journaled checkpoint's signature no "
-                        "longer verifies (rewritten); nothing signed"
-                    ) from None
-                continue  # signed by a key this signer does not know
-            checkpoint = Checkpoint.parse(opened.text)
-            if self._journaled is None or checkpoint.size >= self._journaled[0].size:
-                self._journaled = (checkpoint, event.position)
+            self._pending, self._rotations = [], []
+        trusted = self._trusted
+        known = list(self._pending)
         found = self._journaled
-        if self._ours is not None and (found is None or self._ours[0].size > found[0].size):
-            found = self._ours
+        if found is not None:
+            known.append((found[0], f"journaled at position {found[1]}"))
+        if self._ours is not None:
+            known.append((self._ours[0], "this process signed last"))
+            if found is None or self._ours[0].size > found[0].size:
+                found = self._ours
         saved = self._load_state(trusted)
-        if saved is not None and (found is None or saved.size > found[0].size):
-            found = (saved, found[1] if found else 0)
-        return found
+        if saved is not None:
+            known.append((saved, f"saved in {self._state_path}"))
+            if found is None or saved.size > found[0].size:
+                found = (saved, found[1] if found else 0)
+        return found, known
 
-    def _save_state(self, note: str) -> None:
+    def _take_checkpoint(self, position: int, data: dict[str, Any]) -> None:
+        note = data.get("note")
+        if not isinstance(note, str):
+            return  # a tree head recorded before checkpoints were signed
+        try:
+            opened, _ = open_note(note, self._trusted)
+        except NoteError as error:
+            if error.code == "bad_signature":
+                # Looked at again next time: still refused.
+                self._checked_after, self._journaled = 0, None
+                self._pending, self._rotations = [], []
+                raise self._refuse(
+                    f"position {position}: a journaled checkpoint's signature no "
+                    "longer verifies (rewritten); nothing signed"
+                ) from None
+            return  # signed by a key this signer does not know
+        checkpoint = Checkpoint.parse(opened.text)
+        self._pending.append((checkpoint, f"journaled at position {position}"))
+        if self._journaled is None or checkpoint.size >= self._journaled[0].size:
+            self._journaled = (checkpoint, position)
+
+    def _save_state(self, note: str, range_: Frontier) -> None:
+        """``<key>.checkpoint``: the note, then a blank line and the compact range of its
+        tree (one base64 perfect-subtree root a line, largest first)."""
         if self._state_path is None:
             return
+        nodes = "".join(base64.b64encode(node).decode() + "\n" for node in range_.nodes())
         partial = self._state_path.with_name(self._state_path.name + ".partial")
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(note)
+            handle.write(f"{note}\n{RANGE_HEADER}\n{nodes}")
         os.replace(partial, self._state_path)
 
     def _load_state(self, trusted: Sequence[VerifierKey]) -> Checkpoint | None:
         if self._state_path is None or not self._state_path.exists():
             return None
         try:
-            opened, _ = open_note(self._state_path.read_text(encoding="utf-8"), trusted)
-            return Checkpoint.parse(opened.text)
-        except (NoteError, OSError):
+            text = self._state_path.read_text(encoding="utf-8")
+            note, _, nodes = text.partition(f"\n{RANGE_HEADER}\n")
+            opened, _ = open_note(note, trusted)
+            checkpoint = Checkpoint.parse(opened.text)
+        except (NoteError, OSError, ValueError):
             log.warning("ignoring %s: not a checkpoint this key signed", self._state_path)
             return None
+        if self._range is None and nodes:
+            try:
+                range_ = Frontier.restore(
+                    checkpoint.size, [base64.b64decode(n, validate=True) for n in nodes.split()]
+                )
+            except ValueError:
+                range_ = None
+            if range_ is not None and range_.root() == checkpoint.root:
+                self._range = range_  # continued from at the first signing of this process
+            else:
+                log.warning("ignoring the compact range in %s: not its note's", self._state_path)
+        return checkpoint
 
     # -- proofs -----------------------------------------------------------------------------
 
@@ -273,6 +377,20 @@ class CheckpointService:
     def synced_tree(self) -> JournalTree:
         self.tree.sync()
         return self.tree
+
+
+def _trusted_through(key: VerifierKey, rotations: Sequence[dict[str, Any]]) -> list[VerifierKey]:
+    """``key`` and every older key the journaled ``rotations`` hand over from, in turn."""
+    trusted = [key]
+    changed = True
+    while changed:
+        changed = False
+        for data in rotations:
+            old = _rotation_from(data, trusted)
+            if old is not None:
+                trusted.append(old)
+                changed = True
+    return trusted
 
 
 def _rotation_from(data: dict[str, Any], trusted: list[VerifierKey]) -> VerifierKey | None:

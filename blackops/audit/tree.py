@@ -18,6 +18,7 @@ import threading
 from array import array
 from bisect import bisect_left, bisect_right
 
+from journal.leaves import event_leaf
 from journal.store import EventStore
 from replay.merkle import EMPTY_ROOT, consistency_in, node_hash, path_in, root_of
 
@@ -65,18 +66,20 @@ class JournalTree:
                 after = leaves[-1][0]
             return self.size
 
-    def _recheck(self) -> None:
-        index, after = 0, 0
-        while index < self.size:
-            leaves = self._store.read_leaves(after, min(_PAGE, self.size - index))
+    def _recheck(self, start: int = 0, end: int | None = None) -> None:
+        end = self.size if end is None else end
+        index = start
+        after = self._positions[start - 1] if start else 0
+        while index < end:
+            leaves = self._store.read_leaves(after, min(_PAGE, end - index))
             if not leaves:
                 raise LeafMismatch(
                     self._positions[index], "leaves this tree holds are gone from the journal"
                 )
-            end = index + len(leaves)
-            same_positions = array("q", (p for p, _ in leaves)) == self._positions[index:end]
+            stop = index + len(leaves)
+            same_positions = array("q", (p for p, _ in leaves)) == self._positions[index:stop]
             same_leaves = (
-                b"".join(leaf for _, leaf in leaves) == self._leaves[32 * index : 32 * end]
+                b"".join(leaf for _, leaf in leaves) == self._leaves[32 * index : 32 * stop]
             )
             if not (same_positions and same_leaves):  # find the first difference
                 for offset, (position, leaf) in enumerate(leaves):
@@ -86,8 +89,50 @@ class JournalTree:
                         raise LeafMismatch(
                             first, "a recorded leaf differs from the one signed over"
                         )
-            index = end
+            index = stop
             after = leaves[-1][0]
+
+    def recheck(self, start: int, end: int) -> None:
+        """Re-read the leaves of indexes ``[start, end)`` from the store, and re-hash the
+        events still there (a purged event keeps its leaf: nothing to re-hash); raises
+        ``LeafMismatch`` at the first that differs from what this tree folded in."""
+        with self._lock:
+            if not 0 <= start <= end <= self.size:
+                raise ValueError("leaf range outside the tree")
+            if start == end:
+                return
+            self._recheck(start, end)
+            self._rehash(start, end)
+
+    def _rehash(self, start: int, end: int) -> None:
+        after = self._positions[start - 1] if start else 0
+        last = self._positions[end - 1]
+        while after < last:
+            # At most one event a leaf in the range: read no more than the range needs.
+            events = self._store.read_raw_after(after, min(_PAGE, end - start))
+            if not events:
+                return
+            for event in events:
+                if event.id > last:
+                    return
+                index = self.index_of(event.id)
+                if index is None:
+                    continue  # an event without a leaf: ``blackops verify`` reports it
+                try:
+                    leaf = event_leaf(
+                        event.id,
+                        str(event.originator_id),
+                        event.originator_version,
+                        event.topic,
+                        event.state,
+                    )
+                except ValueError:
+                    leaf = b""
+                if leaf != self._leaf(index):
+                    raise LeafMismatch(
+                        event.id, "an event no longer hashes to the leaf signed over"
+                    )
+            after = events[-1].id
 
     def _append(self, position: int, leaf: bytes) -> None:
         self._positions.append(position)

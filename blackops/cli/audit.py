@@ -177,11 +177,11 @@ def cmd_op_receipt(args: argparse.Namespace) -> int:
             raise InvalidRequest(f"position {position} is not an event of {args.operation_id}")
     with EventStore(args.store) as store:
         receipt = receipt_for(checkpoint_service(store, args), position)
-    emit(receipt, args.json, lambda: _receipt_text(receipt))
+    emit(receipt, args.json, lambda: receipt_text(receipt))
     return EXIT_OK
 
 
-def _receipt_text(receipt: dict[str, Any]) -> str:
+def receipt_text(receipt: dict[str, Any]) -> str:
     from blackops.jsonbody import render_json
 
     return render_json(receipt).decode()

@@ -7,6 +7,7 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from blackops.cli import audit
 from blackops.cli.common import (
     EXIT_OK,
     Commands,
@@ -70,6 +71,12 @@ def register(commands: Commands) -> None:
         "history", "an instance's history as Observed JSONL (a replay fixture)", cmd_wf_history
     )
     history.add_argument("--output", help="file to write (default: stdout)")
+
+    receipt = instance_command(
+        "receipt", "the receipt of an instance's terminal event (docs/audit.md)", cmd_wf_receipt
+    )
+    receipt.add_argument("--position", type=int, help="another event of the instance instead")
+    audit.signing_key_option(receipt)
 
     send = instance_command("send", "accept an event for an instance", cmd_wf_send)
     send.add_argument("--type", required=True, help="event type, 1-256 characters")
@@ -220,4 +227,26 @@ def cmd_wf_history(args: argparse.Namespace) -> int:
         raise InvalidRequest(f"cannot write {args.output}: {unwritable.strerror}") from None
     body = {"id": args.instance_id, "events": len(events), "output": args.output}
     emit(body, args.json, lambda: f"{len(events)} events written to {args.output}")
+    return EXIT_OK
+
+
+def cmd_wf_receipt(args: argparse.Namespace) -> int:
+    """The receipt of the instance's terminal event (or of ``--position``, one of its
+    events): the document ``GET .../instances/{id}/receipt`` answers."""
+    from blackops.audit.receipts import INSTANCE_TERMINAL, receipt_for, terminal_position
+    from domain.errors import InvalidRequest
+
+    application, resource = _workflow(args)
+    application.instances.status(resource, args.instance_id)  # unknown: unknown_instance
+    stream = application.instances.load(resource, args.instance_id).stream
+    observed: list[dict[str, Any]] = [
+        {"type": e.type, "position": e.position} for e in application.store.read_stream(stream)
+    ]
+    position = args.position
+    if position is None:
+        position = terminal_position(observed, INSTANCE_TERMINAL)
+    elif position not in {int(e["position"]) for e in observed}:
+        raise InvalidRequest(f"position {position} is not an event of {args.instance_id}")
+    receipt = receipt_for(audit.checkpoint_service(application.store, args), position)
+    emit(receipt, args.json, lambda: audit.receipt_text(receipt))
     return EXIT_OK

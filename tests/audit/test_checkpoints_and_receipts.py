@@ -9,6 +9,7 @@ operation is purged, and still verify against their own checkpoint after an atta
 
 from __future__ import annotations
 
+import base64
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -27,11 +28,19 @@ from blackops.audit.receipts import OPERATION_TERMINAL, receipt_for, terminal_po
 from blackops.audit.tree import JournalTree
 from blackops.testing import FakeClock
 from domain.context import Actor
+from domain.documents import canonical_envelope
 from domain.retention import Retention
+from journal.codec import decode_state
 from journal.leaves import entry_bytes, leaf_hash
 from journal.store import EventStore
-from replay.merkle import consistency_proof, inclusion_proof, root_of, verify_consistency
-from replay.notes import Checkpoint, SigningKey, open_note
+from replay.merkle import (
+    Frontier,
+    consistency_proof,
+    inclusion_proof,
+    root_of,
+    verify_consistency,
+)
+from replay.notes import Checkpoint, SigningKey, open_note, parse_note, sign_note
 from replay.receipts import ReceiptError, TlogProof, open_checkpoint, verify_receipt
 from replay.verify import verify_store
 
@@ -120,7 +129,11 @@ def test_a_signed_checkpoint_is_a_c2sp_note_journaled_and_verified(
     run_ops(app, 1)
     second = service.sign()
     assert second is not None and second != note
-    assert (tmp_path / "key.checkpoint").read_text() == second
+    saved = (tmp_path / "key.checkpoint").read_text()
+    assert saved.startswith(second + "\ncompact-range\n")
+    nodes = [base64.b64decode(line) for line in saved.split("\ncompact-range\n")[1].split()]
+    size = Checkpoint.parse(parse_note(second).text).size
+    assert Frontier.restore(size, nodes).root() == Checkpoint.parse(parse_note(second).text).root
 
 
 def test_tree_proofs_equal_the_reference_over_all_leaves(app: Application, key: SigningKey) -> None:
@@ -340,17 +353,198 @@ def test_the_automatic_signer_signs_after_appends_and_only_then(
     try:
         run_ops(app, 2)
         deadline = time.monotonic() + 60
-        while not app.store.read_topics(["journal.checkpoint"]) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        first = app.store.read_topics(["journal.checkpoint"])
-        assert len(first) == 1
+
+        def settled() -> list[Any]:
+            """The checkpoints, once the newest covers every other event (the signer may
+            have signed between the two operations: then it signs once more)."""
+            while True:
+                found = app.store.read_topics(["journal.checkpoint"])
+                if found and found[-1].position == app.store.last_position():
+                    return found
+                assert time.monotonic() < deadline, "no checkpoint after the appends"
+                time.sleep(0.05)
+
+        first = settled()
         time.sleep(0.5)  # ten more ticks with nothing appended: nothing more signed
-        assert len(app.store.read_topics(["journal.checkpoint"])) == 1
+        assert len(app.store.read_topics(["journal.checkpoint"])) == len(first)
         run_ops(app, 1)
-        while len(app.store.read_topics(["journal.checkpoint"])) < 2:
+        while len(app.store.read_topics(["journal.checkpoint"])) <= len(first):
             assert time.monotonic() < deadline, "no checkpoint after an append"
             time.sleep(0.05)
     finally:
         signer.stop()
-    second = app.store.read_topics(["journal.checkpoint"])[1]
-    assert second.data["tree_size"] > first[0].data["tree_size"]
+    second = app.store.read_topics(["journal.checkpoint"])[len(first)]
+    assert second.data["tree_size"] > first[-1].data["tree_size"]
+
+
+def rewrite_event(app: Application, index: int, key: SigningKey | None = None) -> int:
+    """Rewrite the event at ``index`` with its leaf, as someone holding the database could;
+    with ``key`` (the signer's, stolen) also re-sign every journaled checkpoint over it."""
+    victim = app.store.read_raw_after(0, 10_000)[index]
+    forged = victim.state.replace(b'"attempt":1}}', b'"attempt":7}}')
+    if forged == victim.state:
+        forged = victim.state[:-1] + b',"zz":1}'
+    leaf = leaf_hash(
+        entry_bytes(victim.id, str(victim.originator_id), victim.originator_version,
+                    victim.topic, forged)
+    )  # fmt: skip
+    with raw(app.store) as (conn, events, leaves):
+        conn.execute(
+            q(conn, f"UPDATE {events} SET state = ? WHERE originator_id = ? AND "
+                    "originator_version = ?"),
+            (forged, victim.originator_id, victim.originator_version),
+        )  # fmt: skip
+        conn.execute(q(conn, f"UPDATE {leaves} SET leaf = ? WHERE position = ?"), (leaf, victim.id))
+    if key is not None:
+        tree = all_leaves(app.store)
+        for stored in app.store.read_raw_after(0, 10_000):
+            if stored.topic != "journal.checkpoint":
+                continue
+            at, context, data = decode_state(stored.state)
+            size = int(data["tree_size"])
+            note = sign_note(Checkpoint(key.name, size, root_of(tree[:size])).body(), key)
+            data = {**data, "root": root_of(tree[:size]).hex(), "note": note}
+            state = canonical_envelope({"at": at, "context": context, "data": data})
+            state_leaf = leaf_hash(
+                entry_bytes(stored.id, str(stored.originator_id), stored.originator_version,
+                            stored.topic, state)
+            )  # fmt: skip
+            with raw(app.store) as (conn, events, leaves):
+                conn.execute(
+                    q(conn, f"UPDATE {events} SET state = ? WHERE originator_id = ? AND "
+                            "originator_version = ?"),
+                    (state, stored.originator_id, stored.originator_version),
+                )  # fmt: skip
+                conn.execute(
+                    q(conn, f"UPDATE {leaves} SET leaf = ? WHERE position = ?"),
+                    (state_leaf, stored.id),
+                )
+            tree = all_leaves(app.store)
+    return victim.id
+
+
+def test_a_re_signed_history_of_equal_size_is_refused_by_a_fresh_signer(
+    app: Application, key: SigningKey, tmp_path: Path
+) -> None:
+    run_ops(app, 4)
+    service = service_for(app, key, tmp_path)
+    assert service.sign() is not None
+    # The attacker holds the database and the key: the journaled checkpoint is re-signed
+    # over the rewritten leaves, so it agrees with the store; only the one saved beside
+    # the key (same size) remembers the real root.
+    rewrite_event(app, 2, key)
+    assert verify_store(app.store).ok  # the rewrite is thorough
+    fresh = service_for(app, key, tmp_path)
+    with pytest.raises(JournalRewritten, match="disagree") as refused:
+        fresh.sign(force=True)
+    assert refused.value.code == "journal_rewritten"
+    assert len(app.store.read_topics(["journal.checkpoint"])) == 1  # nothing signed
+
+
+def test_a_live_signer_finds_an_older_rewrite_within_one_sweep(
+    app: Application, key: SigningKey, tmp_path: Path
+) -> None:
+    run_ops(app, 40)
+    service = service_for(app, key, tmp_path)
+    service.recheck_per_signing = 16
+    assert service.sign() is not None  # the start-up check reads every leaf
+    size = service.tree.size
+    rewrite_event(app, size - 20)  # far from the first windows, before the signed size
+    signed, rounds, refusal = 0, size // 16 + 2, None  # one sweep, and the wrapping round
+    for _ in range(rounds):
+        try:
+            service.sign(force=True)
+        except JournalRewritten as error:
+            refusal = error
+            break
+        signed += 1
+    assert refusal is not None, f"no refusal within {rounds} signings"
+    assert "differs" in str(refusal) or "hashes" in str(refusal)
+    assert signed > 0  # the window is bounded: found by the sweep, not by a full re-read
+    with pytest.raises(JournalRewritten):  # and refused again, and by a fresh signer
+        service_for(app, key, tmp_path).sign(force=True)
+
+
+def test_cli_wf_receipt_of_an_instance_verifies_offline(store_url: str, tmp_path: Path) -> None:
+    """``blackops wf receipt UID ID``: the receipt of the instance's terminal event (the
+    document ``GET .../instances/{id}/receipt`` answers), or of ``--position``."""
+    import subprocess
+    import sys
+
+    from blackops.audit.keys import write_signing_key
+    from domain.documents import canonical_json
+    from journal.instances import instance_stream
+
+    key = SigningKey.generate(ORIGIN)
+    key_file = tmp_path / "log.key"
+    write_signing_key(str(key_file), key)
+    env = {"BLACKOPS_HOME": str(tmp_path / "home"), "USER": "ops"}
+
+    def wf(*args: str) -> subprocess.CompletedProcess[str]:
+        return run("wf", *args, "--app", "examples.shop:app", store=store_url, env=env)
+
+    def verified(document: str) -> bool:
+        path = tmp_path / "receipt.json"
+        path.write_text(document)
+        checked = subprocess.run(
+            [sys.executable, "-m", "blackops", "verify-receipt", str(path), "--key",
+             key.verifier().encode(), "--json"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        return checked.returncode == 0 and json.loads(checked.stdout)["ok"] is True
+
+    assert wf("create", "OrderApproval", "--id", "o-1").returncode == 0
+    early = wf("receipt", "OrderApproval", "o-1", "--json", "--signing-key", str(key_file))
+    assert early.returncode == 1 and json.loads(early.stdout)["error"]["code"] == "not_found"
+    assert wf("terminate", "OrderApproval", "o-1").returncode == 0
+    with EventStore(store_url) as store:
+        events = store.read_stream(instance_stream("OrderApproval", "o-1"))
+    assert events[-1].type == "workflow.terminated"
+    answer = wf("receipt", "OrderApproval", "o-1", "--json", "--signing-key", str(key_file))
+    assert answer.returncode == 0, answer.stderr
+    receipt = json.loads(answer.stdout)
+    assert set(receipt) == {"entry", "index", "proof"}
+    assert json.loads(receipt["entry"])["position"] == events[-1].position
+    assert json.loads(receipt["entry"])["type"] == "workflow.terminated"
+    assert verified(answer.stdout)
+    forged = {**receipt, "entry": receipt["entry"].replace("terminated", "completed")}
+    assert not verified(json.dumps(forged))
+    # Any event of the instance with --position; the human form is the same document.
+    created = wf("receipt", "OrderApproval", "o-1", "--position", str(events[0].position),
+                 "--signing-key", str(key_file))  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    assert json.loads(created.stdout)["entry"] == canonical_json(events[0].to_observed()).decode()
+    assert verified(created.stdout)
+    with EventStore(store_url) as store:
+        before = store.last_position()
+        other = next(p for p, _ in store.read_leaves(0, 10_000) if p not in
+                     {e.position for e in events})  # fmt: skip
+    for args, code in (
+        (("o-1", "--position", str(other)), "invalid_request"),
+        (("nope",), "unknown_instance"),
+    ):
+        refused = wf("receipt", "OrderApproval", *args, "--json", "--signing-key", str(key_file))
+        assert refused.returncode == 1 and json.loads(refused.stdout)["error"]["code"] == code
+    with EventStore(store_url) as store:
+        assert store.last_position() == before  # bad input changes nothing
+    # The HTTP route answers the same document (a read-only server: the CLI's checkpoint).
+    import importlib
+
+    from conftest import spaces
+    from fastapi.testclient import TestClient
+
+    from blackops.http.app import create_http_app
+
+    served = Application(store_url)
+    try:
+        served.register_workflow(importlib.import_module("examples.shop").OrderApproval)
+        spaces(served, "default")
+        with TestClient(create_http_app(served, "t-123")) as http:
+            got = http.get(
+                "/v1/spaces/default/workflows/OrderApproval/instances/o-1/receipt",
+                headers={"Authorization": "Bearer t-123"},
+            )
+    finally:
+        served.close()
+    assert got.status_code == 200, got.text
+    assert got.json() == receipt

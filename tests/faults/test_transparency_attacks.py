@@ -355,12 +355,6 @@ def after_the_attack(w: World, kind: str, refused_with: int) -> None:
             say("monitor", f"exit 1: {finding['kind']}: {finding['message']}")
         refused = cli("journal", "checkpoint", "--store", w.store, "--signing-key",
                       str(w.key_path), "--json", env={"BLACKOPS_HOME": str(w.home)})  # fmt: skip
-        if refused.returncode == 0 and kind == "inconsistent":
-            # Known gap of the signer (blackops/audit/checkpoints.py ``_previous``): the
-            # checkpoint saved beside its key has the same size as the re-signed journaled
-            # one, and a tie goes to the journal's, so it signs over the rewrite. Every
-            # outside party above caught it; this line is for the signer to fix.
-            pytest.xfail("the signer trusts a re-signed journaled checkpoint of equal size")
         assert refused.returncode == 1, refused.stdout
         error = json.loads(refused.stdout)["error"]
         assert error["code"] == "journal_rewritten"
