@@ -97,7 +97,10 @@ def test_follow_delivers_live_lines_stops_cleanly_and_resumes(
     finally:
         code, report, stderr = stop(process)
     assert code == 0, stderr
-    everything = journal_positions(server)
+    # The server's automatic signer may journal a checkpoint after the follower stopped:
+    # what was delivered is a prefix of the journal, in order, and the report says so.
+    everything = delivered(out)
+    assert everything == journal_positions(server)[: len(everything)]
     assert report["delivered"] == len(everything) and report["lastPosition"] == everything[-1]
     assert report["anomalies"] == []
     assert state.read_text().strip() == str(everything[-1])  # saved at the clean stop
@@ -110,8 +113,9 @@ def test_follow_delivers_live_lines_stops_cleanly_and_resumes(
     finally:
         code, report, stderr = stop(again)
     assert code == 0, stderr
-    assert report["delivered"] == len(journal_positions(server)) - len(everything)
-    assert delivered(out) == journal_positions(server)  # no duplicates, in order
+    after = delivered(out)
+    assert report["delivered"] == len(after) - len(everything)
+    assert after == journal_positions(server)[: len(after)]  # no duplicates, in order
 
 
 def test_follow_a_spaces_stream_by_its_url(server: Served, tmp_path: Path) -> None:
