@@ -191,6 +191,20 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
         with self._database_lock:
             return [WorkRow(**vars_of(r)) for _, r in sorted(self._work.items())]
 
+    def work_rows_of(self, row_type: str, due_by: int | None = None) -> list[WorkRow]:
+        return [
+            r
+            for r in self.work_rows()
+            if r.operation_type == row_type and (due_by is None or r.due_at <= due_by)
+        ]
+
+    def due_work_rows(self, prefix: str, due_by: int) -> list[WorkRow]:
+        return [
+            r
+            for r in self.work_rows()
+            if r.operation_type.startswith(prefix) and r.due_at <= due_by
+        ]
+
     def work_position(self) -> int:
         return self._work_position
 

@@ -232,6 +232,14 @@ class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
         with self.datastore.transaction(commit=False) as curs:
             return self.work.rows(curs)
 
+    def work_rows_of(self, row_type: str, due_by: int | None = None) -> list[work_index.WorkRow]:
+        with self.datastore.transaction(commit=False) as curs:
+            return self.work.rows_of(curs, row_type, due_by)
+
+    def due_work_rows(self, prefix: str, due_by: int) -> list[work_index.WorkRow]:
+        with self.datastore.transaction(commit=False) as curs:
+            return self.work.due_rows(curs, prefix, due_by)
+
     def work_position(self) -> int:
         with self.datastore.transaction(commit=False) as curs:
             return self.work.position(curs)

@@ -136,6 +136,14 @@ class BlackOpsSQLiteRecorder(RetentionRecorder, SQLiteApplicationRecorder):
         with self.datastore.transaction(commit=False) as c:
             return self.work.rows(c)
 
+    def work_rows_of(self, row_type: str, due_by: int | None = None) -> list[work_index.WorkRow]:
+        with self.datastore.transaction(commit=False) as c:
+            return self.work.rows_of(c, row_type, due_by)
+
+    def due_work_rows(self, prefix: str, due_by: int) -> list[work_index.WorkRow]:
+        with self.datastore.transaction(commit=False) as c:
+            return self.work.due_rows(c, prefix, due_by)
+
     def work_position(self) -> int:
         with self.datastore.transaction(commit=False) as c:
             return self.work.position(c)

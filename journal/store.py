@@ -366,6 +366,17 @@ class EventStore:
         with _backend_errors():
             return self._recorder.work_rows()
 
+    def work_rows_of(self, row_type: str, due_by: int | None = None) -> list[WorkRow]:
+        """The due-work rows of one type (``workflow:<uid>``: a Workflow's instances),
+        only those due by ``due_by`` (microseconds) if given: an index range scan."""
+        with _backend_errors():
+            return self._recorder.work_rows_of(row_type, due_by)
+
+    def due_work_rows(self, prefix: str, due_by: int) -> list[WorkRow]:
+        """The due-work rows due by ``due_by`` whose type starts with ``prefix``."""
+        with _backend_errors():
+            return self._recorder.due_work_rows(prefix, due_by)
+
     def work_position(self) -> int:
         """The journal position the due-work index has folded up to."""
         with _backend_errors():

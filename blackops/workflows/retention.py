@@ -96,7 +96,10 @@ class InstanceRetention:
             self.finish_purges()
         deleted = self._deleted_resources()
         report: list[dict[str, str]] = []
-        for row in self.store.work_rows():
+        rows = {r.operation_id: r for r in self.store.due_work_rows("workflow:", now)}
+        for uid in deleted:  # every instance of a deleted Workflow, due or not
+            rows.update((r.operation_id, r) for r in self.store.work_rows_of(f"workflow:{uid}"))
+        for _, row in sorted(rows.items()):
             if row.operation_type.removeprefix("workflow:") in deleted:
                 found = self._purge_orphan(actor, row.operation_id, now, dry_run=dry_run)
                 if found is not None:
