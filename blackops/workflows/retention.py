@@ -19,10 +19,10 @@ from domain.clock import Clock
 from domain.context import Actor
 from domain.errors import BackendUnavailable
 from domain.events import NewEvent
-from domain.resources import Topic as ResourceTopic
 from domain.workflow import InstanceState, Topic, micros_instant, to_micros
 from domain.workflow_rules import RETENTION_MICROS
 from journal.instances import load_instance, refresh
+from journal.resources import catalog
 from journal.store import Append, EventStore
 
 if TYPE_CHECKING:
@@ -138,8 +138,9 @@ class InstanceRetention:
                 self.store.delete_stream_events(stream, version - 1)
 
     def _deleted_resources(self) -> set[str]:
-        removed = self.store.read_topics([ResourceTopic.CATALOG_REMOVED])
-        return {str(e.data["uid"]) for e in removed}
+        # The catalog's own stream (not a journal-wide topic read): its size is the
+        # number of Workflow resources ever added or removed.
+        return {uid for change, uid in catalog(self.store)[1] if change == "removed"}
 
     def _purge(self, state: InstanceState, actor: dict[str, Any], reason: str) -> bool:
         positions = stream_positions(self.store, state.stream)
