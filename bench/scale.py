@@ -116,12 +116,16 @@ def page(app: Any, number: int, **filters: Any) -> Callable[[], Any]:
     return lambda: app.list_operations(limit=50, cursor=cursor, **filters)
 
 
-def measure(url: str, size: int, reps: int) -> dict[str, float]:
+def measure(url: str, size: int, reps: int, *, purge_only: bool = False) -> dict[str, float]:
     app = build(url)
     out: dict[str, float] = {}
     start = time.perf_counter()
     fill(app, size)
     out["fill_s"] = time.perf_counter() - start
+    if purge_only:
+        out["events"] = app.store.last_position()
+        app.close()
+        return {**out, **purge_figures(url)}
     total = app.store.last_position()
     start = time.perf_counter()
     app.list_operations(limit=1)
@@ -136,6 +140,11 @@ def measure(url: str, size: int, reps: int) -> dict[str, float]:
     out["list_tenant_p10_ms"] = timed(page(app, 10, tenant="t3"), reps)
     out["events"] = app.store.last_position()
     app.close()
+    return {**out, **purge_figures(url)}
+
+
+def purge_figures(url: str) -> dict[str, float]:
+    out: dict[str, float] = {}
     for label, retention in (("purge_dry_none_ms", None), ("purge_dry_1pct_ms", 30 * 86400)):
         scoped = build(url) if retention is None else build_with(url, retention)
         start = time.perf_counter()
@@ -164,6 +173,9 @@ def main() -> None:
     parser.add_argument("--huge", action="store_true", help="also 2,000,000 events")
     parser.add_argument("--stores", default="sqlite,postgresql")
     parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument(
+        "--purge-only", action="store_true", help="fill, then time only purge --dry-run"
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")] + ([2_000_000] if args.huge else [])
     rows = []
@@ -172,10 +184,12 @@ def main() -> None:
         for kind in args.stores.split(","):
             for size in sizes:
                 with stores.fresh(kind) as url:
-                    got = measure(url, size, args.reps)
+                    got = measure(url, size, args.reps, purge_only=args.purge_only)
                 print(f"{kind} {size}: {got}", file=sys.stderr, flush=True)
                 rows.append((kind, size, got))
     keys = [
+        "purge_dry_none_ms", "purge_dry_1pct_ms", "purge_dry_1pct_items",
+    ] if args.purge_only else [
         "catch_up_events_per_s", "inline_ms", "submit_ms", "status_ms", "list_p1_ms",
         "list_p10_ms", "list_tenant_p1_ms", "list_tenant_p10_ms", "purge_dry_none_ms",
         "purge_dry_1pct_ms", "purge_dry_1pct_items",

@@ -4,14 +4,16 @@ a gap check and the due-work index as a dict."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from eventsourcing.persistence import IntegrityError, Notification, StoredEvent
 from eventsourcing.popo import POPOApplicationRecorder
 
-from journal import work_index
+from journal import retention_index, work_index
 from journal.backend_common import new_streams, predecessors
 from journal.leaves import event_leaf
+from journal.retention_index import RetentionRow
 from journal.work_index import RowChange, WorkRow
 
 
@@ -23,6 +25,7 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
         self._work: dict[str, WorkRow] = {}
         self._leaves: dict[int, bytes] = {}
         self._work_position = 0
+        self._retention: dict[str, RetentionRow] = {}
 
     def _assert_uniqueness(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
         super()._assert_uniqueness(stored_events, **kwargs)
@@ -39,8 +42,12 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
         with self._database_lock:  # reentrant: the base insert takes it again
             positions = super().insert_events(stored_events, **kwargs)
             if positions:
-                triples = ((str(s.originator_id), s.topic, s.state) for s in stored_events)
+                triples = [(str(s.originator_id), s.topic, s.state) for s in stored_events]
                 self._apply(work_index.changes(triples), max(positions))
+                for key, change in retention_index.changes(triples).items():
+                    row = self._retention.setdefault(key, RetentionRow(key))
+                    for name, value in change.items():
+                        setattr(row, name, value)
                 for p, s in zip(positions, stored_events, strict=True):
                     self._leaves[p] = event_leaf(
                         p, str(s.originator_id), s.originator_version, s.topic, s.state
@@ -184,6 +191,20 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
         with self._database_lock:
             return [WorkRow(**vars_of(r)) for _, r in sorted(self._work.items())]
 
+    def work_rows_of(self, row_type: str, due_by: int | None = None) -> list[WorkRow]:
+        return [
+            r
+            for r in self.work_rows()
+            if r.operation_type == row_type and (due_by is None or r.due_at <= due_by)
+        ]
+
+    def due_work_rows(self, prefix: str, due_by: int) -> list[WorkRow]:
+        return [
+            r
+            for r in self.work_rows()
+            if r.operation_type.startswith(prefix) and r.due_at <= due_by
+        ]
+
     def work_position(self) -> int:
         return self._work_position
 
@@ -195,6 +216,55 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
             if triples:
                 self._apply(work_index.changes(triples), len(self._stored_events))
             return self._work_position
+
+    # -- retention index (journal/retention_index.py): a dict, scanned ----------------------
+
+    def ensure_retention(self) -> None:
+        """Memory journals start empty: the index is always built."""
+
+    def retention_types(self) -> list[str]:
+        with self._database_lock:
+            return sorted({r.operation_type for r in self._retention.values() if not r.purged})
+
+    def retention_due(
+        self, operation_type: str, journal_before: int | None, outcome_before: int | None
+    ) -> list[RetentionRow]:
+        def due(at: str | None, before: int | None) -> bool:
+            return at is not None and before is not None and work_index.micros(at) <= before
+
+        with self._database_lock:
+            return [
+                replace(r)
+                for r in self._retention.values()
+                if r.operation_type == operation_type
+                and (
+                    (not r.purged and due(r.terminal_at, journal_before))
+                    or (r.outcome and due(r.completed_at, outcome_before))
+                )
+            ]
+
+    def retention_pending(self) -> list[RetentionRow]:
+        with self._database_lock:
+            return [replace(r) for r in self._retention.values() if r.pending]
+
+    def retention_rows(self) -> list[RetentionRow]:
+        with self._database_lock:
+            return [replace(r) for _, r in sorted(self._retention.items())]
+
+    def settle_retention(self, operation_id: str) -> None:
+        with self._database_lock:
+            row = self._retention.get(operation_id)
+            if row is not None and row.purged:
+                del self._retention[operation_id]
+            elif row is not None:
+                row.pending = False
+
+    def rebuild_retention(self, page: int = 5000) -> int:
+        with self._database_lock:
+            fold = retention_index.Rebuild()
+            fold.add((str(s.originator_id), s.topic, s.state) for s in self._stored_events if s)
+            self._retention = {r.operation_id: r for r in fold.result()}
+            return len(self._stored_events)
 
 
 def vars_of(row: WorkRow) -> dict[str, Any]:

@@ -22,15 +22,17 @@ from eventsourcing.utils import retry
 from psycopg.errors import DivisionByZero
 from psycopg.sql import SQL, Composed, Identifier
 
-from journal import work_index
+from journal import retention_index, work_index
 from journal.backend_common import new_streams, notification, predecessors
 from journal.locator import postgres_connect
+from journal.retention_index import Rebuild
+from journal.retention_sql import RetentionRecorder, RetentionTables
 from journal.work_sql import WorkTables
 
 log = logging.getLogger("blackops.journal")
 
 
-class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
+class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
     """Positions are the table's ``notification_id`` (a bigserial, committed in order
     because every insert locks the table)."""
 
@@ -39,6 +41,7 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
         schema = self.datastore.schema
         table = f"{schema}.{self.events_table_name}"
         self.work = WorkTables(f"{schema}.", sqlite=False, events_table=table)
+        self.retention = RetentionTables(f"{schema}.", sqlite=False)
         # One wake-up channel per schema: workers of other journals are not disturbed.
         self.work_channel = "blackops_work_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
         # The payload names the waking topics committed (a listener can tell whose work).
@@ -87,7 +90,7 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
     def create_table(self) -> None:
         super().create_table()
         with self.datastore.transaction(commit=True) as curs:
-            for statement in self.work.create:
+            for statement in [*self.work.create, *self.retention.create]:
                 curs.execute(statement, prepare=False)
             curs.execute(self._create_leaves, prepare=False)
 
@@ -104,8 +107,9 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
         half-done is ever committed. A retry after a lost acknowledgement meets the
         primary key, and the store reconciles it.
         """
-        triples = ((str(s.originator_id), s.topic, s.state) for s in stored_events)
+        triples = [(str(s.originator_id), s.topic, s.state) for s in stored_events]
         changes = work_index.changes(triples)
+        kept = retention_index.changes(triples)
         wake = ",".join(sorted({s.topic for s in stored_events} & work_index.WAKING_TOPICS))
         rows = [
             self.construct_pg_stored_event(s.originator_id, s.originator_version, s.topic, s.state)
@@ -114,7 +118,7 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
         needed = list(predecessors(stored_events))
         fresh = list(new_streams(stored_events))
         try:
-            return self._insert_pipelined(rows, changes, wake, needed, fresh)
+            return self._insert_pipelined(rows, changes, kept, wake, needed, fresh)
         except (DivisionByZero, DataError) as error:
             gap = isinstance(error, DivisionByZero) or isinstance(error.__cause__, DivisionByZero)
             if not gap:
@@ -125,6 +129,7 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
         self,
         rows: list[Any],
         changes: list[work_index.RowChange],
+        kept: dict[str, dict[str, Any]],
         wake: str,
         needed: list[tuple[str, int]],
         fresh: list[str],
@@ -150,6 +155,7 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
                 curs.execute(self._notify_work, (self.work_channel, wake), prepare=True)
             inserted.execute(self.insert_events_statement, (rows,), prepare=True)
             self.work.apply(curs, changes, None)  # position: the sequence's value just used
+            self.retention.apply(curs, kept)
             # The Merkle leaves of the rows just inserted (journal/leaves.py, built in SQL:
             # the table lock makes this transaction's positions the sequence's last n).
             curs.execute(self._insert_leaves, (len(rows),), prepare=True)
@@ -226,6 +232,14 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
         with self.datastore.transaction(commit=False) as curs:
             return self.work.rows(curs)
 
+    def work_rows_of(self, row_type: str, due_by: int | None = None) -> list[work_index.WorkRow]:
+        with self.datastore.transaction(commit=False) as curs:
+            return self.work.rows_of(curs, row_type, due_by)
+
+    def due_work_rows(self, prefix: str, due_by: int) -> list[work_index.WorkRow]:
+        with self.datastore.transaction(commit=False) as curs:
+            return self.work.due_rows(curs, prefix, due_by)
+
     def work_position(self) -> int:
         with self.datastore.transaction(commit=False) as curs:
             return self.work.position(curs)
@@ -253,6 +267,36 @@ class BlackOpsPostgresRecorder(PostgresApplicationRecorder):
                 triples = [(r["originator_id"], r["topic"], bytes(r["state"])) for r in found]
                 self.work.apply(curs, work_index.changes(triples), position)
             return position
+
+    def ensure_retention(self) -> None:
+        """An existing journal opened for the first time by this version: build it."""
+        with self.datastore.transaction(commit=False) as curs:
+            built = self.retention.built(curs)
+        if not built:
+            self.rebuild_retention()
+
+    def rebuild_retention(self, page: int = 5000) -> int:
+        """Fold the whole journal into the retention index, with appends held off."""
+        with (
+            self.datastore.get_connection() as conn,
+            conn.transaction(),
+            conn.cursor() as curs,
+        ):
+            self._lock_table(curs)  # no append may interleave with the rebuild
+            fold, position = Rebuild(), 0
+            statement = self._sql(
+                "SELECT notification_id, originator_id, topic, state FROM {schema}.{table} "
+                "WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
+            )
+            while True:
+                curs.execute(statement, (position, page))
+                found = curs.fetchall()
+                if not found:
+                    break
+                position = found[-1]["notification_id"]
+                fold.add((r["originator_id"], r["topic"], bytes(r["state"])) for r in found)
+            self.retention.write(curs, fold.result(), position)
+            return int(position)
 
     def _sql(self, text: str) -> Composed:
         """A statement on this recorder's events table (``{schema}.{table}``)."""

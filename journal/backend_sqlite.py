@@ -8,24 +8,28 @@ from typing import Any
 from eventsourcing.persistence import IntegrityError, Notification, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
 
-from journal import work_index
+from journal import retention_index, work_index
 from journal.backend_common import new_streams, notification, predecessors
 from journal.leaves import event_leaf
+from journal.retention_index import Rebuild
+from journal.retention_sql import RetentionRecorder, RetentionTables
 from journal.work_sql import WorkTables
 
 
-class BlackOpsSQLiteRecorder(SQLiteApplicationRecorder):
+class BlackOpsSQLiteRecorder(RetentionRecorder, SQLiteApplicationRecorder):
     """Positions are SQLite ``rowid`` values, as eventsourcing's notification ids."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.work = WorkTables("", sqlite=True)
+        self.retention = RetentionTables("", sqlite=True)
 
     def construct_create_table_statements(self) -> list[str]:
         # Called by the base __init__, before self.work exists.
         return [
             *super().construct_create_table_statements(),
             *WorkTables("", sqlite=True).create,
+            *RetentionTables("", sqlite=True).create,
             "CREATE TABLE IF NOT EXISTS blackops_leaves "
             "(position INTEGER PRIMARY KEY, leaf BLOB NOT NULL)",
         ]
@@ -52,10 +56,9 @@ class BlackOpsSQLiteRecorder(SQLiteApplicationRecorder):
             if int(c.fetchone()[0]) != written:  # a purged history's tombstone is there
                 raise IntegrityError(f"stream {stream!r} has a history: it cannot start again")
         if positions:
-            changes = work_index.changes(
-                (str(s.originator_id), s.topic, s.state) for s in stored_events
-            )
-            self.work.apply(c, changes, max(positions))
+            triples = [(str(s.originator_id), s.topic, s.state) for s in stored_events]
+            self.work.apply(c, work_index.changes(triples), max(positions))
+            self.retention.apply(c, retention_index.changes(triples))
             c.executemany(
                 "INSERT INTO blackops_leaves (position, leaf) VALUES (?, ?)",
                 [
@@ -133,6 +136,14 @@ class BlackOpsSQLiteRecorder(SQLiteApplicationRecorder):
         with self.datastore.transaction(commit=False) as c:
             return self.work.rows(c)
 
+    def work_rows_of(self, row_type: str, due_by: int | None = None) -> list[work_index.WorkRow]:
+        with self.datastore.transaction(commit=False) as c:
+            return self.work.rows_of(c, row_type, due_by)
+
+    def due_work_rows(self, prefix: str, due_by: int) -> list[work_index.WorkRow]:
+        with self.datastore.transaction(commit=False) as c:
+            return self.work.due_rows(c, prefix, due_by)
+
     def work_position(self) -> int:
         with self.datastore.transaction(commit=False) as c:
             return self.work.position(c)
@@ -154,4 +165,29 @@ class BlackOpsSQLiteRecorder(SQLiteApplicationRecorder):
                 position = found[-1][0]
                 triples = [(str(r[1]), str(r[2]), bytes(r[3])) for r in found]
                 self.work.apply(c, work_index.changes(triples), position)
+            return position
+
+    def ensure_retention(self) -> None:
+        """An existing journal opened for the first time by this version: build it."""
+        with self.datastore.transaction(commit=False) as c:
+            built = self.retention.built(c)
+        if not built:
+            self.rebuild_retention()
+
+    def rebuild_retention(self, page: int = 5000) -> int:
+        """Fold the whole journal into the retention index, in one write transaction."""
+        with self.datastore.transaction(commit=True) as c:
+            fold, position = Rebuild(), 0
+            while True:
+                c.execute(
+                    f"SELECT rowid, originator_id, topic, state FROM {self.events_table_name} "
+                    "WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                    (position, page),
+                )
+                found = c.fetchall()
+                if not found:
+                    break
+                position = found[-1][0]
+                fold.add((str(r[1]), str(r[2]), bytes(r[3])) for r in found)
+            self.retention.write(c, fold.result(), position)
             return position

@@ -32,6 +32,7 @@ from journal.commit_queue import CommitQueue
 from journal.leaves import SAFE_NAME
 from journal.locator import StoreLocation, resolve_store
 from journal.recorder import Recorder
+from journal.retention_index import RetentionRow
 from journal.setup import named_lock, postgres_setup_lock, sqlite_setup_lock
 from journal.work_index import WAKING_TOPICS, WorkRow
 
@@ -104,6 +105,8 @@ class EventStore:
             self._factory = InfrastructureFactory.construct(Environment("blackops", settings))
             self._recorder = cast(Recorder, self._factory.application_recorder())
             self._recorder.create_table()
+            # A journal written before the retention index existed gets it now, once.
+            self._recorder.ensure_retention()
         self._queue = CommitQueue(self._commit, self._announce)
 
     def close(self) -> None:
@@ -363,6 +366,17 @@ class EventStore:
         with _backend_errors():
             return self._recorder.work_rows()
 
+    def work_rows_of(self, row_type: str, due_by: int | None = None) -> list[WorkRow]:
+        """The due-work rows of one type (``workflow:<uid>``: a Workflow's instances),
+        only those due by ``due_by`` (microseconds) if given: an index range scan."""
+        with _backend_errors():
+            return self._recorder.work_rows_of(row_type, due_by)
+
+    def due_work_rows(self, prefix: str, due_by: int) -> list[WorkRow]:
+        """The due-work rows due by ``due_by`` whose type starts with ``prefix``."""
+        with _backend_errors():
+            return self._recorder.due_work_rows(prefix, due_by)
+
     def work_position(self) -> int:
         """The journal position the due-work index has folded up to."""
         with _backend_errors():
@@ -387,6 +401,41 @@ class EventStore:
         """Drop the due-work index and rebuild it from position 0; returns its position."""
         with _backend_errors():
             return self._recorder.rebuild_work()
+
+    # -- the retention index (journal/retention_index.py) ----------------------------------
+
+    def retention_types(self) -> list[str]:
+        """The operation types with an unpurged operation (one index probe each)."""
+        with _backend_errors():
+            return self._recorder.retention_types()
+
+    def retention_due(
+        self, operation_type: str, journal_before: int | None, outcome_before: int | None
+    ) -> list[RetentionRow]:
+        """Rows of ``operation_type`` terminal at or before ``journal_before``, or with an
+        Outcome Record completed at or before ``outcome_before`` (microseconds; None: not
+        asked), held or not: purge applies its rules to them."""
+        with _backend_errors():
+            return self._recorder.retention_due(operation_type, journal_before, outcome_before)
+
+    def retention_pending(self) -> list[RetentionRow]:
+        """Rows whose tombstone's deletion may not have run (a purge cut short)."""
+        with _backend_errors():
+            return self._recorder.retention_pending()
+
+    def retention_rows(self) -> list[RetentionRow]:
+        with _backend_errors():
+            return self._recorder.retention_rows()
+
+    def settle_retention(self, operation_id: str) -> None:
+        """After a purge deleted what its tombstone accounts for (safe to repeat)."""
+        with _backend_errors():
+            self._recorder.settle_retention(operation_id)
+
+    def rebuild_retention_index(self) -> int:
+        """Drop the retention index and fold the whole journal again; returns the position."""
+        with _backend_errors():
+            return self._recorder.rebuild_retention()
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Any]:

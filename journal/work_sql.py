@@ -33,6 +33,8 @@ class WorkTables:
             "tenant TEXT NOT NULL, due_at BIGINT NOT NULL, fencing_token BIGINT NOT NULL, "
             "worker TEXT)",
             f"CREATE INDEX IF NOT EXISTS blackops_due_work_due_at ON {self.due} (due_at)",
+            "CREATE INDEX IF NOT EXISTS blackops_due_work_type "
+            f"ON {self.due} (operation_type, due_at)",
             f"CREATE TABLE IF NOT EXISTS {self.positions} ("
             "name TEXT PRIMARY KEY, position BIGINT NOT NULL)",
         ]
@@ -177,6 +179,31 @@ class WorkTables:
         cursor.execute(
             f"SELECT operation_id, operation_type, tenant, due_at, fencing_token, worker "
             f"FROM {self.due} ORDER BY operation_id"
+        )
+        return [WorkRow(*_values(row)) for row in cursor.fetchall()]
+
+    def rows_of(self, cursor: Cursor, row_type: str, due_by: int | None) -> list[WorkRow]:
+        """The rows of one type (an index range), those due by ``due_by`` if given."""
+        due = "" if due_by is None else " AND due_at <= %s"
+        cursor.execute(
+            self._q(
+                "SELECT operation_id, operation_type, tenant, due_at, fencing_token, worker "
+                f"FROM {self.due} WHERE operation_type = %s{due} ORDER BY operation_id"
+            ),
+            (row_type,) if due_by is None else (row_type, due_by),
+        )
+        return [WorkRow(*_values(row)) for row in cursor.fetchall()]
+
+    def due_rows(self, cursor: Cursor, prefix: str, due_by: int) -> list[WorkRow]:
+        """The rows due by ``due_by`` whose type starts with ``prefix`` (the due range of
+        the ``due_at`` index; ``prefix`` is our own literal, never user text)."""
+        cursor.execute(
+            self._q(
+                "SELECT operation_id, operation_type, tenant, due_at, fencing_token, worker "
+                f"FROM {self.due} WHERE due_at <= %s AND operation_type LIKE %s "
+                "ORDER BY operation_id"
+            ),
+            (due_by, prefix + "%"),
         )
         return [WorkRow(*_values(row)) for row in cursor.fetchall()]
 

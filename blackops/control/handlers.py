@@ -325,8 +325,7 @@ def _generations(plane: ControlPlane, uid: str) -> list[tuple[int, str]]:
 def _instance_streams(store: EventStore, uid: str) -> list[str]:
     """Every unpurged instance of ``uid``: the due-work index holds a row for each (its
     wake-up or its retention timer) until it is purged."""
-    row_type = f"workflow:{uid}"
-    return sorted(row.operation_id for row in store.work_rows() if row.operation_type == row_type)
+    return [row.operation_id for row in store.work_rows_of(f"workflow:{uid}")]
 
 
 def _purge(plane: ControlPlane, streams: list[str], actor: Actor) -> int:

@@ -9,7 +9,8 @@ stay, so ``verify`` still checks everything that remains, and the tombstone is t
 journal's newest row when the deletion runs (SQLite would otherwise reuse the ids of
 deleted newest rows, and a follower already past them would skip new events).
 
-Candidates are found by one pass over the journal: a batch job, not a hot path.
+Candidates are read from the retention index (``journal/retention_index.py``), kept with
+the journal in the same transactions: a run costs what is due, not the journal's size.
 Workflow instances have their own retention (``blackops/workflows/retention.py``).
 """
 
@@ -32,15 +33,10 @@ from domain.retention import PRIVILEGED_KINDS, Retention
 from journal.operations import OperationJournal, pending_append
 from journal.outcomes import OUTCOME_RECORDED, outcome_stream
 from journal.store import Append
+from journal.work_index import moment_micros
 
 OUTCOME_PURGED = "outcome.purged"
 TOMBSTONES = (EventType.PURGED.value, OUTCOME_PURGED)
-_TERMINAL_TOPICS = {
-    EventType.COMPLETED.value,
-    EventType.REJECTED.value,
-    EventType.FAILED.value,
-    EventType.DEAD_LETTERED.value,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +82,6 @@ class _Summary:
     held: bool = False
     purged: bool = False
     outcome: bool = False  # an Outcome Record is stored (not purged)
-    #: Content a tombstone accounts for is still there: a purge was cut short.
-    leftover: bool = False
-    outcome_leftover: bool = False
 
 
 #: A reason says something: one character that is not a space, tab or line break.
@@ -136,9 +129,10 @@ class RetentionService:
         text = check_reason(reason)
         now = self.runtime.clock.now()
         report = PurgeReport(dry_run)
-        for operation_id, summary in sorted(self._scan().items()):
-            if not dry_run and (summary.leftover or summary.outcome_leftover):
-                self._finish(operation_id)  # a purge cut short (crash): delete what it listed
+        if not dry_run:
+            for row in self.runtime.store.retention_pending():
+                self._finish(row.operation_id)  # a purge cut short (crash): delete what it listed
+        for operation_id, summary in sorted(self._candidates(now).items()):
             if summary.purged or summary.terminal_at is None:
                 continue
             policy = self._policy(summary.type)
@@ -201,6 +195,7 @@ class RetentionService:
         store.delete_stream_events(operation_id, versions)
         if outcome:
             store.delete_stream_events(outcome_stream(operation_id), len(outcome))
+        store.settle_retention(operation_id)
 
     def _finish(self, operation_id: str) -> None:
         """Delete what existing tombstones account for; safe to repeat."""
@@ -210,10 +205,11 @@ class RetentionService:
         if tombstone is not None:
             store.delete_stream_events(operation_id, tombstone.version - 1)
             store.delete_stream_events(outcome_stream(operation_id), 1_000_000)
-            return
-        outcome = store.read_stream(outcome_stream(operation_id))
-        if any(e.type == OUTCOME_PURGED for e in outcome):
-            store.delete_stream_events(outcome_stream(operation_id), 1)
+        else:
+            outcome = store.read_stream(outcome_stream(operation_id))
+            if any(e.type == OUTCOME_PURGED for e in outcome):
+                store.delete_stream_events(outcome_stream(operation_id), 1)
+        store.settle_retention(operation_id)
 
     def _purge_outcome(self, operation_id: str, actor: Actor, reason: str) -> None:
         store = self.runtime.store
@@ -234,39 +230,32 @@ class RetentionService:
         }
         store.append(Append(stream, 1, [NewEvent(OUTCOME_PURGED, self._now(), context, data)]))
         store.delete_stream_events(stream, 1)
+        store.settle_retention(operation_id)
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _scan(self) -> dict[str, _Summary]:
+    def _candidates(self, now: datetime) -> dict[str, _Summary]:
+        """The operations that may be due, read from the retention index: for each type,
+        rows terminal (or completed, with an Outcome Record) before ``now`` less its
+        retention, with a second of slack; the rules above decide exactly."""
+        store = self.runtime.store
+        now_us = moment_micros(now)
         found: dict[str, _Summary] = {}
-        for event in self.runtime.store.iter_after(0, 5000):
-            if event.stream.startswith("outcome:"):
-                summary = found.setdefault(event.stream.removeprefix("outcome:"), _Summary())
-                if event.type == OUTCOME_PURGED:
-                    summary.outcome_leftover = summary.outcome  # record row still present
-                    summary.outcome = False
-                else:
-                    summary.outcome = event.type == OUTCOME_RECORDED
-                    summary.outcome_leftover = summary.outcome and summary.purged
-                continue
-            if not event.type.startswith("operation.") and not event.type.startswith("attempt."):
-                continue
-            summary = found.setdefault(event.stream, _Summary())
-            if event.type == EventType.RECEIVED.value:
-                summary.type = event.data.get("operation_type", "")
-            elif event.type in _TERMINAL_TOPICS:
-                summary.terminal_at = event.at
-                if event.type == EventType.COMPLETED.value:
-                    summary.completed_at = event.at
-            elif event.type == EventType.HELD.value:
-                summary.held = True
-            elif event.type == EventType.RELEASED.value:
-                summary.held = False
-            elif event.type == EventType.PURGED.value:
-                # Rows before the tombstone were seen: its deletion did not happen yet.
-                summary.leftover = summary.type != ""
-                summary.outcome_leftover = summary.outcome_leftover or summary.outcome
-                summary.purged = True
+        for operation_type in store.retention_types():
+            policy = self._policy(operation_type)
+            journal_before = _before(now_us, policy.journal_seconds)
+            outcome_before = _before(now_us, policy.outcome_seconds)
+            if journal_before is None and outcome_before is None:
+                continue  # kept for ever: nothing of this type is read
+            for row in store.retention_due(operation_type, journal_before, outcome_before):
+                found[row.operation_id] = _Summary(
+                    type=row.operation_type,
+                    terminal_at=row.terminal_at,
+                    completed_at=row.completed_at,
+                    held=row.held,
+                    purged=row.purged,
+                    outcome=row.outcome,
+                )
         return found
 
     def _policy(self, operation_type: str) -> Retention:
@@ -274,6 +263,14 @@ class RetentionService:
 
     def _now(self) -> str:
         return format_instant(self.runtime.clock.now())
+
+
+def _before(now_us: int, seconds: float | None) -> int | None:
+    """The index's cut-off for a retention period: one second late, so that rounding of
+    fractional seconds never hides a due row (``_due`` then decides exactly)."""
+    if seconds is None:
+        return None
+    return now_us - int(seconds * 1_000_000) + 1_000_000
 
 
 def _due(since: str | None, seconds: float | None) -> datetime | None:

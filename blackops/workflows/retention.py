@@ -19,10 +19,10 @@ from domain.clock import Clock
 from domain.context import Actor
 from domain.errors import BackendUnavailable
 from domain.events import NewEvent
-from domain.resources import Topic as ResourceTopic
 from domain.workflow import InstanceState, Topic, micros_instant, to_micros
 from domain.workflow_rules import RETENTION_MICROS
 from journal.instances import load_instance, refresh
+from journal.resources import catalog
 from journal.store import Append, EventStore
 
 if TYPE_CHECKING:
@@ -96,7 +96,10 @@ class InstanceRetention:
             self.finish_purges()
         deleted = self._deleted_resources()
         report: list[dict[str, str]] = []
-        for row in self.store.work_rows():
+        rows = {r.operation_id: r for r in self.store.due_work_rows("workflow:", now)}
+        for uid in deleted:  # every instance of a deleted Workflow, due or not
+            rows.update((r.operation_id, r) for r in self.store.work_rows_of(f"workflow:{uid}"))
+        for _, row in sorted(rows.items()):
             if row.operation_type.removeprefix("workflow:") in deleted:
                 found = self._purge_orphan(actor, row.operation_id, now, dry_run=dry_run)
                 if found is not None:
@@ -135,8 +138,9 @@ class InstanceRetention:
                 self.store.delete_stream_events(stream, version - 1)
 
     def _deleted_resources(self) -> set[str]:
-        removed = self.store.read_topics([ResourceTopic.CATALOG_REMOVED])
-        return {str(e.data["uid"]) for e in removed}
+        # The catalog's own stream (not a journal-wide topic read): its size is the
+        # number of Workflow resources ever added or removed.
+        return {uid for change, uid in catalog(self.store)[1] if change == "removed"}
 
     def _purge(self, state: InstanceState, actor: dict[str, Any], reason: str) -> bool:
         positions = stream_positions(self.store, state.stream)
