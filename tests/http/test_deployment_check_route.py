@@ -135,3 +135,35 @@ def test_a_version_checked_over_http_reaches_no_secret_of_the_server(
         assert not [name for name in run["env"] if name.startswith("BLACKOPS")]
         assert not [v for v in run["env"].values() if any(s in v for s in secrets)]
     assert app.store.last_position() == before
+
+
+def test_the_dry_run_of_a_version_that_drops_a_live_class_says_incompatible(
+    app: Application, client: TestClient
+) -> None:
+    """Decisions C12 over HTTP: the renamed class is ``class_missing``, not "no histories"."""
+    app.access.create_space(SPACE, app.access_context(ACTOR, SPACE))
+    deployed = deployed_worker(app)
+    view = create_workflow(app, deployed.worker)
+    work(app)
+    uid = view["resource"]["uid"]
+    sync(app.workflow(uid).create(id="i-2", params={"mode": "wait"}))
+    work(app)
+    flows = bundle()["modules"]["flows"].replace("class Flow:", "class Flow2:")
+    renamed = upload(app, deployed.worker, {**bundle(), "modules": {**bundle()["modules"],
+                     "flows": flows}})  # fmt: skip
+    work(app)
+    path = f"/v1/spaces/{SPACE}/workers/{deployed.worker}/deployment/check"
+    before = app.store.last_position()
+    answer = post(client, path, {"allocation": [{"version": renamed, "weight": 100}]})
+    assert answer.status_code == 200, answer.text
+    doc = answer.json()
+    assert doc["compatible"] is False
+    (checked,) = doc["versions"]
+    assert checked["scope"]["workflows"] == {
+        uid: {"inFlight": 1, "terminal": 0, "classMissing": "Flow"}
+    }
+    (instance,) = checked["report"]["instances"]
+    (finding,) = instance["findings"]
+    assert instance["instanceId"] == "i-2" and finding["kind"] == "class_missing"
+    assert checked["report"]["counts"]["class_missing"] == 1
+    assert app.store.last_position() == before
