@@ -177,7 +177,7 @@ def replay_histories(
         from blackops.control.replay_gate import version_candidate
 
         pick = version_candidate(app.runtime.store, candidate)
-        return check_histories(pick, found, candidate=candidate, sources=pick.source)
+        return pick.check(found, candidate=candidate)  # in a child process (decisions C13)
     return check_histories(code_for(candidate, env), found)
 
 

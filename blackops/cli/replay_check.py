@@ -19,6 +19,7 @@ from domain.errors import InvalidRequest
 
 if TYPE_CHECKING:
     from blackops.application import Application
+    from blackops.control.replay_gate import Candidate
     from blackops.workflows.code import WorkflowCode
     from blackops.workflows.replay_check import History, Source
 
@@ -67,7 +68,7 @@ def _histories(args: argparse.Namespace, application: Application) -> list[Histo
 
 def _candidate(
     args: argparse.Namespace, application: Application
-) -> tuple[str, Callable[[str], WorkflowCode], Callable[[str], Source | None]]:
+) -> tuple[str, Callable[[str], WorkflowCode] | Candidate, Callable[[str], Source | None]]:
     chosen = [f for f in ("app", "candidate_version", "bundle") if getattr(args, f)]
     if len(chosen) != 1:
         raise InvalidRequest("replay --check needs exactly one of --app, --version, --bundle")
@@ -78,7 +79,7 @@ def _candidate(
 
         vid = args.candidate_version
         version = version_candidate(application.runtime.store, vid)
-        return vid, version, version.source
+        return vid, version, version.source  # checked in a child process (decisions C13)
     if args.bundle:
         from blackops.cli.deploy import _json_file, choose_main, read_modules
         from blackops.control.replay_gate import bundle_candidate
@@ -120,6 +121,7 @@ def _registered(application: Application) -> Callable[[str], WorkflowCode]:
 def cmd_replay_check(args: argparse.Namespace) -> int:
     from blackops.cli.common import app_of, store_app
     from blackops.cli.progress import progress
+    from blackops.control.replay_gate import Candidate
     from blackops.workflows.replay_check import check_histories
 
     if args.observer or args.follow:
@@ -129,10 +131,15 @@ def cmd_replay_check(args: argparse.Namespace) -> int:
     histories = _histories(args, application)
     with progress("checking histories", enabled=None if not args.json else False) as report:
         total = len(histories)
-        result = check_histories(
-            pick, histories, candidate=name, progress=lambda done: report(done, total),
-            sources=sources,
-        )  # fmt: skip
+        if isinstance(pick, Candidate):  # a Version's or a folder's code: never run here
+            result = pick.check(
+                histories, candidate=name, progress=lambda done: report(done, total)
+            )
+        else:
+            result = check_histories(
+                pick, histories, candidate=name, progress=lambda done: report(done, total),
+                sources=sources,
+            )  # fmt: skip
     document: dict[str, Any] = result.to_document()
     emit(document, args.json, result.human)
     return EXIT_OK if result.compatible else EXIT_REJECTED

@@ -1,11 +1,13 @@
 """The deploy gate: a Version checked against the recorded histories of its Workflows.
 
-A Version's classes are loaded in isolation exactly as a worker loads them
-(``blackops/control/bundles.py``) and run through the replay checker
+A Version's classes are loaded exactly as a worker loads them
+(``blackops/control/bundles.py``), in a fresh interpreter stripped of the caller's
+secrets (``replay_sandbox.py``, decisions C13), and run through the replay checker
 (``blackops/workflows/replay_check.py``): nothing of the Version runs but ``run`` on
-recorded results, no effect, nothing appended. The histories are those of every
-Workflow resource of the Version's Worker whose class the Version provides: every
-instance not yet terminal, and the newest ``terminal`` terminal ones (decisions C7).
+recorded results, no effect, nothing appended. The histories are those of every open
+Workflow resource of the Version's Worker: every instance not yet terminal, and the
+newest ``terminal`` terminal ones (decisions C7); an instance whose Workflow's class
+the Version lacks or breaks is a ``class_missing`` finding (decisions C12).
 The verdict, and who forced a promotion past it, is journaled on the Version's stream
 (``version.replay_checked``) so an auditor sees which histories were checked, what was
 found, and by whom a refusal was overridden.
@@ -16,21 +18,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from blackops.control.abi_check import verify_abi
 from blackops.control.base import new_event
 from blackops.control.bundle_source import BundleSource
-from blackops.control.bundles import load_version as load_bundle
+from blackops.control.replay_sandbox import check_in_child
 from blackops.ids import new_id
-from blackops.workflows.code import WorkflowCode
 from blackops.workflows.replay_check import (
+    Finding,
     History,
+    InstanceReport,
     ReplayReport,
-    check_histories,
     newest_instances,
+    workflow_of,
 )
 from domain.context import Actor
 from domain.errors import FencingError, InvalidRequest, NotFound
 from domain.resources import Topic, VersionState, is_uid, version_id
-from domain.workflow import TERMINAL_STATUSES
+from domain.workflow import TERMINAL_STATUSES, fold
+from domain.workflow import Topic as WorkflowTopic
 from journal.instances import instance_stream
 from journal.resources import catalog, load_version, load_workflow, version_stream
 from journal.store import Append, EventStore
@@ -44,9 +49,9 @@ MAX_TERMINAL = 100_000
 
 
 class Candidate:
-    """Candidate code of a bundle: ``candidate(workflow)`` is the class that replays that
-    Workflow's histories (loaded once per class), ``source(workflow)`` how a child
-    process loads the same (the second replay, under another hash seed)."""
+    """Candidate code of a bundle (a Version, a folder): which class replays each
+    Workflow's histories, and :meth:`check`, which runs them through it in a fresh
+    interpreter (``replay_sandbox.py``, decisions C13): bundle code never runs here."""
 
     def __init__(
         self,
@@ -59,34 +64,49 @@ class Candidate:
     ) -> None:
         self.key, self.modules, self.main = key, modules, main
         self.env, self.bindings, self.choose = env, bindings, choose
-        self._loaded: dict[str, WorkflowCode] = {}
 
     def source(self, workflow: str) -> BundleSource:
         class_name = self.choose(workflow)
         return BundleSource(self.key, self.modules, self.main, class_name, self.env, self.bindings)
 
-    def __call__(self, workflow: str) -> WorkflowCode:
-        source = self.source(workflow)
-        code = self._loaded.get(source.class_name)
-        if code is None:
-            try:
-                code = self._loaded[source.class_name] = source.load(workflow)
-            except LookupError as missing:
-                raise InvalidRequest(str(missing)) from None
-        return code
+    def check(
+        self,
+        histories: list[History],
+        *,
+        candidate: str | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> ReplayReport:
+        """``histories`` through this code, in a child process; nothing runs here."""
+        name = candidate or self.key
+        if not histories:
+            return ReplayReport(name)
+        sources = {}
+        for history in histories:
+            workflow = workflow_of(history)
+            if workflow not in sources:
+                sources[workflow] = self.source(workflow)
+        return check_in_child(name, sources, histories, progress=progress)
+
+
+def _verified_classes(verification: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    classes = (verification or {}).get("classes", {})
+    return classes if isinstance(classes, dict) else {}
 
 
 def version_candidate(store: EventStore, vid: str) -> Candidate:
-    """The Version's classes, loaded in isolation: for a Workflow resource the class it
-    names, else the Version's only verified class."""
+    """The Version's classes, as its ABI verification found them (nothing of it is
+    loaded here): for a Workflow resource the class it names, else the Version's only
+    verified class."""
     state = load_version(store, vid) if isinstance(vid, str) else VersionState("")
     if not state.exists or state.deleted:
         raise NotFound(f"no version {str(vid)[:80]!r}")
-    load_bundle(vid, state.modules, state.main)  # a Version that does not load: say so now
-    provided = sorted(
-        name for name, verdict in (state.verification or {}).get("classes", {}).items()
-        if verdict.get("ok")
-    )  # fmt: skip
+    verification = state.verification
+    if verification is None:
+        raise InvalidRequest(f"version {vid} is not verified yet: nothing to check it with")
+    if not verification.get("loaded"):
+        raise InvalidRequest(f"version {vid} does not load: {str(verification.get('error'))[:200]}")
+    classes = _verified_classes(verification)
+    provided = sorted(name for name, verdict in classes.items() if verdict.get("ok"))
 
     def choose(workflow: str) -> str:
         if is_uid(workflow, "wf"):
@@ -113,18 +133,15 @@ def bundle_candidate(
     env: dict[str, Any] | None = None,
     class_name: str | None = None,
 ) -> tuple[str, Candidate]:
-    """A folder's code as ``blackops deploy`` would upload it, loaded in isolation under
-    its content address; the class a history replays with is ``class_name``, else the
-    class its Workflow resource names, else the main module's only workflow class."""
+    """A folder's code as ``blackops deploy`` would upload it, under its content
+    address; its classes are found by the ABI verifier (a child process: the folder's
+    code never runs here). The class a history replays with is ``class_name``, else the
+    class its Workflow resource names, else the main module's only verified class."""
     key = "bundle:" + version_id({"modules": modules, "main": main, "env": env or {}})
-    bundle = load_bundle(key, modules, main)
-    classes = sorted(
-        name
-        for name, value in vars(bundle.main).items()
-        if isinstance(value, type)
-        and value.__module__ == bundle.main.__name__
-        and callable(getattr(value, "run", None))
-    )
+    verdict = verify_abi(key, modules, main)
+    if not verdict["loaded"]:
+        raise InvalidRequest(f"the bundle does not load: {verdict['error']}")
+    classes = sorted(name for name, entry in verdict["classes"].items() if entry["ok"])
 
     def choose(workflow: str) -> str:
         chosen = class_name
@@ -137,18 +154,17 @@ def bundle_candidate(
                     f"{', '.join(classes) or '(no workflow class in the main module)'}"
                 )
             chosen = classes[0]
-        return str(chosen)
+        chosen = str(chosen)
+        if chosen not in classes:
+            raise InvalidRequest(f"the bundle does not provide workflow class {chosen!r}")
+        return chosen
 
     return key, Candidate(key, modules, main, dict(env or {}), (), choose)
 
 
 def workflows_of(store: EventStore, state: VersionState) -> list[str]:
-    """The open Workflow resources of the Version's Worker whose class it provides."""
-    provided = {
-        name
-        for name, verdict in (state.verification or {}).get("classes", {}).items()
-        if verdict.get("ok")
-    }
+    """Every open Workflow resource of the Version's Worker, whether or not the Version
+    provides its class (a class it drops or breaks is a finding: decisions C12)."""
     _, changes = catalog(store, 0)
     open_uids: set[str] = set()
     for change, uid in changes:
@@ -156,14 +172,36 @@ def workflows_of(store: EventStore, state: VersionState) -> list[str]:
     found = []
     for uid in sorted(open_uids):
         workflow = load_workflow(store, uid)
-        if (
-            workflow.exists
-            and not workflow.deleting
-            and workflow.worker == state.worker
-            and workflow.class_name in provided
-        ):
+        if workflow.exists and not workflow.deleting and workflow.worker == state.worker:
             found.append(uid)
     return found
+
+
+def class_missing(
+    vid: str, class_name: str, verdict: dict[str, Any] | None, history: History
+) -> InstanceReport:
+    """The report of an instance whose Workflow's class the Version lacks or breaks:
+    one ``class_missing`` finding at the instance's creation event."""
+    state = fold(history.stream, history.events)
+    report = InstanceReport(
+        state.workflow, state.instance_id, history.stream, state.status, len(history.events)
+    )
+    created = next((e for e in history.events if e.type == WorkflowTopic.CREATED), None)
+    if verdict is None:
+        why = f"version {vid} has no class {class_name!r}"
+    else:
+        why = f"class {class_name!r} of version {vid} fails DW-ABI-1 ({verdict.get('reason')})"
+    report.findings.append(
+        Finding(
+            "class_missing",
+            None,
+            None,
+            created.position if created else None,
+            created.version if created else None,
+            f"{why[:300]}: this instance could not run on it",
+        )
+    )
+    return report
 
 
 def gate_histories(
@@ -205,13 +243,23 @@ def check_version(
     if state.verification is None:
         raise InvalidRequest(f"version {vid} is not verified yet: nothing to check it with")
     pick = version_candidate(plane.store, vid)
+    classes = _verified_classes(state.verification)
     histories: list[History] = []
+    missing: list[InstanceReport] = []
     scope: dict[str, Any] = {"terminalPerWorkflow": terminal, "workflows": {}}
     for workflow in workflows_of(plane.store, state):
         found, kept = gate_histories(plane, workflow, terminal)
-        histories += found
+        class_name = load_workflow(plane.store, workflow).class_name
+        verdict = classes.get(class_name)
+        if verdict is not None and verdict.get("ok"):
+            histories += found
+        else:
+            missing += [class_missing(vid, class_name, verdict, h) for h in found]
+            scope["workflows"][workflow] = {**kept, "classMissing": class_name}
+            continue
         scope["workflows"][workflow] = kept
-    report = check_histories(pick, histories, candidate=vid, progress=progress, sources=pick.source)
+    report = pick.check(histories, candidate=vid, progress=progress)
+    report.instances += missing
     return report, scope
 
 

@@ -382,7 +382,8 @@ class VersionWithSources(VersionView):
 
 ReplayFindingKind = Literal[
     "kind_changed", "new_step_inside_history", "history_step_unused", "output_changed",
-    "outcome_changed", "nondeterministic", "extends_history", "reaches_frontier", "skipped",
+    "outcome_changed", "nondeterministic", "class_missing", "extends_history", "reaches_frontier",
+    "skipped",
 ]  # fmt: skip
 
 

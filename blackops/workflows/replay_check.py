@@ -41,6 +41,7 @@ FINDING_KINDS = (
     "output_changed",
     "outcome_changed",
     "nondeterministic",
+    "class_missing",
 )
 #: How far the second replay's wall clock is moved: a day, an hour, a minute and 1.5 s,
 #: so the date, the hour, the minute, the second and its fraction all differ.
@@ -146,6 +147,28 @@ class ReplayReport:
             "instances": [i.to_document() for i in self.instances],
         }
 
+    @classmethod
+    def from_document(cls, document: object) -> ReplayReport | None:
+        """A report from :meth:`to_document`'s shape (what a replay child answers), or
+        None when ``document`` is not one."""
+        try:
+            assert isinstance(document, dict)
+            report = cls(
+                str(document["candidate"]), hash_seed_varied=bool(document["hashSeedVaried"])
+            )
+            for item in document["instances"]:
+                instance = InstanceReport(
+                    str(item["workflow"]), str(item["instanceId"]), str(item["stream"]),
+                    str(item["status"]), int(item["events"]),
+                    findings=[_finding(f) for f in item["findings"]],
+                    notes=[_finding(n) for n in item["notes"]],
+                    end=dict(item["replayEnd"]),
+                )  # fmt: skip
+                report.instances.append(instance)
+        except (KeyError, TypeError, ValueError):
+            return None
+        return report
+
     def summary(self) -> dict[str, Any]:
         """The report without the compatible instances (what a Version's journal keeps)."""
         document = self.to_document()
@@ -178,6 +201,25 @@ class ReplayReport:
         if len(found) > limit:
             lines.append(f"... {len(found) - limit} more findings (--json shows all)")
         return "\n".join(lines)
+
+
+def _finding(document: Any) -> Finding:
+    def optional(value: Any, kind: type) -> Any:
+        if value is not None and type(value) is not kind:
+            raise TypeError("not a finding")
+        return value
+
+    kind = document["kind"]
+    if not isinstance(kind, str) or not isinstance(document["reason"], str):
+        raise TypeError("not a finding")
+    return Finding(
+        kind,
+        optional(document["step"], str),
+        optional(document["stepKind"], str),
+        optional(document["position"], int),
+        optional(document["version"], int),
+        document["reason"],
+    )
 
 
 # -- histories ---------------------------------------------------------------------------------
@@ -360,7 +402,8 @@ def check_history(
     return report
 
 
-def _workflow_of(history: History) -> str:
+def workflow_of(history: History) -> str:
+    """The workflow uid a history's creation event names ("" when it has none)."""
     for event in history.events:
         if event.type == Topic.CREATED:
             return str(event.data.get("workflow", ""))
@@ -594,7 +637,7 @@ def check_histories(
         sources = lambda _: found  # noqa: E731
     name = candidate or (code.version if isinstance(code, WorkflowCode) else "candidate")
     report = ReplayReport(name)
-    items = [(history, _workflow_of(history)) for history in histories]
+    items = [(history, workflow_of(history)) for history in histories]
     folded = [_recorded(history) for history, _ in items]
     seconds = _second_replays(items, folded, sources)
     report.hash_seed_varied = seconds is not None and bool(items)

@@ -169,3 +169,60 @@ def test_the_gate_refuses_then_forced_journals_the_override(
     assert len(journal(store_url)) > before
     # Nothing of the replays ran: the instances' histories are as they were.
     assert cli("wf", "status", uid, "nap", "--json").doc["status"] == "sleeping"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("class Order:", "class Order2:", "has no class 'Order'"),
+        ("async def run(", "async def nrun(", "fails DW-ABI-1 (has no run method)"),
+    ],
+    ids=["renamed_class", "broken_class"],
+)
+def test_a_version_that_drops_or_breaks_a_live_class_is_refused(
+    cli: Callable[..., Ran], tmp_path: Path, store_url: str, change: tuple[str, str, str]
+) -> None:
+    """Decisions C12: every open Workflow of the Worker is in scope; a Version lacking
+    (or failing DW-ABI-1 for) the class of a Workflow with histories is ``class_missing``."""
+    old, new, why = change
+    space = ("--space", "acme", "--worker", "shop", "--main", "flows")
+    cli("space", "create", "acme")
+    cli("deploy", folder(tmp_path, "v1"), *space, "--create-worker", "--promote")
+    uid = cli("workflow", "create", "orders", "--space", "acme", "--worker", "shop", "--class",
+              "Order", "--json").doc["resource"]["uid"]  # fmt: skip
+    cli("wf", "create", uid, "--id", "nap")
+    with Application(store_url) as app:
+        asyncio.run(app.work_until_idle())
+        created = next(e for e in app.store.iter_after(0) if e.type == "workflow.created")
+    assert cli("wf", "status", uid, "nap", "--json").doc["status"] == "sleeping"
+    dropped = tmp_path / "v2"
+    dropped.mkdir()
+    (dropped / "flows.py").write_text(FLOW.replace("SECOND", "'charge'").replace(
+        "EXTRA", "pass").replace(old, new))  # fmt: skip
+
+    refused = cli("deploy", str(dropped), *space, "--promote", "--json", expect=3).doc
+    assert "deployment" not in refused and refused["replayCheck"]["compatible"] is False
+    (instance,) = refused["replayCheck"]["report"]["instances"]
+    (finding,) = instance["findings"]
+    assert instance["instanceId"] == "nap" and finding["kind"] == "class_missing"
+    assert (finding["position"], finding["version"]) == (created.position, created.version)
+    assert why in finding["reason"]
+    scope = refused["replayCheck"]["scope"]["workflows"]
+    assert scope == {uid: {"inFlight": 1, "terminal": 0, "classMissing": "Order"}}
+    vid = refused["version"]
+    human = cli("deploy", str(dropped), *space, "--promote", expect=3).out
+    assert "REFUSED, not promoted" in human and "class_missing" in human
+
+    dry = cli("deployment", "set", "--space", "acme", "--worker", "shop", f"{vid}=100",
+              "--dry-run", "--json", expect=3).doc  # fmt: skip
+    assert dry["compatible"] is False
+    assert dry["versions"][0]["report"]["counts"]["class_missing"] == 1
+
+    forced = cli("deploy", str(dropped), *space, "--promote", "--force", "--actor", "lead",
+                 "--json").doc  # fmt: skip
+    assert forced["replayCheck"]["forced"] is True
+    assert forced["deployment"]["status"] == "completed"
+    assert [(c["forced"], c["actor"]["id"], c["counts"]["class_missing"])
+            for c in checks(store_url, vid)] == [
+        (False, "ana", 1), (False, "ana", 1), (True, "lead", 1)
+    ]  # fmt: skip

@@ -75,3 +75,95 @@ def test_the_dry_run_answers_the_report_and_appends_nothing(
     refused = post(client, path, {"allocation": [{"version": renamed, "weight": 60}]})
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_request"
     assert app.store.last_position() == before
+
+
+#: Top-level code of a Version that hunts for the host's secrets wherever it runs: the
+#: signing keys in the process's memory, the BLACKOPS_* variables and store URLs of its
+#: environment (the reviewer's x1.py).
+THIEF = """\
+import gc as _gc, json as _json, os as _os
+_found = sorted({type(_o).__name__ for _o in _gc.get_objects()
+                 if type(_o).__name__ in ("SigningKey", "Application", "CheckpointService")})
+with open(LOOT, "a") as _loot:
+    _loot.write(_json.dumps({"pid": _os.getpid(), "found": _found,
+                             "keys": [_o.encode() for _o in _gc.get_objects()
+                                      if type(_o).__name__ == "SigningKey"],
+                             "env": dict(_os.environ)}) + "\\n")
+"""
+
+
+def test_a_version_checked_over_http_reaches_no_secret_of_the_server(
+    app: Application, store_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decisions C13: the Version's code runs only in a fresh interpreter, with no
+    BLACKOPS_* variable, no store URL and none of the server's objects."""
+    import os
+
+    from blackops.audit.checkpoints import CheckpointService
+    from replay.notes import SigningKey
+
+    key = SigningKey.generate("example.com/log")
+    monkeypatch.setenv("BLACKOPS_SIGNING_KEY", key.encode())
+    monkeypatch.setenv("BLACKOPS_SYSTEM_TOKEN", TOKEN)
+    monkeypatch.setenv("BLACKOPS_STORE", store_url)
+    loot = tmp_path / "loot.jsonl"
+    app.access.create_space(SPACE, app.access_context(ACTOR, SPACE))
+    deployed = deployed_worker(app)
+    view = create_workflow(app, deployed.worker)
+    work(app)
+    uid = view["resource"]["uid"]
+    sync(app.workflow(uid).create(id="i-1", params={"mode": "wait"}))
+    work(app)
+    evil = THIEF.replace("LOOT", repr(str(loot))) + bundle()["modules"]["flows"]
+    vid = upload(app, deployed.worker, {**bundle(), "modules": {**bundle()["modules"],
+                 "flows": evil}})  # fmt: skip
+    work(app)
+    loot.unlink(missing_ok=True)  # what the ABI verifier's child saw is not the point here
+    api = create_http_app(app, TOKEN, checkpoints=CheckpointService(app.store, key, app.clock))
+    before = app.store.last_position()
+    with TestClient(api) as client:
+        path = f"/v1/spaces/{SPACE}/workers/{deployed.worker}/deployment/check"
+        answer = post(client, path, {"allocation": [{"version": vid, "weight": 100}]})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["versions"][0]["report"]["checked"] == 1
+    runs = [json.loads(line) for line in loot.read_text().splitlines()]
+    assert runs, "the candidate's code ran nowhere: the test proves nothing"
+    secrets = (key.encode(), TOKEN, store_url)
+    for run in runs:
+        assert run["pid"] != os.getpid()
+        assert run["found"] == [] and run["keys"] == []
+        assert not [name for name in run["env"] if name.startswith("BLACKOPS")]
+        assert not [v for v in run["env"].values() if any(s in v for s in secrets)]
+    assert app.store.last_position() == before
+
+
+def test_the_dry_run_of_a_version_that_drops_a_live_class_says_incompatible(
+    app: Application, client: TestClient
+) -> None:
+    """Decisions C12 over HTTP: the renamed class is ``class_missing``, not "no histories"."""
+    app.access.create_space(SPACE, app.access_context(ACTOR, SPACE))
+    deployed = deployed_worker(app)
+    view = create_workflow(app, deployed.worker)
+    work(app)
+    uid = view["resource"]["uid"]
+    sync(app.workflow(uid).create(id="i-2", params={"mode": "wait"}))
+    work(app)
+    flows = bundle()["modules"]["flows"].replace("class Flow:", "class Flow2:")
+    renamed = upload(app, deployed.worker, {**bundle(), "modules": {**bundle()["modules"],
+                     "flows": flows}})  # fmt: skip
+    work(app)
+    path = f"/v1/spaces/{SPACE}/workers/{deployed.worker}/deployment/check"
+    before = app.store.last_position()
+    answer = post(client, path, {"allocation": [{"version": renamed, "weight": 100}]})
+    assert answer.status_code == 200, answer.text
+    doc = answer.json()
+    assert doc["compatible"] is False
+    (checked,) = doc["versions"]
+    assert checked["scope"]["workflows"] == {
+        uid: {"inFlight": 1, "terminal": 0, "classMissing": "Flow"}
+    }
+    (instance,) = checked["report"]["instances"]
+    (finding,) = instance["findings"]
+    assert instance["instanceId"] == "i-2" and finding["kind"] == "class_missing"
+    assert checked["report"]["counts"]["class_missing"] == 1
+    assert app.store.last_position() == before
