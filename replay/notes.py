@@ -40,7 +40,9 @@ _KEY_TYPES = frozenset({NOTE_KEY, COSIGNATURE_KEY})
 _MAX_SIGNATURES = 100  # as Go's note.Open; the spec asks for at least 16
 _SIGNATURE_PREFIX = "— "
 _HEX8 = re.compile(r"[0-9a-f]{8}")
-_DECIMAL = re.compile(r"0|[1-9][0-9]*")
+_DECIMAL = re.compile(r"0|[1-9][0-9]{0,19}")  # ASCII digits, no leading zeros, at most 20
+MAX_TREE_SIZE = 2**64 - 1
+"""A tree size is a uint64 (c2sp.org/tlog-checkpoint; Go's ``tlog`` parses it as one)."""
 
 
 class NoteError(ValueError):
@@ -282,8 +284,10 @@ class Checkpoint:
     def __post_init__(self) -> None:
         if not self.origin or "\n" in self.origin or _has_control(self.origin):
             raise NoteError("malformed_checkpoint", "the origin is one non-empty line")
-        if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 0:
-            raise NoteError("malformed_checkpoint", "the tree size is a non-negative integer")
+        if isinstance(self.size, bool) or not isinstance(self.size, int):
+            raise NoteError("malformed_checkpoint", "the tree size is an integer")
+        if not 0 <= self.size <= MAX_TREE_SIZE:
+            raise NoteError("malformed_checkpoint", "the tree size is within 0 .. 2^64 - 1")
         if len(self.root) != 32:
             raise NoteError("malformed_checkpoint", "the root hash is 32 bytes")
         for line in self.extensions:
@@ -304,7 +308,10 @@ class Checkpoint:
             raise NoteError("malformed_checkpoint", "a checkpoint has origin, size and root")
         origin, size, root, *extensions = lines
         if not _DECIMAL.fullmatch(size):
-            raise NoteError("malformed_checkpoint", "the tree size is decimal without zeros")
+            raise NoteError(
+                "malformed_checkpoint",
+                "the tree size is a decimal uint64 without leading zeros",
+            )
         raw = _b64(root, "malformed_checkpoint")
         return cls(origin=origin, size=int(size), root=raw, extensions=tuple(extensions))
 
@@ -317,6 +324,11 @@ def _verify(key: VerifierKey, message: bytes, raw: bytes) -> bool:
         signed = f"cosignature/v1\ntime {timestamp}\n".encode() + message
         return key.verify(signed, raw[8:])
     return key.verify(message, raw)
+
+
+def parse_signature_line(line: str) -> Signature:
+    """One signature line without its newline (``malformed_note`` if it is not one)."""
+    return _parse_signature_line(line)
 
 
 def _parse_signature_line(line: str) -> Signature:

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from journal.leaves import leaf_hash
 from replay.merkle import Frontier, verify_consistency, verify_inclusion
-from replay.notes import Checkpoint, NoteError, VerifierKey, open_note
+from replay.notes import MAX_TREE_SIZE, Checkpoint, NoteError, VerifierKey, open_note
 
 HEADER = "c2sp.org/tlog-proof@v1"
+REQUIRED_KEYS = frozenset({"entry", "index", "proof"})
+_DECIMAL = re.compile(r"0|[1-9][0-9]{0,19}")
 
 
 class ReceiptError(ValueError):
@@ -60,8 +63,10 @@ class TlogProof:
         if not rest or not rest[0].startswith("index "):
             raise ReceiptError("malformed_proof", "the index line is missing")
         digits = rest.pop(0)[len("index ") :]
-        if not digits.isascii() or not digits.isdigit() or (digits != "0" and digits[0] == "0"):
-            raise ReceiptError("malformed_proof", "the index is decimal without leading zeros")
+        if not _DECIMAL.fullmatch(digits) or int(digits) > MAX_TREE_SIZE:
+            raise ReceiptError(
+                "malformed_proof", "the index is a decimal uint64 without leading zeros"
+            )
         path = tuple(_b64(line) for line in rest)
         if any(len(h) != 32 for h in path):
             raise ReceiptError("malformed_proof", "every proof line is one 32-byte hash")
@@ -83,7 +88,7 @@ def open_checkpoint(note: str, keys: Sequence[VerifierKey]) -> Checkpoint:
 
 def verify_receipt(receipt: Any, keys: Sequence[VerifierKey]) -> Checkpoint:
     """Check a receipt document offline; returns the checkpoint it is included in."""
-    if not isinstance(receipt, dict) or set(receipt) < {"entry", "index", "proof"}:
+    if not isinstance(receipt, dict) or not receipt.keys() >= REQUIRED_KEYS:
         raise ReceiptError("malformed_receipt", 'a receipt is {"entry", "index", "proof"}')
     entry, index, text = receipt["entry"], receipt["index"], receipt["proof"]
     if not isinstance(entry, str) or not isinstance(text, str):
@@ -94,10 +99,22 @@ def verify_receipt(receipt: Any, keys: Sequence[VerifierKey]) -> Checkpoint:
     if proof.index != index:
         raise ReceiptError("malformed_receipt", "the receipt's index is not its proof's index")
     checkpoint = open_checkpoint(proof.checkpoint, keys)
-    leaf = leaf_hash(entry.rstrip("\n").encode("utf-8"))
+    leaf = leaf_hash(_entry_bytes(entry))
     if not verify_inclusion(index, checkpoint.size, leaf, proof.path, checkpoint.root):
         raise ReceiptError("not_included", "the audit path does not lead to the signed root")
     return checkpoint
+
+
+def _entry_bytes(entry: str) -> bytes:
+    """The bytes the leaf hashes: the JSONL line without its newline. One trailing newline
+    is allowed (the line as an export file holds it); any other newline is refused."""
+    line = entry[:-1] if entry.endswith("\n") else entry
+    if "\n" in line:
+        raise ReceiptError("malformed_receipt", "the entry is one JSONL line")
+    try:
+        return line.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ReceiptError("malformed_receipt", "the entry is not valid UTF-8 text") from None
 
 
 def verify_consistency_text(old: Checkpoint, new: Checkpoint, proof_text: str) -> bool:

@@ -22,7 +22,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from replay.merkle import EMPTY_ROOT, verify_consistency
-from replay.notes import Checkpoint, NoteError, VerifierKey, open_note, parse_note
+from replay.notes import (
+    MAX_TREE_SIZE,
+    Checkpoint,
+    NoteError,
+    VerifierKey,
+    open_note,
+    parse_note,
+)
 
 MAX_PROOF_LINES = 63
 MAX_BODY_BYTES = 1 << 20
@@ -69,8 +76,11 @@ def parse(body: bytes) -> AddCheckpoint:
         raise Refusal(400, "the first line must be 'old <size>' (decimal, no leading zeros)")
     if len(lines) - 1 > MAX_PROOF_LINES:
         raise Refusal(400, f"more than {MAX_PROOF_LINES} consistency proof lines")
+    old_size = int(matched.group(1))
+    if old_size > MAX_TREE_SIZE:
+        raise Refusal(400, "the old size is a uint64 (at most 2^64 - 1)")
     proof = tuple(_hash(line) for line in lines[1:])
-    return AddCheckpoint(old_size=int(matched.group(1)), proof=proof, note=note)
+    return AddCheckpoint(old_size=old_size, proof=proof, note=note)
 
 
 def check(

@@ -104,6 +104,8 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
 
     if args.after < 0:
         raise InvalidRequest("--after must be a position >= 0")
+    if args.until is not None and args.until < args.after:
+        raise InvalidRequest(f"--until {args.until} is before --after {args.after}")
     if args.json and not args.output:
         raise InvalidRequest("--json needs --output: stdout carries the JSONL")
     manifest_path = args.manifest or (f"{args.output}.manifest.json" if args.output else None)

@@ -26,7 +26,7 @@ from blackops.http.operations import OperationId, operation_of
 from blackops.http.params import SpacePath
 from blackops.http.responses import JSON
 from domain.access import Action
-from domain.errors import NotFound
+from domain.errors import InvalidRequest, NotFound
 from journal.store import MAX_POSITION
 from replay.observed import observed_line
 
@@ -195,6 +195,13 @@ After = Annotated[int, Query(ge=0, le=MAX_POSITION, description="start after thi
 _MANIFESTS_KEPT = 256
 
 
+def _check_range(after: int, until: int | None) -> None:
+    """An export covers (after, until]: ``until`` before ``after`` is a mistake, refused
+    before anything is read or journaled (``until == after`` is the empty range)."""
+    if until is not None and until < after:
+        raise InvalidRequest(f"until ({until}) is before after ({after})")
+
+
 def _export(
     app: Application,
     service: CheckpointService,
@@ -250,6 +257,7 @@ async def journal_export(
     from domain.access import check_system
 
     check_system(who.principal, "exporting the whole journal")
+    _check_range(after, until)
     manifests = _manifests(request)
     body, export_id = await run_in_threadpool(
         _export, app, service, who, after, until, None, manifests
@@ -274,6 +282,7 @@ async def space_journal_export(
     service: CheckpointService = Depends(checkpoints),
 ) -> Response:
     check_space(app, who, space, Action.READ)
+    _check_range(after, until)
     manifests = _manifests(request)
     body, export_id = await run_in_threadpool(
         _export, app, service, who, after, until, space, manifests

@@ -13,6 +13,7 @@ seen a history this log cannot prove it extends: that is logged as an error ever
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -22,8 +23,15 @@ import httpx
 
 from blackops.witness.cosigned import CosignatureBook
 from replay import tlog_witness
-from replay.cosignature import cosignatures, cosigner_verifier
-from replay.notes import Checkpoint, NoteError, VerifierKey, parse_note
+from replay.cosignature import cosigner_verifier, verify
+from replay.notes import (
+    MAX_TREE_SIZE,
+    Checkpoint,
+    NoteError,
+    VerifierKey,
+    parse_note,
+    parse_signature_line,
+)
 
 LOG = logging.getLogger("blackops.witness")
 ProofSource = Callable[[int, int], Sequence[bytes]]
@@ -116,18 +124,18 @@ class WitnessPusher:
         if note is None:
             return {}
         checkpoint = Checkpoint.parse(parse_note(note).text)
-        have = set(self.book.lines(checkpoint))
+        have = "".join(self.book.lines(checkpoint))
         results: dict[str, str] = {}
         now = time.monotonic()
         for target in self.targets:
             progress = self._progress.setdefault(target.label, _Progress())
             if progress.next_at > now:
                 continue
-            if any(line.startswith(f"— {target.key.name} ") for line in have):
+            if _verified_lines(have, checkpoint, target.key):
                 continue  # this checkpoint already carries its cosignature
             try:
                 self._push(client, target, progress, note, checkpoint)
-            except (PushError, httpx.HTTPError, NoteError) as error:
+            except Exception as error:  # one witness never stops the others
                 progress.delay = min(max(progress.delay * 2, 1.0), self.max_backoff)
                 progress.next_at = time.monotonic() + progress.delay
                 progress.last = str(error)
@@ -165,21 +173,45 @@ class WitnessPusher:
             if answer.status_code == 409 and answer.headers.get("content-type", "").startswith(
                 "text/x.tlog.size"
             ):
-                text = answer.text.strip()
-                if not text.isdigit():
-                    raise PushError(f"409 with a malformed size {text[:40]!r}")
-                old = progress.known = int(text)
+                old = progress.known = _size_of(answer.text)
                 continue
             if answer.status_code != 200:
                 raise PushError(f"{answer.status_code}: {answer.text.strip()[:200]}")
-            lines = [line + "\n" for line in answer.text.splitlines() if line]
-            found = cosignatures(note + "".join(lines), [target.key])
-            if target.label not in found.valid:
+            kept = _verified_lines(answer.text, checkpoint, target.key)
+            if not kept:
                 raise PushError("the witness answered no valid cosignature by its key")
-            prefix = f"— {target.key.name} "
-            for line in lines:
-                if line.startswith(prefix):
-                    self.book.save(checkpoint, target.label, line)
+            for line in kept:
+                self.book.save(checkpoint, target.label, line)
             progress.known = checkpoint.size
             return
         raise PushError("the witness kept answering 409")
+
+
+_SIZE = re.compile(r"(0|[1-9][0-9]{0,19})\n?")  # ASCII decimal: '²'.isdigit() is True
+
+
+def _size_of(text: str) -> int:
+    """The size a 409 names (a uint64 in decimal), or a ``PushError``."""
+    matched = _SIZE.fullmatch(text)
+    size = int(matched.group(1)) if matched is not None else MAX_TREE_SIZE + 1
+    if size > MAX_TREE_SIZE:
+        raise PushError(f"409 with a malformed size {text[:40]!r}")
+    return size
+
+
+def _verified_lines(text: str, checkpoint: Checkpoint, key: VerifierKey) -> list[str]:
+    """The lines of a witness's answer that are ``key``'s valid cosignature of ``checkpoint``
+    (canonical form, key ID and signature checked); every other line is dropped."""
+    body = checkpoint.body()
+    kept: list[str] = []
+    for raw in text.split("\n"):
+        if not raw:
+            continue
+        try:
+            signature = parse_signature_line(raw)
+        except NoteError:
+            continue
+        line = raw + "\n"
+        if signature.line() == line and verify(body, signature, key) and line not in kept:
+            kept.append(line)
+    return kept

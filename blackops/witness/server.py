@@ -12,6 +12,7 @@ kept in ``<state>/evidence/`` as proof of the log's misbehaviour.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 import time
@@ -25,6 +26,7 @@ from replay import cosignature, tlog_witness
 from replay.notes import Checkpoint, SigningKey, VerifierKey, parse_note
 
 SIZE_TYPE = "text/x.tlog.size"
+_LENGTH = re.compile(r"[0-9]{1,16}")  # ASCII digits only: str.isdigit() also takes '²'
 
 
 class Witness:
@@ -82,7 +84,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(404, "not found\n")
             return
         length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
+        if length is None or not _LENGTH.fullmatch(length.strip()):
             self._answer(411 if length is None else 400, "a Content-Length is required\n")
             return
         size = int(length)

@@ -119,3 +119,37 @@ def test_http_export_per_space_is_signed_and_journaled(store_url: str, tmp_path:
     forge(jsonl)
     assert verify(jsonl, key.verifier().encode()).returncode == 1
     assert hashlib.sha256(jsonl.read_bytes()).hexdigest()  # the file is still readable
+
+
+@pytest.mark.parametrize("route", ["/v1/journal/export", "/v1/spaces/default/journal/export"])
+def test_an_export_ending_before_it_starts_is_refused_and_not_journaled(
+    store_url: str, route: str
+) -> None:
+    filled(store_url)
+    from blackops.audit.checkpoints import CheckpointService
+    from blackops.runtime import SystemClock
+
+    with Application(store_url) as app:
+        service = CheckpointService(app.store, SigningKey.generate(ORIGIN), SystemClock())
+        client = TestClient(create_http_app(app, "systok", checkpoints=service))
+        system = {"Authorization": "Bearer systok"}
+        assert client.post("/v1/spaces", json={"name": "default"}, headers=system).is_success
+        before = app.store.last_position()
+        answer = client.get(f"{route}?after=10&until=5", headers=system)
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error"]["code"] == "invalid_request"
+        assert app.store.last_position() == before  # no journal.exported
+        empty = client.get(f"{route}?after=5&until=5", headers=system)
+        assert empty.status_code == 200 and empty.content == b""
+
+
+def test_the_cli_refuses_an_export_ending_before_it_starts(store_url: str, tmp_path: Path) -> None:
+    filled(store_url)
+    with Application(store_url) as app:
+        before = app.store.last_position()
+    target = tmp_path / "j.jsonl"
+    done = run("journal", "export", "--output", str(target), "--after", "10", "--until", "5",
+               store=store_url)  # fmt: skip
+    assert done.returncode != 0 and "--until 5 is before --after 10" in done.stderr
+    with Application(store_url) as app:
+        assert app.store.last_position() == before

@@ -9,7 +9,9 @@ loads, so generated requests reach real objects (200s), not only unknown ones (4
 One configuration is ours, and it is narrow: the control-plane mutations whose bodies
 carry Python source or references to other resources (a Version upload, a Deployment or
 its dry run, a Workflow create or replace) may answer a schema-valid body with 400, because no JSON
-Schema can say that a module compiles, that weights sum to 100 or that a Worker exists.
+Schema can say that a module compiles, that weights sum to 100 or that a Worker exists; and
+the two export routes may answer 400 for an ``until`` before ``after`` (parameters no JSON
+Schema can order against each other).
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ SEMANTIC_BODIES = {
     ("POST", "/v1/spaces/{space}/workers/{worker}/deployment/check"),
     ("POST", "/v1/spaces/{space}/workflows"),
     ("PUT", "/v1/spaces/{space}/workflows/{uid}"),
+    # Two query parameters that must be ordered (until >= after, decision A17): no JSON
+    # Schema relates one parameter to another.
+    ("GET", "/v1/journal/export"),
+    ("GET", "/v1/spaces/{space}/journal/export"),
 }
 STREAMS = ("/v1/journal/stream", "/v1/spaces/{space}/journal/stream")
 EXAMPLES_PER_OPERATION = 30

@@ -4,6 +4,8 @@ backing off from a witness that is down without holding up the others."""
 
 from __future__ import annotations
 
+import base64
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -136,3 +138,70 @@ def test_a_witness_option_must_name_a_url_and_a_key() -> None:
         WitnessTarget.parse("w1.example+abcd")
     with pytest.raises(ValueError, match="malformed"):
         WitnessTarget.parse("http://x=not-a-key")
+
+
+def misbehaving(answers: dict[str, httpx.Response], real: Running) -> httpx.MockTransport:
+    """Hosts named in ``answers`` get that answer; every other request goes to ``real``."""
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.host in answers:
+            return answers[request.url.host]
+        with httpx.Client() as client:
+            return client.post(f"{real.url}{request.url.path}", content=request.content)
+
+    return httpx.MockTransport(handle)
+
+
+@pytest.mark.parametrize("size", ["²\n", "1" * 5000 + "\n", "18446744073709551616\n", "-1\n"])
+def test_a_witness_answering_a_malformed_409_backs_off_and_never_stops_the_others(
+    tmp_path: Path, log: ToyLog, book: CosignatureBook, size: str
+) -> None:
+    good = start_witness(log, tmp_path / "w1", "w1.example")
+    bad_key = SigningKey.generate("bad.example", COSIGNATURE_KEY)
+    bad = WitnessTarget.parse(f"http://bad.invalid={bad_key.verifier().encode()}")
+    reply = httpx.Response(409, headers={"content-type": "text/x.tlog.size"}, text=size)
+    # The bad witness comes first: before the fix its ValueError ended the round.
+    pusher = WitnessPusher(book, [bad, target(good)], log.note, log.proof)
+    with httpx.Client(transport=misbehaving({"bad.invalid": reply}, good)) as client:
+        results = pusher.run_once(client)
+        assert results[target(good).label] == "cosigned"
+        assert results[bad.label].startswith("error: 409 with a malformed size")
+        log.grow(1)
+        # Backing off: the next round pushes to the good witness only.
+        assert pusher.run_once(client) == {target(good).label: "cosigned"}
+    good.close()
+
+
+def test_only_cosignature_lines_that_verify_are_kept(
+    tmp_path: Path, log: ToyLog, book: CosignatureBook
+) -> None:
+    real = start_witness(log, tmp_path / "w1", "w1.example")
+    key = real.witness.verifier
+    junk_same_id = f"— {key.name} " + base64.b64encode(key.key_id + bytes(72)).decode()
+    junk_random = f"— {key.name} " + base64.b64encode(os.urandom(76)).decode()
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        with httpx.Client() as client:
+            answer = client.post(f"{real.url}/add-checkpoint", content=request.content)
+        return httpx.Response(200, text=f"{junk_random}\n{answer.text}{junk_same_id}\nnoise\n")
+
+    pusher = WitnessPusher(book, [target(real)], log.note, log.proof)
+    with httpx.Client(transport=httpx.MockTransport(handle)) as client:
+        assert pusher.run_once(client) == {target(real).label: "cosigned"}
+    kept = book.lines(log.checkpoint())
+    assert len(kept) == 1
+    assert cosignatures(log.note() + kept[0], [key]).valid
+    real.close()
+
+
+def test_an_answer_with_only_junk_lines_is_refused_and_nothing_is_kept(
+    tmp_path: Path, log: ToyLog, book: CosignatureBook
+) -> None:
+    key = SigningKey.generate("w1.example", COSIGNATURE_KEY)
+    wanted = WitnessTarget.parse(f"http://w1.invalid={key.verifier().encode()}")
+    junk = f"— w1.example {base64.b64encode(wanted.key.key_id + bytes(72)).decode()}\n"
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, text=junk))
+    pusher = WitnessPusher(book, [wanted], log.note, log.proof)
+    with httpx.Client(transport=transport) as client:
+        assert pusher.run_once(client)[wanted.label].startswith("error:")
+    assert book.lines(log.checkpoint()) == []

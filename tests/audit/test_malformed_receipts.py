@@ -1,0 +1,131 @@
+"""A receipt is checked byte for byte: every malformed one is a ``ReceiptError`` with a stable
+code (``blackops verify-receipt`` exits 1 with it), never a traceback; only the entry the leaf
+hashes, with at most one trailing newline, verifies (the leaf is SHA-256(0x00 ‖ entry))."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from transparency_log import ToyLog
+
+from replay.merkle import inclusion_proof
+from replay.notes import Checkpoint
+from replay.receipts import ReceiptError, TlogProof, verify_receipt
+
+CODES = {
+    "malformed_receipt", "malformed_proof", "malformed_note", "malformed_checkpoint",
+    "bad_signature", "unknown_key", "not_included", "ambiguous_key",
+}  # fmt: skip
+LOG = ToyLog().append(*(f'{{"n":{n}}}' for n in range(7)))
+RECEIPT: dict[str, Any] = {
+    "entry": '{"n":3}',
+    "index": 3,
+    "proof": TlogProof(3, tuple(inclusion_proof(3, LOG.leaves)), LOG.note()).text(),
+}
+KEYS = [LOG.key.verifier()]
+
+
+def test_the_receipt_verifies_with_its_entry_and_with_one_trailing_newline() -> None:
+    assert verify_receipt(RECEIPT, KEYS).size == 7
+    assert verify_receipt({**RECEIPT, "entry": '{"n":3}\n'}, KEYS).size == 7
+
+
+@pytest.mark.parametrize("tail", ["\n\n", "\n\n\n\n", "\r\n", "\n \n"])
+def test_more_than_one_trailing_newline_is_refused(tail: str) -> None:
+    with pytest.raises(ReceiptError) as caught:
+        verify_receipt({**RECEIPT, "entry": '{"n":3}' + tail}, KEYS)
+    assert caught.value.code in {"malformed_receipt", "not_included"}
+
+
+@pytest.mark.parametrize(
+    "receipt",
+    [
+        {"entry": RECEIPT["entry"], "index": 3, "extra": 1},  # no proof, one more key
+        {"index": 3, "proof": RECEIPT["proof"], "x": 1, "y": 2},
+        {"entry": RECEIPT["entry"], "proof": RECEIPT["proof"], "extra": 1},
+        {**RECEIPT, "index": 10**5000},
+        {**RECEIPT, "proof": RECEIPT["proof"].replace("index 3", "index " + "3" * 5000)},
+        {
+            **RECEIPT,
+            "index": 2**64,
+            "proof": RECEIPT["proof"].replace("index 3", "index 18446744073709551616"),
+        },
+        {**RECEIPT, "entry": "\ud800"},
+        [RECEIPT],
+    ],
+)
+def test_a_malformed_receipt_is_a_receipt_error(receipt: Any) -> None:
+    with pytest.raises(ReceiptError) as caught:
+        verify_receipt(receipt, KEYS)
+    assert caught.value.code in CODES
+
+
+def mangle(data: st.DataObject, text: str) -> str:
+    chars = list(text)
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, len(chars)))
+        how = data.draw(st.sampled_from(["insert", "delete", "replace"]))
+        char = data.draw(st.sampled_from(["\n", "0", "9", " ", "=", "+", "²", "—", "\ud800", "a"]))
+        if how == "insert":
+            chars.insert(at, char)
+        elif chars and at < len(chars):
+            chars[at : at + 1] = [] if how == "delete" else [char]
+    return "".join(chars)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_mangled_receipts_verify_or_are_refused_with_a_code(data: st.DataObject) -> None:
+    receipt: Any = dict(RECEIPT)
+    field = data.draw(st.sampled_from(["entry", "proof", "index", "keys", "value"]))
+    if field in ("entry", "proof"):
+        receipt[field] = mangle(data, receipt[field])
+    elif field == "index":
+        receipt["index"] = data.draw(st.one_of(st.integers(), st.text(), st.none(), st.booleans()))
+    elif field == "keys":
+        for key in data.draw(st.sets(st.sampled_from(sorted(RECEIPT)))):
+            del receipt[key]
+        receipt.update(data.draw(st.dictionaries(st.text(max_size=5), st.integers(), max_size=2)))
+    else:
+        receipt = data.draw(st.one_of(st.none(), st.integers(), st.text(), st.lists(st.text())))
+    code, checkpoint = outcome(receipt)
+    if checkpoint is None:
+        assert code in CODES
+    else:  # it verified: then it is the receipt of leaf 3 under the signed root
+        assert checkpoint.size == 7 and receipt["index"] == 3
+        assert receipt["entry"] in ('{"n":3}', '{"n":3}\n')
+
+
+def outcome(receipt: Any) -> tuple[str, Checkpoint | None]:
+    try:
+        return "", verify_receipt(receipt, KEYS)
+    except ReceiptError as error:
+        return error.code, None
+
+
+def test_verify_receipt_exits_1_with_the_code_never_a_traceback(tmp_path: Path) -> None:
+    path = tmp_path / "receipt.json"
+    path.write_text(json.dumps({"entry": RECEIPT["entry"], "index": 3, "extra": 1}))
+    done = subprocess.run(
+        [sys.executable, "-m", "blackops", "verify-receipt", str(path), "--json",
+         "--key", LOG.key.verifier().encode()],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert json.loads(done.stdout)["problem"] == "malformed_receipt"
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({**RECEIPT, "entry": RECEIPT["entry"] + "\n\n\n\n"}))
+    done = subprocess.run(
+        [sys.executable, "-m", "blackops", "verify-receipt", str(good), "--json",
+         "--key", LOG.key.verifier().encode()],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1 and json.loads(done.stdout)["problem"] == "malformed_receipt"
