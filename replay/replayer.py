@@ -172,7 +172,7 @@ def read_state(state_file: Path) -> int:
         text = state_file.read_text().strip()
     except FileNotFoundError:
         return 0
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit() and len(text) <= 19):
         raise ValueError(f"{state_file} does not hold a position")
     return int(text)
 

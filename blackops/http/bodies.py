@@ -15,7 +15,13 @@ from domain.errors import InvalidRequest, NotFound
 async def read_body(request: Request) -> bytes:
     """The raw body, refusing early once it cannot be a document any more."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_RAW_BYTES:
+    # ASCII digits only ('²'.isdigit() is true), and no int() of thousands of digits.
+    if (
+        declared is not None
+        and declared.isascii()
+        and declared.isdigit()
+        and (len(declared) > 18 or int(declared) > MAX_RAW_BYTES)
+    ):
         raise DocumentError("document_too_large", f"request body is over {MAX_RAW_BYTES} bytes")
     chunks, size = [], 0
     async for chunk in request.stream():
