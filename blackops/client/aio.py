@@ -12,7 +12,13 @@ import httpx
 
 from blackops.client import calls
 from blackops.client.calls import Call, JournalPage
-from blackops.client.client import DEFAULT_SPACE, StreamedLine, stream_params
+from blackops.client.client import (
+    DEFAULT_SPACE,
+    StreamedLine,
+    stream_failure,
+    stream_params,
+    streamed_lines,
+)
 from blackops.client.sse import SSEDecoder
 from blackops.errors import BackendUnavailable
 from blackops.operations.results import OperationResult
@@ -151,22 +157,16 @@ class AsyncClient:
                     wait = retry_seconds
                     decoder = SSEDecoder()
                     async for chunk in response.aiter_bytes():
-                        for event in decoder.feed(chunk):
-                            if event.id is None:
-                                continue
-                            after = int(event.id)
-                            yield StreamedLine(after, event.data + b"\n")
+                        for streamed in streamed_lines(decoder, chunk):
+                            after = streamed.position
+                            yield streamed
                             if remaining is not None:
                                 remaining -= 1
                                 if remaining == 0:
                                     return
             except (httpx.TransportError, BackendUnavailable) as error:
                 if not reconnect:
-                    raise (
-                        calls.unreachable(error)
-                        if isinstance(error, httpx.TransportError)
-                        else error
-                    ) from error
+                    raise stream_failure(error) from error
                 await asyncio.sleep(wait)
                 wait = min(wait * 2, 30.0)
             else:

@@ -43,6 +43,19 @@ def stream_params(
     return params, {"Last-Event-ID": str(after), "Accept": "text/event-stream"}
 
 
+def streamed_lines(decoder: SSEDecoder, chunk: bytes) -> Iterator[StreamedLine]:
+    """The journal lines one chunk of a stream completes (comments and id-less events are
+    heartbeats: skipped)."""
+    for event in decoder.feed(chunk):
+        if event.id is not None:
+            yield StreamedLine(int(event.id), event.data + b"\n")
+
+
+def stream_failure(error: httpx.TransportError | BackendUnavailable) -> BlackOpsError:
+    """What a stream that may not reconnect raises for ``error``."""
+    return calls.unreachable(error) if isinstance(error, httpx.TransportError) else error
+
+
 def write_export(path: str, chunks: Iterator[bytes]) -> None:
     """The body into ``path``, replaced atomically once complete."""
     partial = path + ".partial"
@@ -213,22 +226,16 @@ class Client:
                     wait = retry_seconds
                     decoder = SSEDecoder()
                     for chunk in response.iter_bytes():
-                        for event in decoder.feed(chunk):
-                            if event.id is None:
-                                continue
-                            after = int(event.id)
-                            yield StreamedLine(after, event.data + b"\n")
+                        for streamed in streamed_lines(decoder, chunk):
+                            after = streamed.position
+                            yield streamed
                             if remaining is not None:
                                 remaining -= 1
                                 if remaining == 0:
                                     return
             except (httpx.TransportError, BackendUnavailable) as error:
                 if not reconnect:
-                    raise (
-                        calls.unreachable(error)
-                        if isinstance(error, httpx.TransportError)
-                        else error
-                    ) from error
+                    raise stream_failure(error) from error
                 time.sleep(wait)
                 wait = min(wait * 2, 30.0)
             else:
