@@ -35,7 +35,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import Send
 
 from blackops.application import Application
-from blackops.http.auth import Caller, application, caller, check_space
+from blackops.http.auth import Caller, application, check_space, stream_caller
 from blackops.http.journal import After, tenant_of
 from blackops.http.openapi import errors
 from blackops.http.params import SpacePath
@@ -224,7 +224,7 @@ async def journal_stream(
     after: After = 0,
     limit: StreamLimit = None,
     max_seconds: MaxSeconds = None,
-    who: Caller = Depends(caller),
+    who: Caller = Depends(stream_caller),
     app: Application = Depends(application),
     credentials: HTTPAuthorizationCredentials | None = Depends(_BEARER),
 ) -> Response:
@@ -251,7 +251,7 @@ async def space_journal_stream(
     after: After = 0,
     limit: StreamLimit = None,
     max_seconds: MaxSeconds = None,
-    who: Caller = Depends(caller),
+    who: Caller = Depends(stream_caller),
     app: Application = Depends(application),
     credentials: HTTPAuthorizationCredentials | None = Depends(_BEARER),
 ) -> Response:
@@ -316,7 +316,7 @@ def _respond(
 
     def still_allowed() -> bool:
         try:
-            may_read(caller(request, credentials))
+            may_read(stream_caller(request, credentials))
         except BlackOpsError:
             return False
         return True
