@@ -134,8 +134,11 @@ def static(name: str) -> Response:
     if media is None:
         raise NotFound("no such file")
     body = resources.files("blackops.console").joinpath("static", name).read_bytes()
-    return Response(body, media_type=media, headers={"Cache-Control": "max-age=300",
-                                                     "X-Content-Type-Options": "nosniff"})
+    return Response(
+        body,
+        media_type=media,
+        headers={"Cache-Control": "max-age=300", "X-Content-Type-Options": "nosniff"},
+    )
 
 
 # -- operations --------------------------------------------------------------------------------
@@ -161,8 +164,14 @@ def operations(
     tenant = tenant or None
     if tenant is not None:
         check_space(app, who, tenant, Action.READ)
-    filters = {"tenant": tenant, "type": type or None, "status": status or None,
-               "since": since or None, "until": until or None, "cursor": cursor or None}
+    filters = {
+        "tenant": tenant,
+        "type": type or None,
+        "status": status or None,
+        "since": since or None,
+        "until": until or None,
+        "cursor": cursor or None,
+    }
     listing = app.list_operations(**filters, limit=50)
     counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
     for space, types in app.operation_counts(tenant).items():

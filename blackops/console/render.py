@@ -135,8 +135,10 @@ class ConsoleRoute(APIRoute):
             except BlackOpsError as error:
                 status = error.http_status
                 if status == 401:
-                    return login_redirect(request) if request.method == "GET" else error_page(
-                        request, 401, error.code, error.message
+                    return (
+                        login_redirect(request)
+                        if request.method == "GET"
+                        else error_page(request, 401, error.code, error.message)
                     )
                 return error_page(request, status, error.code, error.message)
 

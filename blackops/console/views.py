@@ -20,13 +20,17 @@ from replay.merkle import verify_consistency
 from replay.notes import NoteError, VerifierKey
 from replay.receipts import ReceiptError, open_checkpoint, verify_receipt
 
+#: How a step kind reads on a page (the authors' API names).
+STEP_KINDS = {"do": "do", "sleep": "sleep", "wait": "wait_for_event"}
 #: The lifecycle stages a timeline marks, in order (python-contract's states).
 STAGES = {
     "operation.received": "Received",
     "operation.accepted": "Accepted",
     "attempt.started": "Attempt started",
     "attempt.failed": "Attempt failed",
+    "attempt.supervising": "Supervising the failure",
     "attempt.retry_scheduled": "Retry scheduled",
+    "attempt.finalizing": "Finalizing",
     "operation.completed": "Completed",
     "operation.rejected": "Rejected",
     "operation.failed": "Failed",
@@ -79,9 +83,7 @@ class ReceiptView:
     keys: list[str] = field(default_factory=list)
 
 
-def operation_receipt(
-    service: CheckpointService, events: list[dict[str, Any]]
-) -> ReceiptView:
+def operation_receipt(service: CheckpointService, events: list[dict[str, Any]]) -> ReceiptView:
     """The receipt of the operation's terminal event, checked with ``verify_receipt`` (the
     offline verifier ``blackops verify-receipt`` runs) against this server's keys."""
     view = ReceiptView()
@@ -141,12 +143,10 @@ def checkpoint_history(service: CheckpointService, limit: int = 50) -> list[Chec
             old_size, old_root = previous
             proof = tree.consistency(old_size, size) if old_size < size else []
             consistent = verify_consistency(old_size, size, old_root, root, proof)
-        rows.append(
-            CheckpointRow(
-                event.position, event.at, size, base64.b64encode(root).decode(), note, signed,
-                consistent, matches,
-            )  # fmt: skip
-        )
+        encoded = base64.b64encode(root).decode()
+        row = CheckpointRow(event.position, event.at, size, encoded, note, signed, consistent,
+                            matches)  # fmt: skip
+        rows.append(row)
         previous = (size, root)
     return list(reversed(rows[-limit:]))
 
@@ -173,9 +173,7 @@ def recent_lines(app: Application, space: str | None, limit: int = 20) -> list[d
     last = app.store.last_position()
     lines = observed_lines(app.store, max(0, last - 500), 500)
     kept = [
-        (position, line)
-        for position, line in lines
-        if space is None or tenant_of(line) == space
+        (position, line) for position, line in lines if space is None or tenant_of(line) == space
     ]
     rows = []
     for position, line in kept[-limit:]:
@@ -200,6 +198,7 @@ class Step:
     config: Any = None
     result: Any = None
     error: Any = None
+    due_at: Any = None
 
 
 def step_history(events: list[Any]) -> tuple[list[Step], list[Any]]:
@@ -210,7 +209,8 @@ def step_history(events: list[Any]) -> tuple[list[Step], list[Any]]:
         if not event.type.startswith("workflow.step_"):
             continue
         name = str(data.get("name"))
-        step = steps.setdefault(name, Step(name, str(data.get("kind", "?"))))
+        kind = str(data.get("kind", "?"))
+        step = steps.setdefault(name, Step(name, STEP_KINDS.get(kind, kind)))
         step.events.append({"position": event.position, "type": event.type, "at": event.at})
         step.config = data.get("config", step.config)
         if event.type == "workflow.step_completed":
@@ -226,4 +226,5 @@ def step_history(events: list[Any]) -> tuple[list[Step], list[Any]]:
             step.attempts = max(step.attempts, int(data.get("attempt", len(step.retries))))
         elif event.type == "workflow.step_suspended":
             step.status = "sleeping" if step.kind == "sleep" else "waiting"
+            step.due_at = data.get("due_at")
     return list(steps.values()), events

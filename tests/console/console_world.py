@@ -119,10 +119,9 @@ def _seed(served: Served, verifier: str) -> World:
     ops = "/v1/spaces/default/operations"
     invoice = ok(admin.post(f"{ops}/invoice.issue", json={"customer": "ana", "amount": 42}))
     ok(admin.post(f"{ops}/greeting.say", json={"name": "bob"}))
-    retried = ok(
-        admin.post(f"{ops}/inventory.reserve", json={"sku": "B-7"},
-                   headers={"Prefer": "respond-async"})  # fmt: skip
-    )["operationId"]
+    deferred = {"Prefer": "respond-async"}
+    reserve = admin.post(f"{ops}/inventory.reserve", json={"sku": "B-7"}, headers=deferred)
+    retried = ok(reserve)["operationId"]
     foreign = ok(system.post("/v1/spaces/globex/operations/greeting.say", json={}))
     instances = "/v1/spaces/default/workflows/OrderApproval/instances"
     params = {"order": "A-1", "amount": 42, "cool_off_seconds": 0}
@@ -131,8 +130,8 @@ def _seed(served: Served, verifier: str) -> World:
         "the instance to wait",
         lambda: admin.get(f"{instances}/order-1").json()["status"] == "waiting",
     )
-    ok(admin.post(f"{instances}/order-1/events",
-                  json={"type": "approval", "payload": {"approved": True, "by": "maria"}}))  # fmt: skip
+    approval = {"type": "approval", "payload": {"approved": True, "by": "maria"}}
+    ok(admin.post(f"{instances}/order-1/events", json=approval))
     until(
         "the instance to complete",
         lambda: admin.get(f"{instances}/order-1").json()["status"] == "complete",
