@@ -15,6 +15,10 @@ commits of other processes (PostgreSQL's NOTIFY fires only for work-making event
 cannot stand in for that). While idle a stream sends a ``: keep-alive`` comment every
 ``heartbeat_seconds``, and at that pace checks that its token still authenticates and may
 still read: a revoked token or a removed role ends the stream (decisions P47).
+
+The two stream routes take the web console's session cookie when no Authorization header
+is sent (``stream_caller``: a browser's ``EventSource`` cannot send one; decisions U5), with
+the same access rule.
 """
 
 from __future__ import annotations
