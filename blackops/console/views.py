@@ -5,8 +5,11 @@ checkpoints with the consistency of each to the one before, exports, the recent 
 from __future__ import annotations
 
 import base64
+import re
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from blackops.application import Application
 from blackops.audit.checkpoints import CHECKPOINT, CheckpointService
@@ -151,6 +154,10 @@ def checkpoint_history(service: CheckpointService, limit: int = 50) -> list[Chec
     return list(reversed(rows[-limit:]))
 
 
+#: A Space's export names it at the end of its output ("GET ... (space S)").
+_EXPORT_SPACE = re.compile(r"\(space ([^()]+)\)$")
+
+
 def exports(app: Application, who: Caller, limit: int = 20) -> list[dict[str, Any]]:
     """The journaled exports (chain of custody) the caller may know of, newest first:
     every one for a system principal, else those of its Spaces."""
@@ -158,8 +165,8 @@ def exports(app: Application, who: Caller, limit: int = 20) -> list[dict[str, An
     for event in app.store.read_topics(["journal.exported"]):
         output = str(event.data.get("output", ""))
         if not who.principal.system:
-            space = output.rsplit("(space ", 1)[1][:-1] if output.endswith(")") else None
-            if space is None or who.principal.role_in(space) is None:
+            named = _EXPORT_SPACE.search(output)
+            if named is None or who.principal.role_in(named.group(1)) is None:
                 continue
         found.append({"position": event.position, "at": event.at,
                       "actor": event.context.get("actor"), **event.data})  # fmt: skip
@@ -168,8 +175,6 @@ def exports(app: Application, who: Caller, limit: int = 20) -> list[dict[str, An
 
 def recent_lines(app: Application, space: str | None, limit: int = 20) -> list[dict[str, Any]]:
     """The last lines of the journal (of ``space`` only, if given) among the last 500."""
-    import orjson
-
     last = app.store.last_position()
     lines = observed_lines(app.store, max(0, last - 500), 500)
     kept = [

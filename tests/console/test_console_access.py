@@ -377,3 +377,22 @@ def test_pages_render_for_a_reader(world: World) -> None:
     assert "Verified by this server" in receipt
     bad = client.get("/ui/operations?since=yesterday")
     assert bad.status_code == 400 and "invalid_request" in bad.text
+
+
+def test_the_journal_page_lists_only_the_exports_a_principal_may_know(world: World) -> None:
+    api = world.client()
+    system = {"Authorization": f"Bearer {SYSTEM}"}
+    acme = {"Authorization": f"Bearer {world.tokens['acme-admin']}"}
+    globex = {"Authorization": f"Bearer {world.tokens['globex-admin']}"}
+    assert api.get("/v1/journal/export", headers=system).status_code == 200
+    assert api.get("/v1/spaces/acme/journal/export", headers=acme).status_code == 200
+    assert api.get("/v1/spaces/globex/journal/export", headers=globex).status_code == 200
+    outputs = re.compile(r"GET /v1/[a-z/]*journal/export(?: \(space [a-z]+\))?")
+    seen = outputs.findall(world.signed_in("acme-reader").get("/ui/journal").text)
+    assert seen == ["GET /v1/journal/export (space acme)"]
+    every = outputs.findall(world.signed_in("system").get("/ui/journal").text)
+    assert sorted(every) == [
+        "GET /v1/journal/export",
+        "GET /v1/journal/export (space acme)",
+        "GET /v1/journal/export (space globex)",
+    ]
