@@ -258,7 +258,7 @@ def workflows(request: Request, space: Space) -> Response:
     views = app.workflow_views(space)
     workers = []
     for worker in app.control.workers(space):
-        name = worker.get("name") or worker.get("uid")
+        name = str(worker["uid"])
         try:
             versions = app.control.versions(space, name)
             deployment = app.control.deployment(space, name)

@@ -31,6 +31,15 @@ ACME, GLOBEX = "acme", "globex"
 MISSING_OPERATION = "01900000-0000-7000-8000-000000000000"
 
 
+FLOW_SOURCE = (
+    "class Flow:\n"
+    "    def __init__(self, env):\n"
+    "        self.env = env\n"
+    "    async def run(self, event, step):\n"
+    "        return await step.do('a', lambda: {'v': 1})\n"
+)
+
+
 class Flow:
     def __init__(self, env: Any) -> None:
         self.env = env
@@ -47,6 +56,7 @@ class World:
     done: str = ""
     dead: str = ""
     foreign: str = ""
+    version: str = ""
 
     def client(self, *, https: bool = False) -> TestClient:
         base = "https://testserver" if https else "http://testserver"
@@ -103,6 +113,10 @@ def world(store_url: str, clock: FakeClock) -> Iterator[World]:
         w.dead = client.post(
             run + "demo.dead", json={}, headers={**operator, "Prefer": "respond-async"}
         ).json()["operationId"]
+        made = client.post("/v1/spaces/acme/workers", json={"name": "w1"}, headers=system)
+        versions = f"/v1/spaces/acme/workers/{made.json()['uid']}/versions"
+        bundle = {"modules": {"flows": FLOW_SOURCE}, "main": "flows"}
+        w.version = client.post(versions, json=bundle, headers=system).json()["version"]
         asyncio.run(app.work_until_idle())
         assert app.status(w.dead)["status"] == "dead_letter"
         made = client.post("/v1/spaces/acme/workflows/Flow/instances", json={"id": "i1"},
@@ -371,6 +385,8 @@ def test_pages_render_for_a_reader(world: World) -> None:
         assert answer.status_code == 200, (path, answer.text[:300])
         assert "Content-Security-Policy" in answer.headers
         assert "Hold…" not in answer.text and "Terminate…" not in answer.text  # read only
+    workers = client.get("/ui/spaces/acme/workflows").text
+    assert "w1" in workers and world.version in workers and "<td>pending</td>" not in workers
     listing = client.get("/ui/operations?status=dead_letter").text
     assert world.dead in listing and world.done not in listing
     receipt = client.get(f"/ui/operations/{world.done}").text
