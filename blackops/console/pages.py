@@ -197,8 +197,9 @@ def operation(request: Request, operation_id: OperationId) -> Response:
     events = app.events(operation_id)
     service: CheckpointService = checkpoints(request)
     receipt = operation_receipt(service, events)
-    outcome = None
-    if status.get("status") == "completed":
+    # A Deferred operation's Outcome Record, else the outcome its status carries (Inline).
+    outcome = status.get("outcome")
+    if status.get("status") == "completed" and status.get("mode") == "deferred":
         try:
             outcome = app.outcome(operation_id)
         except BlackOpsError:

@@ -15,6 +15,8 @@ import pytest
 from cli_processes import BLACKOPS, ROOT
 from console_world import CHROMIUM, SCREENSHOTS, World, console_world, need_browser
 
+from replay.notes import SigningKey
+
 pytestmark = pytest.mark.browser
 #: A laptop screen (the issue's "usable on a laptop").
 VIEWPORT = {"width": 1366, "height": 768}
@@ -118,12 +120,7 @@ def test_operation_timeline_and_receipt_verified_offline(
     )  # fmt: skip
     assert checked.returncode == 0, checked.stdout + checked.stderr
     # The same file with another key is refused: the check is the key's, not the server's.
-    other = subprocess.run(
-        [*BLACKOPS, "keys", "generate", "--name", "console.test/log", "--output",
-         str(tmp_path / "other.key"), "--json"],
-        cwd=ROOT, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    wrong_key = json.loads(other.stdout)["verifierKey"]
+    wrong_key = SigningKey.generate("console.test/log").verifier().encode()
     refused = subprocess.run(
         [*BLACKOPS, "verify-receipt", str(receipt), "--key", wrong_key],
         cwd=ROOT, capture_output=True, text=True,
