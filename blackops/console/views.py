@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -206,6 +207,16 @@ class Step:
     due_at: Any = None
 
 
+def _seconds(at: str, data: Any) -> float | None:
+    """The retry delay: from the event's instant to the retry's ``due_at``, in seconds."""
+    try:
+        start = datetime.fromisoformat(at.replace("Z", "+00:00"))
+        due = datetime.fromisoformat(str(data.get("due_at")).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return round((due - start).total_seconds(), 6)
+
+
 def step_history(events: list[Any]) -> tuple[list[Step], list[Any]]:
     """(the steps in first-seen order, every event) of an instance's stream events."""
     steps: dict[str, Step] = {}
@@ -227,7 +238,7 @@ def step_history(events: list[Any]) -> tuple[list[Step], list[Any]]:
                 step.event_consumed = data["event"]
         elif event.type == "workflow.step_retry_scheduled":
             step.status = "retry scheduled"
-            step.retries.append({**data, "at": event.at})
+            step.retries.append({**data, "at": event.at, "delay": _seconds(event.at, data)})
             step.attempts = max(step.attempts, int(data.get("attempt", len(step.retries))))
         elif event.type == "workflow.step_suspended":
             step.status = "sleeping" if step.kind == "sleep" else "waiting"
