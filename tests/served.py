@@ -7,7 +7,7 @@ import contextlib
 import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,14 +26,20 @@ class Served:
 
 @contextlib.contextmanager
 def blackops_serve(
-    store: str, home: Path, *, heartbeat_seconds: float = 15.0, app: str = "examples.shop:app"
+    store: str,
+    home: Path,
+    *,
+    heartbeat_seconds: float = 15.0,
+    app: str = "examples.shop:app",
+    extra: Sequence[str] = (),
 ) -> Iterator[Served]:
+    """``extra``: more ``serve`` options (a signing key, a checkpoint cadence)."""
     port = free_port()
     env = {**os.environ, "BLACKOPS_HOME": str(home), "BLACKOPS_DEV_TOKEN": ""}
     log = open(home.parent / f"serve-{port}.log", "w")  # noqa: SIM115 (closed below)
     process = subprocess.Popen(
         [*BLACKOPS, "serve", "--app", app, "--port", str(port), "--store", store,
-         "--heartbeat-seconds", str(heartbeat_seconds), "--workflow-processes", "1"],
+         "--heartbeat-seconds", str(heartbeat_seconds), "--workflow-processes", "1", *extra],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True, env=env,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"

@@ -105,6 +105,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"BlackOps serving {args.app or '(no --app: no operation types)'}\n"
             f"  store     {application.store_display}\n"
             f"  url       {url}   (OpenAPI {url}/openapi.json, docs {url}/docs)\n"
+            f"  console   {url}/ui/   (sign in with a token below; docs/console.md)\n"
             f"  token     {admin['token']}   (principal {admin['principal']}: role admin "
             f"in Space {admin['space']}; saved in {admin['path']})\n"
             f"  system    {token}   (system token: every Space, the whole journal)\n"

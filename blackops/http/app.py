@@ -9,6 +9,7 @@ from fastapi.openapi.utils import get_openapi
 
 from blackops.application import Application
 from blackops.audit.checkpoints import CheckpointService
+from blackops.console.app import install as install_console
 from blackops.http import access, audit, instances, journal, operations, resources, stream
 from blackops.http.auth import SYSTEM_CALLER, Caller, Served
 from blackops.http.openapi import publish
@@ -46,6 +47,7 @@ def create_http_app(
     for module in (operations, journal, audit, instances, access, resources):
         api.include_router(module.router)
     stream.install(api, stream_settings)
+    install_console(api)  # /ui/: the web console, not in the schema (decisions U1)
 
     def openapi() -> dict[str, Any]:
         if api.openapi_schema is None:

@@ -30,6 +30,11 @@ class Caller:
         check_access(self.principal, space, action)
 
 
+#: The web console's session cookie (``blackops/console``): it holds the bearer token the
+#: login form took. Besides the console's own pages, only the live journal streams accept
+#: it (``stream_caller``: a browser's EventSource cannot send a header); every other API
+#: route wants the Authorization header, so no cookie ever authorises an API change.
+SESSION_COOKIE = "blackops_session"
 #: The operator's configured token: the system principal (every Space, whole journal).
 SYSTEM_CALLER = Caller(Principal("dev", system=True), Actor("dev", "token"))
 _BEARER = HTTPBearer(auto_error=False)
@@ -55,10 +60,22 @@ def application(request: Request) -> Application:
 def caller(
     request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_BEARER)
 ) -> Caller:
-    supplied = credentials.credentials if credentials else ""
+    return authenticate(served(request), credentials.credentials if credentials else "")
+
+
+def stream_caller(
+    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_BEARER)
+) -> Caller:
+    """The bearer token, else the console's session cookie (the live streams only)."""
+    if credentials and credentials.credentials:
+        return authenticate(served(request), credentials.credentials)
+    return authenticate(served(request), request.cookies.get(SESSION_COOKIE, ""))
+
+
+def authenticate(state: Served, supplied: str) -> Caller:
+    """The principal of a bearer token (``unauthorized`` for none or an unknown one)."""
     if not supplied:
         raise Unauthorized()
-    state = served(request)
     token = state.system_token
     if token and hmac.compare_digest(supplied.encode(), token.encode()):
         return SYSTEM_CALLER

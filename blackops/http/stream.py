@@ -15,6 +15,10 @@ commits of other processes (PostgreSQL's NOTIFY fires only for work-making event
 cannot stand in for that). While idle a stream sends a ``: keep-alive`` comment every
 ``heartbeat_seconds``, and at that pace checks that its token still authenticates and may
 still read: a revoked token or a removed role ends the stream (decisions P47).
+
+The two stream routes take the web console's session cookie when no Authorization header
+is sent (``stream_caller``: a browser's ``EventSource`` cannot send one; decisions U5), with
+the same access rule.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import Send
 
 from blackops.application import Application
-from blackops.http.auth import Caller, application, caller, check_space
+from blackops.http.auth import Caller, application, check_space, stream_caller
 from blackops.http.journal import After, tenant_of
 from blackops.http.openapi import errors
 from blackops.http.params import SpacePath
@@ -224,7 +228,7 @@ async def journal_stream(
     after: After = 0,
     limit: StreamLimit = None,
     max_seconds: MaxSeconds = None,
-    who: Caller = Depends(caller),
+    who: Caller = Depends(stream_caller),
     app: Application = Depends(application),
     credentials: HTTPAuthorizationCredentials | None = Depends(_BEARER),
 ) -> Response:
@@ -251,7 +255,7 @@ async def space_journal_stream(
     after: After = 0,
     limit: StreamLimit = None,
     max_seconds: MaxSeconds = None,
-    who: Caller = Depends(caller),
+    who: Caller = Depends(stream_caller),
     app: Application = Depends(application),
     credentials: HTTPAuthorizationCredentials | None = Depends(_BEARER),
 ) -> Response:
@@ -316,7 +320,7 @@ def _respond(
 
     def still_allowed() -> bool:
         try:
-            may_read(caller(request, credentials))
+            may_read(stream_caller(request, credentials))
         except BlackOpsError:
             return False
         return True

@@ -38,6 +38,7 @@ FORBIDDEN_INSIDE = {
                        "blackops.http", "blackops.cli", "blackops.application",
                        "blackops.worker"),
     "blackops.http": ("blackops.cli",),
+    "blackops.console": ("blackops.cli",),
 }  # fmt: skip
 #: Modules domain/ may not import: it is pure (architecture.md).
 IO_MODULES = ("os", "sqlite3", "psycopg", "socket", "subprocess", "eventsourcing", "threading",

@@ -512,7 +512,9 @@ ROUTES: dict[tuple[str, str], Route] = {
 
 
 def app_routes(api: FastAPI) -> set[tuple[str, str]]:
-    """(method, path template) of every route but the documentation's."""
+    """(method, path template) of every route but the documentation's and the web
+    console's (``/ui/``: pages, not API, left out of the schema; their own access table is
+    tests/console/test_console_access.py)."""
     found = set()
     routes = list(api.routes)
     while routes:
@@ -522,7 +524,7 @@ def app_routes(api: FastAPI) -> set[tuple[str, str]]:
             routes.extend(included.routes)
             continue
         path = getattr(route, "path", repr(route))
-        if path in DOCS:
+        if path in DOCS or path.startswith("/ui/"):
             continue
         for method in getattr(route, "methods", None) or {"*"}:
             found.add((method, path))

@@ -1,0 +1,351 @@
+"""The console's read pages (GET only; nothing here changes the journal) and sign-in.
+
+Every page takes the session's principal and reads through the same calls and access rule
+as the HTTP route showing the same thing: ``operation_of`` for an operation, ``workflow_in``
+for a workflow, ``check_space`` for a Space, ``checkpoints`` for the signer's view.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import RedirectResponse, Response
+
+from blackops.audit.checkpoints import CheckpointService
+from blackops.console.render import (
+    SECURITY_HEADERS,
+    ConsoleRoute,
+    CsrfRefused,
+    page,
+    require,
+)
+from blackops.console.session import (
+    clear_session_cookie,
+    csrf_ok,
+    form_of,
+    login_csrf,
+    login_csrf_ok,
+    session_of,
+    set_login_cookie,
+    set_session_cookie,
+)
+from blackops.console.views import (
+    STAGES,
+    TERMINAL_CLASS,
+    checkpoint_history,
+    exports,
+    may,
+    operation_receipt,
+    recent_lines,
+    step_history,
+    verifier_keys,
+)
+from blackops.http.audit import checkpoints
+from blackops.http.auth import Caller, authenticate, check_space, served
+from blackops.http.instances import workflow_in
+from blackops.http.operations import operation_of
+from domain.access import Action
+from domain.errors import BlackOpsError, NotFound
+from journal.instances import instance_stream
+
+router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
+Text = Annotated[str | None, Query(max_length=256)]
+_STATIC = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript; charset=utf-8"}
+STATUSES = ("received", "accepted", "running", "retry_scheduled", "completed", "rejected",
+            "failed", "dead_letter")  # fmt: skip
+
+
+def _app(request: Request) -> Any:
+    return served(request).application
+
+
+def visible_spaces(request: Request, who: Caller) -> list[str]:
+    """The Spaces the principal has a role in (every Space for a system principal)."""
+    if who.principal.system:
+        return sorted(_app(request).access.spaces())
+    return sorted(who.principal.roles)
+
+
+def _safe_next(target: str | None) -> str:
+    """Where to go after signing in: a console path only (never another site)."""
+    if target and target.startswith("/ui/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return "/ui/operations"
+
+
+# -- sign-in -----------------------------------------------------------------------------------
+
+
+@router.get("/ui/")
+def home(request: Request) -> Response:
+    require(request)
+    return RedirectResponse("/ui/operations", status_code=303, headers=SECURITY_HEADERS)
+
+
+@router.get("/ui/login")
+def login_form(request: Request, next: Text = None) -> Response:
+    return _login_page(request, next, None, 200)
+
+
+def _login_page(request: Request, next: str | None, problem: str | None, status: int) -> Response:
+    nonce, csrf = login_csrf(request)
+    response = page(
+        request, "login.html", session_of(request), status_code=status, login_csrf=csrf,
+        next=_safe_next(next), problem=problem,
+    )  # fmt: skip
+    set_login_cookie(request, response, nonce)
+    return response
+
+
+@router.post("/ui/login")
+async def login(request: Request) -> Response:
+    form = await form_of(request)
+    if not login_csrf_ok(request, form.get("csrf", "")):
+        raise CsrfRefused()
+    token = form.get("token", "").strip()
+    try:
+        authenticate(served(request), token)
+    except BlackOpsError:
+        return _login_page(request, form.get("next"), "That token was not accepted.", 401)
+    response = RedirectResponse(
+        _safe_next(form.get("next")), status_code=303, headers=SECURITY_HEADERS
+    )
+    set_session_cookie(request, response, token)
+    return response
+
+
+@router.post("/ui/logout")
+async def logout(request: Request) -> Response:
+    session = require(request)
+    form = await form_of(request)
+    if not csrf_ok(request, session, form.get("csrf", "")):
+        raise CsrfRefused()
+    response = RedirectResponse("/ui/login", status_code=303, headers=SECURITY_HEADERS)
+    clear_session_cookie(request, response)
+    return response
+
+
+@router.get("/ui/static/{name}")
+def static(name: str) -> Response:
+    media = _STATIC.get(name)
+    if media is None:
+        raise NotFound("no such file")
+    body = resources.files("blackops.console").joinpath("static", name).read_bytes()
+    return Response(
+        body,
+        media_type=media,
+        headers={"Cache-Control": "max-age=300", "X-Content-Type-Options": "nosniff"},
+    )
+
+
+# -- operations --------------------------------------------------------------------------------
+
+
+@router.get("/ui/operations")
+def operations(
+    request: Request,
+    tenant: Text = None,
+    type: Text = None,
+    status: Text = None,
+    since: Text = None,
+    until: Text = None,
+    cursor: Text = None,
+) -> Response:
+    session = require(request)
+    who, app = session.caller, _app(request)
+    spaces = visible_spaces(request, who)
+    if not tenant and not who.principal.system:
+        if not spaces:
+            raise NotFound("this principal has no Space")
+        tenant = spaces[0]  # a principal of several Spaces starts in its first (U4)
+    tenant = tenant or None
+    if tenant is not None:
+        check_space(app, who, tenant, Action.READ)
+    filters = {
+        "tenant": tenant,
+        "type": type or None,
+        "status": status or None,
+        "since": since or None,
+        "until": until or None,
+        "cursor": cursor or None,
+    }
+    listing = app.list_operations(**filters, limit=50)
+    counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
+    for space, types in app.operation_counts(tenant).items():
+        if tenant is None or space == tenant:
+            for by_status in types.values():
+                for name, count in by_status.items():
+                    counts[name] = counts.get(name, 0) + count
+    shown = {k: v for k, v in filters.items() if k != "cursor" and v}
+    return page(
+        request, "operations.html", session, spaces=spaces, filters=filters, shown=shown,
+        listing=listing, counts=counts, statuses=STATUSES, system=who.principal.system,
+    )  # fmt: skip
+
+
+OperationId = Annotated[str, Path(max_length=64)]
+
+
+@router.get("/ui/operations/{operation_id}")
+def operation(request: Request, operation_id: OperationId) -> Response:
+    session = require(request)
+    who, app = session.caller, _app(request)
+    status = operation_of(app, operation_id, who, Action.READ)
+    events = app.events(operation_id)
+    service: CheckpointService = checkpoints(request)
+    receipt = operation_receipt(service, events)
+    # A Deferred operation's Outcome Record, else the outcome its status carries (Inline).
+    outcome = status.get("outcome")
+    if status.get("status") == "completed" and status.get("mode") == "deferred":
+        try:
+            outcome = app.outcome(operation_id)
+        except BlackOpsError:
+            outcome = None
+    holds = [e for e in events if e["type"] in ("operation.held", "operation.released")]
+    tombstones = [e for e in events if e["type"].endswith(".purged")]
+    space = status["tenant"]
+    actions = {
+        "hold": may(who, space, Action.OPERATE),
+        "release": may(who, space, Action.ADMINISTER),
+        "redrive": may(who, space, Action.OPERATE) and status.get("status") == "dead_letter",
+    }
+    return page(
+        request, "operation.html", session, op=status, events=events, stages=STAGES,
+        terminal=TERMINAL_CLASS, receipt=receipt, outcome=outcome, holds=holds,
+        tombstones=tombstones, actions=actions,
+    )  # fmt: skip
+
+
+@router.get("/ui/operations/{operation_id}/receipt.json")
+def operation_receipt_file(request: Request, operation_id: OperationId) -> Response:
+    """The receipt file ``blackops verify-receipt FILE --key K`` checks."""
+    session = require(request)
+    app = _app(request)
+    operation_of(app, operation_id, session.caller, Action.READ)
+    view = operation_receipt(checkpoints(request), app.events(operation_id))
+    if view.receipt is None:
+        raise NotFound(view.problem or "no receipt")
+    body = orjson.dumps(view.receipt, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+    name = f"receipt-{operation_id}.json"
+    headers = {**SECURITY_HEADERS, "Content-Disposition": f'attachment; filename="{name}"'}
+    return Response(body + b"\n", media_type="application/json", headers=headers)
+
+
+# -- workflows and instances ---------------------------------------------------------------------
+
+
+@router.get("/ui/workflows")
+def workflows_home(request: Request) -> Response:
+    session = require(request)
+    spaces = visible_spaces(request, session.caller)
+    if len(spaces) == 1:
+        location = f"/ui/spaces/{spaces[0]}/workflows"
+        return RedirectResponse(location, status_code=303, headers=SECURITY_HEADERS)
+    return page(request, "spaces.html", session, spaces=spaces)
+
+
+Space = Annotated[str, Path(max_length=128)]
+Uid = Annotated[str, Path(max_length=128)]
+
+
+@router.get("/ui/spaces/{space}/workflows")
+def workflows(request: Request, space: Space) -> Response:
+    session = require(request)
+    who, app = session.caller, _app(request)
+    check_space(app, who, space, Action.READ)
+    views = app.workflow_views(space)
+    workers = []
+    for worker in app.control.workers(space):
+        name = str(worker["uid"])
+        try:
+            versions = app.control.versions(space, name)
+            deployment = app.control.deployment(space, name)
+        except BlackOpsError as error:
+            versions, deployment = [], {"problem": error.message}
+        workers.append({"worker": worker, "versions": versions, "deployment": deployment})
+    return page(request, "workflows.html", session, space=space, workflows=views,
+                workers=workers)  # fmt: skip
+
+
+@router.get("/ui/spaces/{space}/workflows/{uid}")
+def workflow(
+    request: Request, space: Space, uid: Uid, status: Text = None, cursor: Text = None
+) -> Response:
+    session = require(request)
+    who, app = session.caller, _app(request)
+    resource = workflow_in(app, space, uid, who, Action.READ)
+    view = app.workflow_view(space, resource.uid)
+    listing = app.list_instances(
+        resource.uid, status=status or None, cursor=cursor or None, limit=50
+    )
+    return page(request, "workflow.html", session, space=space, uid=resource.uid, view=view,
+                listing=listing, status=status or "")  # fmt: skip
+
+
+@router.get("/ui/spaces/{space}/workflows/{uid}/instances/{instance_id:path}")
+def instance(request: Request, space: Space, uid: Uid, instance_id: str) -> Response:
+    session = require(request)
+    who, app = session.caller, _app(request)
+    resource = workflow_in(app, space, uid, who, Action.READ)
+    status = app.instances.status(resource, instance_id)
+    events = app.store.read_stream(instance_stream(resource.uid, instance_id))
+    steps, _ = step_history(events)
+    why = _why(status, events)
+    return page(
+        request, "instance.html", session, space=space, uid=resource.uid,
+        instance_id=instance_id, status=status, steps=steps, events=events, why=why,
+        may_terminate=may(who, space, Action.OPERATE)
+        and status.get("status") not in ("complete", "errored", "terminated"),
+    )  # fmt: skip
+
+
+def _why(status: dict[str, Any], events: list[Any]) -> str:
+    """A sentence saying why the instance is in its status, from its last events."""
+    name = status.get("status")
+    last = events[-1] if events else None
+    if name == "queued":
+        return "created; no context has started yet"
+    if name in ("sleeping", "waiting") and last is not None:
+        data = last.data
+        return f"{last.data.get('kind')} step {data.get('name')!r} until {data.get('due_at')}"
+    if name == "running" and last is not None and last.type == "workflow.step_retry_scheduled":
+        return f"step {last.data.get('name')!r} retries at {last.data.get('due_at')}"
+    if name == "errored":
+        error = status.get("error") or {}
+        return f"{error.get('reason', '')}: {error.get('message', '')}".strip(": ")
+    if last is not None:
+        return f"last event: {last.type} at {last.at}"
+    return ""
+
+
+# -- the journal -------------------------------------------------------------------------------
+
+
+@router.get("/ui/journal")
+def journal(request: Request, space: Text = None) -> Response:
+    session = require(request)
+    who, app = session.caller, _app(request)
+    spaces = visible_spaces(request, who)
+    if not space and not who.principal.system:
+        if not spaces:
+            raise NotFound("this principal has no Space")
+        space = spaces[0]
+    space = space or None
+    if space is not None:
+        check_space(app, who, space, Action.READ)
+    service: CheckpointService = checkpoints(request)
+    history = checkpoint_history(service)
+    keys = [key.encode() for key in verifier_keys(service)]
+    refusal = service.refusal.message if service.refusal is not None else None
+    stream = f"/v1/spaces/{space}/journal/stream" if space else "/v1/journal/stream"
+    lines = recent_lines(app, space)
+    after = app.store.last_position()
+    return page(
+        request, "journal.html", session, spaces=spaces, space=space or "",
+        history=history, current=history[0] if history else None, keys=keys,
+        signing=service.key is not None, refusal=refusal, exports=exports(app, who),
+        lines=lines, stream=stream, after=after, system=who.principal.system,
+    )  # fmt: skip

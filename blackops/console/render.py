@@ -1,0 +1,145 @@
+"""Pages from templates, and refusals as pages.
+
+``ConsoleRoute`` is the route class of every console route: a refusal the API would answer
+as a JSON error (``not_found``, ``forbidden``, ``invalid_request``, ...) becomes a page with
+the same status, and a request without a valid session is sent to the sign-in page (a GET)
+or answered 401 (anything else). The HTML is escaped by Jinja2's autoescape.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Coroutine
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from blackops.console.session import Session, session_of
+from domain.errors import BlackOpsError
+
+_ENV = Environment(
+    loader=PackageLoader("blackops.console", "templates"),
+    autoescape=select_autoescape(("html",)),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+#: Every page tells the browser not to be framed, sniffed, or to run anything not ours.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; "
+    "form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def _utc(value: Any) -> str:
+    """An RFC 3339 instant as ``YYYY-MM-DD HH:MM:SS.ffffff UTC`` (the text unchanged if not)."""
+    if not isinstance(value, str):
+        return "" if value is None else str(value)
+    try:
+        at = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return value
+    return at.strftime("%Y-%m-%d %H:%M:%S.%f UTC") if at.tzinfo else value
+
+
+_ENV.filters["pretty"] = _pretty
+_ENV.filters["utc"] = _utc
+_ENV.filters["seg"] = lambda value: quote(str(value), safe="")
+_ENV.globals["query"] = lambda base, **more: urlencode({**base, **more})
+
+
+def page(
+    request: Request,
+    template: str,
+    session: Session | None,
+    status_code: int = 200,
+    **context: Any,
+) -> HTMLResponse:
+    html = _ENV.get_template(template).render(
+        request=request, session=session, path=request.url.path, **context
+    )
+    return HTMLResponse(html, status_code=status_code, headers=SECURITY_HEADERS)
+
+
+class NoSession(Exception):
+    """The request has no valid session cookie."""
+
+
+class CsrfRefused(Exception):
+    """A form without a valid CSRF token: nothing was done."""
+
+
+def require(request: Request) -> Session:
+    found = session_of(request)
+    if found is None:
+        raise NoSession()
+    return found
+
+
+_TITLES = {
+    400: "Bad request",
+    401: "Sign-in needed",
+    403: "Not allowed",
+    404: "Not found",
+    409: "Conflict",
+}
+
+
+def error_page(request: Request, status: int, code: str, message: str) -> HTMLResponse:
+    return page(
+        request, "error.html", session_of(request), status_code=status,
+        title=_TITLES.get(status, "Error"), code=code, message=message,
+    )  # fmt: skip
+
+
+def login_redirect(request: Request) -> Response:
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    location = "/ui/login?" + urlencode({"next": target})
+    return RedirectResponse(location, status_code=303, headers=SECURITY_HEADERS)
+
+
+class ConsoleRoute(APIRoute):
+    """Refusals as pages; no session: to the sign-in page."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except NoSession:
+                if request.method == "GET":
+                    return login_redirect(request)
+                return error_page(request, 401, "unauthorized", "Sign in first.")
+            except CsrfRefused:
+                return error_page(
+                    request, 403, "forbidden",
+                    "The form's security (CSRF) token is missing or does not match this "
+                    "session; nothing was changed. Go back, reload the page and try again.",
+                )  # fmt: skip
+            except RequestValidationError as error:
+                where = ", ".join(".".join(str(p) for p in e["loc"]) for e in error.errors()[:3])
+                return error_page(request, 400, "invalid_request", f"invalid request: {where}")
+            except BlackOpsError as error:
+                status = error.http_status
+                if status == 401:
+                    return (
+                        login_redirect(request)
+                        if request.method == "GET"
+                        else error_page(request, 401, error.code, error.message)
+                    )
+                return error_page(request, status, error.code, error.message)
+
+        return handle

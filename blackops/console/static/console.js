@@ -1,0 +1,72 @@
+// The BlackOps console's only script: local times, copy buttons, the live tail.
+// Everything else works without it (decisions U2).
+"use strict";
+(function () {
+  function localTimes(root) {
+    root.querySelectorAll("time[datetime]").forEach(function (t) {
+      if (t.dataset.local) return;
+      var d = new Date(t.getAttribute("datetime"));
+      if (isNaN(d)) return;
+      var span = document.createElement("span");
+      span.className = "local";
+      span.textContent = "(" + d.toLocaleString() + ")";
+      t.dataset.local = "1";
+      t.after(span);
+    });
+  }
+  function copyButtons(root) {
+    root.querySelectorAll("button.copy[data-copy]").forEach(function (b) {
+      b.hidden = false;
+      b.addEventListener("click", function () {
+        var text = b.getAttribute("data-copy");
+        var done = function () { b.textContent = "Copied"; setTimeout(function () { b.textContent = "Copy"; }, 1500); };
+        if (navigator.clipboard && window.isSecureContext) {
+          navigator.clipboard.writeText(text).then(done);
+        } else {
+          var area = document.createElement("textarea");
+          area.value = text; document.body.appendChild(area); area.select();
+          document.execCommand("copy"); area.remove(); done();
+        }
+      });
+    });
+  }
+  function cell(row, text, code) {
+    var td = document.createElement("td");
+    if (code) { var c = document.createElement("code"); c.textContent = text; td.appendChild(c); }
+    else { td.textContent = text; }
+    row.appendChild(td);
+    return td;
+  }
+  function liveTail() {
+    var table = document.getElementById("tail");
+    var state = document.getElementById("tail-state");
+    if (!table || !window.EventSource) return;
+    var url = table.dataset.stream + "?after=" + encodeURIComponent(table.dataset.after);
+    var source = new EventSource(url);  // same origin: the session cookie goes with it
+    var body = table.querySelector("tbody");
+    source.onopen = function () { state.textContent = "Live: new lines appear at the top."; };
+    source.onerror = function () { state.textContent = "Live tail interrupted; reconnecting…"; };
+    source.onmessage = function (message) {
+      var line = JSON.parse(message.data);
+      var row = document.createElement("tr");
+      row.className = "new";
+      cell(row, message.lastEventId);
+      cell(row, line.type, true);
+      var at = document.createElement("time");
+      at.setAttribute("datetime", line.at);
+      at.textContent = line.at;
+      cell(row, "").appendChild(at);
+      cell(row, line.stream, true);
+      cell(row, (line.context && line.context.tenant) || "-");
+      body.insertBefore(row, body.firstChild);
+      localTimes(row);
+    };
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    localTimes(document);
+    copyButtons(document);
+    var zone = document.getElementById("zone");
+    if (zone) { zone.textContent = Intl.DateTimeFormat().resolvedOptions().timeZone; zone.parentElement.hidden = false; }
+    liveTail();
+  });
+})();

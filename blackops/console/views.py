@@ -1,0 +1,246 @@
+"""What the pages show, built from the same reads the HTTP routes make: an operation's
+timeline and receipt (verified here), an instance's step history, the journal's signed
+checkpoints with the consistency of each to the one before, exports, the recent lines."""
+
+from __future__ import annotations
+
+import base64
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from blackops.application import Application
+from blackops.audit.checkpoints import CHECKPOINT, CheckpointService
+from blackops.audit.receipts import OPERATION_TERMINAL, receipt_for, terminal_position
+from blackops.http.auth import Caller
+from blackops.http.journal import tenant_of
+from domain.access import Action
+from domain.errors import BlackOpsError
+from replay.export import observed_lines
+from replay.merkle import verify_consistency
+from replay.notes import NoteError, VerifierKey
+from replay.receipts import ReceiptError, open_checkpoint, verify_receipt
+
+#: How a step kind reads on a page (the authors' API names).
+STEP_KINDS = {"do": "do", "sleep": "sleep", "wait": "wait_for_event"}
+#: The lifecycle stages a timeline marks, in order (python-contract's states).
+STAGES = {
+    "operation.received": "Received",
+    "operation.accepted": "Accepted",
+    "attempt.started": "Attempt started",
+    "attempt.failed": "Attempt failed",
+    "attempt.supervising": "Supervising the failure",
+    "attempt.retry_scheduled": "Retry scheduled",
+    "attempt.finalizing": "Finalizing",
+    "operation.completed": "Completed",
+    "operation.rejected": "Rejected",
+    "operation.failed": "Failed",
+    "operation.dead_lettered": "Dead Letter",
+    "operation.held": "Held",
+    "operation.released": "Released",
+    "operation.purged": "Purged (tombstone)",
+    "outcome.purged": "Outcome purged (tombstone)",
+}
+TERMINAL_CLASS = {
+    "operation.completed": "ok",
+    "operation.rejected": "bad",
+    "operation.failed": "bad",
+    "operation.dead_lettered": "bad",
+}
+
+
+def may(who: Caller, space: str, action: Action) -> bool:
+    """Whether the caller's role in ``space`` covers ``action`` (what buttons to offer)."""
+    return who.principal.may(space, action)
+
+
+def verifier_keys(service: CheckpointService) -> list[VerifierKey]:
+    """The keys a checkpoint is checked with here: the signer's own and those a journaled
+    rotation hands over from; a server without a signing key trusts the keys its journaled
+    checkpoints name (shown as such on the page)."""
+    keys = service.trusted_keys()
+    if keys:
+        return keys
+    named: dict[str, VerifierKey] = {}
+    for event in service.store.read_topics([CHECKPOINT]):
+        text = event.data.get("key")
+        if isinstance(text, str) and text not in named:
+            try:
+                named[text] = VerifierKey.parse(text)
+            except NoteError:
+                continue
+    return list(named.values())
+
+
+@dataclass
+class ReceiptView:
+    """A receipt and what checking it here found."""
+
+    receipt: dict[str, Any] | None = None
+    position: int | None = None
+    verified: bool = False
+    tree_size: int | None = None
+    problem: str | None = None
+    keys: list[str] = field(default_factory=list)
+
+
+def operation_receipt(service: CheckpointService, events: list[dict[str, Any]]) -> ReceiptView:
+    """The receipt of the operation's terminal event, checked with ``verify_receipt`` (the
+    offline verifier ``blackops verify-receipt`` runs) against this server's keys."""
+    view = ReceiptView()
+    try:
+        view.position = terminal_position(events, OPERATION_TERMINAL)
+        view.receipt = receipt_for(service, view.position)
+    except BlackOpsError as error:
+        view.problem = error.message
+        return view
+    keys = verifier_keys(service)
+    view.keys = [key.encode() for key in keys]
+    try:
+        checkpoint = verify_receipt(view.receipt, keys)
+    except ReceiptError as error:
+        view.problem = f"{error.code}: {error}"
+        return view
+    view.verified, view.tree_size = True, checkpoint.size
+    return view
+
+
+@dataclass
+class CheckpointRow:
+    position: int
+    at: str
+    size: int
+    root: str
+    note: str
+    signature_ok: bool
+    consistent: bool | None  # with the previous row; None for the first
+    matches_tree: bool
+
+
+def checkpoint_history(service: CheckpointService, limit: int = 50) -> list[CheckpointRow]:
+    """The journaled checkpoints (newest first, at most ``limit``): each one's signature
+    checked, its root against the tree the server holds, and the consistency proof from the
+    one before it verified."""
+    keys = verifier_keys(service)
+    tree = service.synced_tree()
+    events = list(service.store.read_topics([CHECKPOINT]))[-(limit + 1) :]
+    rows: list[CheckpointRow] = []
+    previous: tuple[int, bytes] | None = None
+    for event in events:
+        note = event.data.get("note")
+        if not isinstance(note, str):
+            continue
+        try:
+            checkpoint = open_checkpoint(note, keys)
+            signed = True
+            size, root = checkpoint.size, checkpoint.root
+        except ReceiptError:
+            signed = False
+            size = int(event.data.get("tree_size", 0))
+            root = bytes.fromhex(str(event.data.get("root", "")))
+        matches = 0 < size <= tree.size and tree.root(size) == root
+        consistent: bool | None = None
+        if previous is not None and matches:
+            old_size, old_root = previous
+            proof = tree.consistency(old_size, size) if old_size < size else []
+            consistent = verify_consistency(old_size, size, old_root, root, proof)
+        encoded = base64.b64encode(root).decode()
+        row = CheckpointRow(event.position, event.at, size, encoded, note, signed, consistent,
+                            matches)  # fmt: skip
+        rows.append(row)
+        previous = (size, root)
+    return list(reversed(rows[-limit:]))
+
+
+#: A Space's export names it at the end of its output ("GET ... (space S)").
+_EXPORT_SPACE = re.compile(r"\(space ([^()]+)\)$")
+
+
+def exports(app: Application, who: Caller, limit: int = 20) -> list[dict[str, Any]]:
+    """The journaled exports (chain of custody) the caller may know of, newest first:
+    every one for a system principal, else those of its Spaces."""
+    found = []
+    for event in app.store.read_topics(["journal.exported"]):
+        output = str(event.data.get("output", ""))
+        if not who.principal.system:
+            named = _EXPORT_SPACE.search(output)
+            if named is None or who.principal.role_in(named.group(1)) is None:
+                continue
+        found.append({"position": event.position, "at": event.at,
+                      "actor": event.context.get("actor"), **event.data})  # fmt: skip
+    return list(reversed(found[-limit:]))
+
+
+def recent_lines(app: Application, space: str | None, limit: int = 20) -> list[dict[str, Any]]:
+    """The last lines of the journal (of ``space`` only, if given) among the last 500."""
+    last = app.store.last_position()
+    lines = observed_lines(app.store, max(0, last - 500), 500)
+    kept = [
+        (position, line) for position, line in lines if space is None or tenant_of(line) == space
+    ]
+    rows = []
+    for position, line in kept[-limit:]:
+        event = orjson.loads(line)
+        rows.append({"position": position, "type": event.get("type"), "at": event.get("at"),
+                     "stream": event.get("stream"),
+                     "tenant": tenant_of(line)})  # fmt: skip
+    return rows
+
+
+@dataclass
+class Step:
+    """One step of an instance as its events tell it."""
+
+    name: str
+    kind: str
+    status: str = "started"
+    events: list[dict[str, Any]] = field(default_factory=list)
+    attempts: int = 0
+    retries: list[dict[str, Any]] = field(default_factory=list)
+    event_consumed: Any = None
+    config: Any = None
+    result: Any = None
+    error: Any = None
+    due_at: Any = None
+
+
+def _seconds(at: str, data: Any) -> float | None:
+    """The retry delay: from the event's instant to the retry's ``due_at``, in seconds."""
+    try:
+        start = datetime.fromisoformat(at.replace("Z", "+00:00"))
+        due = datetime.fromisoformat(str(data.get("due_at")).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return round((due - start).total_seconds(), 6)
+
+
+def step_history(events: list[Any]) -> tuple[list[Step], list[Any]]:
+    """(the steps in first-seen order, every event) of an instance's stream events."""
+    steps: dict[str, Step] = {}
+    for event in events:
+        data = event.data
+        if not event.type.startswith("workflow.step_"):
+            continue
+        name = str(data.get("name"))
+        kind = str(data.get("kind", "?"))
+        step = steps.setdefault(name, Step(name, STEP_KINDS.get(kind, kind)))
+        step.events.append({"position": event.position, "type": event.type, "at": event.at})
+        step.config = data.get("config", step.config)
+        if event.type == "workflow.step_completed":
+            step.status = str(data.get("outcome", "completed"))
+            step.attempts = int(data.get("failed_attempts", 0)) + (step.kind == "do")
+            step.result = data.get("result")
+            step.error = data.get("error")
+            if "event" in data:
+                step.event_consumed = data["event"]
+        elif event.type == "workflow.step_retry_scheduled":
+            step.status = "retry scheduled"
+            step.retries.append({**data, "at": event.at, "delay": _seconds(event.at, data)})
+            step.attempts = max(step.attempts, int(data.get("attempt", len(step.retries))))
+        elif event.type == "workflow.step_suspended":
+            step.status = "sleeping" if step.kind == "sleep" else "waiting"
+            step.due_at = data.get("due_at")
+    return list(steps.values()), events
