@@ -16,6 +16,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from blackops.observability.signals import NO_SIGNALS, Signals
 from blackops.operations.registry import HandlerRegistry
 from domain.clock import Clock
 from domain.errors import InvalidRequest
@@ -70,6 +71,9 @@ class Runtime:
         #: Refuses a create or an event a Workflow resource no longer takes (the control
         #: plane's check): ``gate(resource, "create" | "created" | "event")`` raises.
         self.gate: Callable[[WorkflowResource, str], None] | None = None
+        #: Told of lease renewals and losses and executor restarts (metrics and logs, when
+        #: ``blackops.observability.observe`` set it up; a no-op otherwise).
+        self.signals: Signals = NO_SIGNALS
         self._store: EventStore | None = None
         self._store_pid = 0
         self._lock = threading.Lock()
