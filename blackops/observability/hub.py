@@ -64,6 +64,13 @@ class Observability(Signals):
         self._lock = threading.Lock()
         self._store: EventStore | None = None
 
+    def trace_with(self, provider: object) -> None:
+        """Make spans on this OpenTelemetry tracer provider (not the global one)."""
+        from blackops.observability.tracing import tracer_for
+
+        with self._lock:
+            self.spans = tracer_for(provider)
+
     def attach(self) -> None:
         """Observe the runtime's open store (again after it was reopened) and its worker."""
         store = self.runtime.store

@@ -82,3 +82,8 @@ def configure(log_format: str = "auto", level: str = "info", stream: IO[str] | N
         logger = logging.getLogger(name)
         logger.handlers.clear()  # uvicorn's own plain handlers: one format on stderr
         logger.propagate = True
+
+
+# A library stays quiet until the program sets logging up: no "last resort" lines on
+# stderr from an application embedded in someone's tests.
+logging.getLogger(EVENTS).addHandler(logging.NullHandler())

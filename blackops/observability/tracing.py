@@ -32,16 +32,17 @@ _NAMES = {"operation": "blackops.operation", "attempt": "blackops.attempt",
           "context": "blackops.workflow.context", "step": "blackops.workflow.step"}  # fmt: skip
 
 
-def tracer_for() -> SpanMaker | None:
-    """A span maker, or None when OpenTelemetry is absent or has no provider set."""
+def tracer_for(provider: Any = None) -> SpanMaker | None:
+    """A span maker on ``provider`` (default: the global one), or None when OpenTelemetry
+    is absent or no provider is set."""
     if importlib.util.find_spec("opentelemetry") is None:
         return None
     from opentelemetry import trace
 
-    provider = trace.get_tracer_provider()
+    provider = provider or trace.get_tracer_provider()
     if type(provider).__name__ in ("ProxyTracerProvider", "NoOpTracerProvider"):
         return None  # the API's default: nobody would receive a span
-    return SpanMaker(trace.get_tracer("blackops"))
+    return SpanMaker(provider.get_tracer("blackops"))
 
 
 def _nanos(instant: str) -> int:
