@@ -261,6 +261,7 @@ class Worker:
         self._last_renewal = now
         self.runtime.signals.leases_renewed("operation", len(live) - len(lost))
         for attempt in lost:
+            log.warning("worker %s lost the lease of %s", self.id, attempt.operation.id)
             self._lost(attempt, "not_renewed")
 
     def _lost(self, attempt: Attempt, why: str) -> None:
