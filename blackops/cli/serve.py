@@ -90,8 +90,12 @@ def observability_options(parser: argparse.ArgumentParser) -> None:
 
 def _set_up_logs(args: argparse.Namespace) -> None:
     from blackops.observability.logs import configure
+    from domain.errors import InvalidRequest
 
-    configure(args.log_format, args.log_level)
+    try:
+        configure(args.log_format, args.log_level)
+    except ValueError as error:  # a bad $BLACKOPS_LOG_FORMAT / $BLACKOPS_LOG_LEVEL
+        raise InvalidRequest(str(error)) from None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -225,16 +229,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
     """Run a worker until SIGTERM/SIGINT, then drain for the grace period and exit."""
     from blackops.observability.hub import observe
 
-    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
-        from domain.errors import InvalidRequest
-
-        raise InvalidRequest("--metrics-port must be from 0 to 65535")
+    tokens = _metrics_tokens(args)
     _set_up_logs(args)
     # Without --app it still runs the control plane's operations (verification, deployment
     # updates, reconciling, deleting) and the instances of Workflow resources.
     application = app_of(args)
     observer = observe(application.runtime)  # before the worker: it takes runtime.signals
-    metrics_server = _metrics_server(observer, args)
+    metrics_server = _metrics_server(observer, args, tokens)
     worker = application.worker(
         concurrency=args.concurrency,
         lease_seconds=args.lease_seconds,
@@ -272,14 +273,16 @@ def cmd_worker(args: argparse.Namespace) -> int:
     os._exit(EXIT_OK)
 
 
-def _metrics_server(observer: Any, args: argparse.Namespace) -> Any:
-    """The worker's --metrics-port server (started), or None without --metrics-port."""
+def _metrics_tokens(args: argparse.Namespace) -> list[str]:
+    """Who may read a worker's --metrics-port: the metrics token and the system token;
+    checked before anything is opened (none at all: refused)."""
     if args.metrics_port is None:
-        return None
+        return []
     from blackops.cli.devtoken import state_dir
-    from blackops.observability.server import MetricsServer
     from domain.errors import InvalidRequest
 
+    if not 0 <= args.metrics_port <= 65535:
+        raise InvalidRequest("--metrics-port must be from 0 to 65535")
     saved = state_dir() / "dev-token"  # the system token serve uses, if this host has one
     system = os.environ.get("BLACKOPS_DEV_TOKEN") or (
         saved.read_text(encoding="ascii").strip() if saved.exists() else ""
@@ -290,6 +293,16 @@ def _metrics_server(observer: Any, args: argparse.Namespace) -> Any:
             "--metrics-port needs --metrics-token (or $BLACKOPS_METRICS_TOKEN) or a system "
             "token ($BLACKOPS_DEV_TOKEN)"
         )
+    return tokens
+
+
+def _metrics_server(observer: Any, args: argparse.Namespace, tokens: list[str]) -> Any:
+    """The worker's --metrics-port server (started), or None without --metrics-port."""
+    if args.metrics_port is None:
+        return None
+    from blackops.observability.server import MetricsServer
+    from domain.errors import InvalidRequest
+
     try:
         return MetricsServer(observer.metrics, tokens, args.metrics_host, args.metrics_port).start()
     except OSError as error:

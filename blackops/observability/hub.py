@@ -43,6 +43,10 @@ def observe(runtime: Runtime, *, metrics: bool = True) -> Observability:
         found = _BY_RUNTIME.get(runtime)
         if found is None:
             found = _BY_RUNTIME[runtime] = Observability(runtime, metrics=metrics)
+        elif metrics and found.metrics is None:  # first made without (a tracing-only test)
+            from blackops.observability.metrics import Metrics
+
+            found.metrics = Metrics(runtime)
     found.attach()
     return found
 

@@ -157,3 +157,22 @@ def test_worker_metrics_port(store_url: str, tmp_path: Path) -> None:
                                                 "operation.failed"]  # fmt: skip
     assert ends[1]["level"] == "warning" and ends[1]["error_type"]
     assert SECRET not in text
+
+
+def test_worker_metrics_options_are_checked_before_anything_opens(tmp_path: Path) -> None:
+    store = tmp_path / "never.sqlite3"
+    base = {**os.environ, "BLACKOPS_DEV_TOKEN": "", "BLACKOPS_METRICS_TOKEN": "",
+            "BLACKOPS_HOME": str(tmp_path / "home")}  # fmt: skip
+    cases = [
+        (["--metrics-port", "0"], {}, "--metrics-port needs --metrics-token"),
+        (["--metrics-port", "70000", "--metrics-token", "t"], {}, "from 0 to 65535"),
+        ([], {"BLACKOPS_LOG_FORMAT": "xml"}, "log format must be one of"),
+    ]
+    for extra, env, message in cases:
+        done = subprocess.run(
+            [sys.executable, "-m", "blackops", "worker", "--store", f"sqlite:///{store}", *extra],
+            cwd=tmp_path, capture_output=True, text=True, env={**base, **env}, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        assert "invalid_request" in done.stderr and message in done.stderr
+        assert not store.exists()
