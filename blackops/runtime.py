@@ -21,6 +21,7 @@ from blackops.operations.registry import HandlerRegistry
 from domain.clock import Clock
 from domain.errors import InvalidRequest
 from domain.retention import Retention
+from journal.commit_queue import CommitObserver
 from journal.locator import StoreLocation, resolve_store
 from journal.operations import OperationJournal
 from journal.store import EventStore
@@ -74,6 +75,7 @@ class Runtime:
         #: Told of lease renewals and losses and executor restarts (metrics and logs, when
         #: ``blackops.observability.observe`` set it up; a no-op otherwise).
         self.signals: Signals = NO_SIGNALS
+        self._commit_observers: list[CommitObserver] = []
         self._store: EventStore | None = None
         self._store_pid = 0
         self._lock = threading.Lock()
@@ -101,7 +103,19 @@ class Runtime:
                 # process's own objects: a child keeps its copy, as it is all there is.
                 self._store = EventStore(self._location or resolve_store(None))
                 self._store_pid = os.getpid()
+                for observer in self._commit_observers:
+                    self._store.add_commit_observer(observer)
             return self._store
+
+    def add_commit_observer(self, observer: CommitObserver) -> None:
+        """Tell ``observer`` of every commit of this runtime's store, the one open now and
+        any opened later (the store is not opened to register)."""
+        with self._lock:
+            if observer in self._commit_observers:
+                return
+            self._commit_observers.append(observer)
+            if self._store is not None:
+                self._store.add_commit_observer(observer)
 
     @property
     def store_opened(self) -> bool:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from blackops.observability.facts import Fact, facts
 from blackops.observability.logs import EVENTS
 from blackops.observability.signals import Signals
-from journal.store import Append, EventStore
+from journal.store import Append
 
 if TYPE_CHECKING:
     from blackops.observability.metrics import Metrics
@@ -66,7 +66,6 @@ class Observability(Signals):
         self.spans: SpanMaker | None = tracer_for()
         self.log = logging.getLogger(EVENTS)
         self._lock = threading.Lock()
-        self._store: EventStore | None = None
 
     def trace_with(self, provider: object) -> None:
         """Make spans on this OpenTelemetry tracer provider (not the global one)."""
@@ -76,21 +75,10 @@ class Observability(Signals):
             self.spans = tracer_for(provider)
 
     def attach(self) -> None:
-        """Observe the runtime's open store (again after it was reopened) and its worker."""
-        store = self.runtime.store
-        with self._lock:
-            if self._store is not store:
-                if self._store is not None:
-                    self._store.remove_commit_observer(self.committed)
-                store.add_commit_observer(self.committed)
-                self._store = store
+        """Observe the runtime's store (now or once opened: nothing is opened here) and
+        its workers."""
+        self.runtime.add_commit_observer(self.committed)
         self.runtime.signals = self
-
-    def detach(self) -> None:
-        with self._lock:
-            if self._store is not None:
-                self._store.remove_commit_observer(self.committed)
-                self._store = None
 
     # -- what the store tells ----------------------------------------------------------------
 
