@@ -17,7 +17,8 @@ class Two:
         self.env = env
 
     async def run(self, event: Any, step: Any) -> dict[str, Any]:
-        return await step.do("only", lambda: {"n": 1})
+        found: dict[str, Any] = await step.do("only", lambda: {"n": 1})
+        return found
 
 
 def test_renewals_and_executor_restarts_are_counted(store_url: str) -> None:
