@@ -15,7 +15,7 @@ JOBS   ?= 6
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[test,dev,otel]'
 	touch $(STAMP)
 
 ## Serve the example app on the embedded SQLite store (./.blackops/).

@@ -16,10 +16,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from blackops.observability.signals import NO_SIGNALS, Signals
 from blackops.operations.registry import HandlerRegistry
 from domain.clock import Clock
 from domain.errors import InvalidRequest
 from domain.retention import Retention
+from journal.commit_queue import CommitObserver
 from journal.locator import StoreLocation, resolve_store
 from journal.operations import OperationJournal
 from journal.store import EventStore
@@ -70,6 +72,10 @@ class Runtime:
         #: Refuses a create or an event a Workflow resource no longer takes (the control
         #: plane's check): ``gate(resource, "create" | "created" | "event")`` raises.
         self.gate: Callable[[WorkflowResource, str], None] | None = None
+        #: Told of lease renewals and losses and executor restarts (metrics and logs, when
+        #: ``blackops.observability.observe`` set it up; a no-op otherwise).
+        self.signals: Signals = NO_SIGNALS
+        self._commit_observers: list[CommitObserver] = []
         self._store: EventStore | None = None
         self._store_pid = 0
         self._lock = threading.Lock()
@@ -97,7 +103,19 @@ class Runtime:
                 # process's own objects: a child keeps its copy, as it is all there is.
                 self._store = EventStore(self._location or resolve_store(None))
                 self._store_pid = os.getpid()
+                for observer in self._commit_observers:
+                    self._store.add_commit_observer(observer)
             return self._store
+
+    def add_commit_observer(self, observer: CommitObserver) -> None:
+        """Tell ``observer`` of every commit of this runtime's store, the one open now and
+        any opened later (the store is not opened to register)."""
+        with self._lock:
+            if observer in self._commit_observers:
+                return
+            self._commit_observers.append(observer)
+            if self._store is not None:
+                self._store.add_commit_observer(observer)
 
     @property
     def store_opened(self) -> bool:

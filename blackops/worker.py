@@ -116,6 +116,7 @@ class Worker:
         if workflow_processes > 0:  # executors start once a workflow exists
             self.workflows = WorkflowRunner(
                 workflow_engine(runtime, self.id, self.lease_seconds),
+                signals=runtime.signals,
                 processes=workflow_processes,
                 contexts_per_process=contexts_per_process,
                 heartbeat_seconds=self.heartbeat_seconds,
@@ -246,6 +247,7 @@ class Worker:
             log.warning("worker %s: leases not renewed in time; abandoning %d", self.id, len(live))
             for attempt in live:
                 attempt.abandoned = True
+                self._lost(attempt, "renewal_failing")
             return
         if now < self._next_heartbeat:
             return
@@ -257,8 +259,14 @@ class Worker:
             self._next_heartbeat = now + min(1.0, self.heartbeat_seconds)  # try again soon
             return
         self._last_renewal = now
+        self.runtime.signals.leases_renewed("operation", len(live) - len(lost))
         for attempt in lost:
             log.warning("worker %s lost the lease of %s", self.id, attempt.operation.id)
+            self._lost(attempt, "not_renewed")
+
+    def _lost(self, attempt: Attempt, why: str) -> None:
+        operation_id, token = attempt.lease
+        self.runtime.signals.lease_lost("operation", operation_id, token, self.id, why)
 
     def _lease_in_doubt(self) -> bool:
         """Renewal has failed for most of a lease: stop before the lease can end."""

@@ -205,6 +205,15 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
             if r.operation_type.startswith(prefix) and r.due_at <= due_by
         ]
 
+    def due_work_summary(self, due_by: int) -> dict[str, tuple[int, int]]:
+        found: dict[str, tuple[int, int]] = {}
+        for row in self.work_rows():
+            if row.due_at <= due_by:
+                kind = "workflow" if row.operation_type.startswith("workflow:") else "operation"
+                count, earliest = found.get(kind, (0, row.due_at))
+                found[kind] = (count + 1, min(earliest, row.due_at))
+        return found
+
     def work_position(self) -> int:
         return self._work_position
 

@@ -240,6 +240,10 @@ class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
         with self.datastore.transaction(commit=False) as curs:
             return self.work.due_rows(curs, prefix, due_by)
 
+    def due_work_summary(self, due_by: int) -> dict[str, tuple[int, int]]:
+        with self.datastore.transaction(commit=False) as curs:
+            return self.work.due_summary(curs, due_by)
+
     def work_position(self) -> int:
         with self.datastore.transaction(commit=False) as curs:
             return self.work.position(curs)

@@ -144,6 +144,10 @@ class BlackOpsSQLiteRecorder(RetentionRecorder, SQLiteApplicationRecorder):
         with self.datastore.transaction(commit=False) as c:
             return self.work.due_rows(c, prefix, due_by)
 
+    def due_work_summary(self, due_by: int) -> dict[str, tuple[int, int]]:
+        with self.datastore.transaction(commit=False) as c:
+            return self.work.due_summary(c, due_by)
+
     def work_position(self) -> int:
         with self.datastore.transaction(commit=False) as c:
             return self.work.position(c)

@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("blackops.journal")
 
+#: Told of every committed transaction: its appends, how many callers shared it, and how
+#: long the commit took in seconds (the hook blackops' metrics register; decisions M2).
+CommitObserver = Callable[["Sequence[Append]", int, float], None]
+
 #: A group holds at most this many events (one INSERT of a few hundred rows stays quick).
 MAX_GROUP_EVENTS = 2000
 LINGER_SECONDS = 0.001
@@ -59,7 +63,9 @@ class CommitQueue:
 
     ``commit`` appends in one transaction and returns each append's positions (it raises
     ``FencingError``, ``Conflict``, ``BackendUnavailable``, ... as ``EventStore`` does);
-    ``after`` runs once per committed group, before its members are answered.
+    ``after`` runs once per committed group, before its members are answered;
+    ``observe(appends, members, seconds)`` too (metrics: the group's size and how long its
+    transaction took), when given.
     """
 
     def __init__(
@@ -68,9 +74,11 @@ class CommitQueue:
         after: Callable[[Sequence[Append]], None] | None = None,
         linger: float = LINGER_SECONDS,
         max_events: int = MAX_GROUP_EVENTS,
+        observe: CommitObserver | None = None,
     ) -> None:
         self._commit = commit
         self._after = after
+        self.observe = observe
         self.linger = linger
         self.max_events = max_events
         self._lock = threading.Lock()
@@ -158,6 +166,7 @@ class CommitQueue:
                 self._one(group[0])
                 return
             appends = [a for m in group for a in m.appends]
+            started = time.perf_counter()
             try:
                 positions = self._commit(appends)
             except BackendUnavailable as error:
@@ -174,7 +183,7 @@ class CommitQueue:
             for member in group:
                 member.result = positions[start : start + len(member.appends)]
                 start += len(member.appends)
-            self._notify(appends)
+            self._notify(appends, len(group), time.perf_counter() - started)
         finally:
             for member in group:
                 if member.result is None and member.error is None:
@@ -182,6 +191,7 @@ class CommitQueue:
                 member.done.set()
 
     def _one(self, member: _Member) -> None:
+        started = time.perf_counter()
         try:
             member.result = self._commit(member.appends)
         except BaseException as error:  # the caller's own verdict, raised in its thread
@@ -189,12 +199,17 @@ class CommitQueue:
             return
         self.groups += 1
         self.members += 1
-        self._notify(member.appends)
+        self._notify(member.appends, 1, time.perf_counter() - started)
 
-    def _notify(self, appends: Sequence[Append]) -> None:
-        if self._after is None:
-            return
-        try:
-            self._after(appends)
-        except Exception:  # committed is committed: a listener cannot undo it
-            log.exception("an append listener failed")
+    def _notify(self, appends: Sequence[Append], members: int, seconds: float) -> None:
+        # Committed is committed: neither an observer nor a listener can undo it.
+        if self.observe is not None:
+            try:
+                self.observe(appends, members, seconds)
+            except Exception:
+                log.exception("a commit observer failed")
+        if self._after is not None:
+            try:
+                self._after(appends)
+            except Exception:
+                log.exception("an append listener failed")

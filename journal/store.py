@@ -8,7 +8,9 @@ events in the same transactions (the due-work index, Merkle leaves, wake-ups).
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
+import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -28,13 +30,15 @@ from domain.errors import BackendUnavailable, Conflict, FencingError, InvalidReq
 from domain.events import NewEvent, RecordedEvent
 from journal.backend_memory import BlackOpsMemoryRecorder
 from journal.codec import decode_state, encode_state
-from journal.commit_queue import CommitQueue
+from journal.commit_queue import CommitObserver, CommitQueue
 from journal.leaves import SAFE_NAME
 from journal.locator import StoreLocation, resolve_store
 from journal.recorder import Recorder
 from journal.retention_index import RetentionRow
 from journal.setup import named_lock, postgres_setup_lock, sqlite_setup_lock
 from journal.work_index import WAKING_TOPICS, WorkRow
+
+log = logging.getLogger("blackops.journal")
 
 _RECORDERS = {
     "sqlite": "journal.backend_sqlite:BlackOpsSQLiteRecorder",
@@ -82,6 +86,8 @@ class EventStore:
         #: Called after every commit that may have made work due (workers in this process).
         self._wake_listeners: list[tuple[Callable[[], None], frozenset[str]]] = []
         self._append_listeners: list[Callable[[], None]] = []
+        #: Told of every commit of this process (blackops' metrics, logs and spans).
+        self._commit_observers: list[CommitObserver] = []
         self._factory: InfrastructureFactory[Any] | None = None
         self._queue: CommitQueue | None = None
         if location.kind == "memory":
@@ -107,7 +113,7 @@ class EventStore:
             self._recorder.create_table()
             # A journal written before the retention index existed gets it now, once.
             self._recorder.ensure_retention()
-        self._queue = CommitQueue(self._commit, self._announce)
+        self._queue = CommitQueue(self._commit, self._announce, observe=self._observed)
 
     def close(self) -> None:
         if self._factory is not None:
@@ -143,9 +149,27 @@ class EventStore:
             return [[] for _ in appends]
         if self._queue is not None:
             return self._queue.append(appends)
+        started = time.perf_counter()
         result = self._commit(appends)
+        self._observed(appends, 1, time.perf_counter() - started)
         self._announce(appends)
         return result
+
+    def add_commit_observer(self, observer: CommitObserver) -> None:
+        """Call ``observer(appends, members, seconds)`` after every transaction this process
+        commits: what it held, how many appends shared it, how long the commit took."""
+        self._commit_observers.append(observer)
+
+    def remove_commit_observer(self, observer: CommitObserver) -> None:
+        with contextlib.suppress(ValueError):
+            self._commit_observers.remove(observer)
+
+    def _observed(self, appends: Sequence[Append], members: int, seconds: float) -> None:
+        for observer in list(self._commit_observers):
+            try:
+                observer(appends, members, seconds)
+            except Exception:  # committed is committed: an observer cannot undo it
+                log.exception("a commit observer failed")
 
     @property
     def commit_groups(self) -> tuple[int, int]:
@@ -376,6 +400,12 @@ class EventStore:
         """The due-work rows due by ``due_by`` whose type starts with ``prefix``."""
         with _backend_errors():
             return self._recorder.due_work_rows(prefix, due_by)
+
+    def due_work_summary(self, due_by: int) -> dict[str, tuple[int, int]]:
+        """``{"operation" | "workflow": (rows due by due_by, earliest due_at)}`` of the
+        due-work index (one aggregate query; kinds with nothing due are absent)."""
+        with _backend_errors():
+            return self._recorder.due_work_summary(due_by)
 
     def work_position(self) -> int:
         """The journal position the due-work index has folded up to."""

@@ -207,6 +207,22 @@ class WorkTables:
         )
         return [WorkRow(*_values(row)) for row in cursor.fetchall()]
 
+    def due_summary(self, cursor: Cursor, due_by: int) -> dict[str, tuple[int, int]]:
+        """How many rows are due by ``due_by`` and the earliest ``due_at``, for operations
+        and for workflow instances (rows of type ``workflow:<uid>``)."""
+        cursor.execute(
+            self._q(
+                "SELECT CASE WHEN operation_type LIKE %s THEN 'workflow' "
+                "ELSE 'operation' END AS kind, count(*), min(due_at) "
+                f"FROM {self.due} WHERE due_at <= %s GROUP BY kind"
+            ),
+            ("workflow:%", due_by),
+        )
+        return {
+            str(kind): (int(count), int(earliest))
+            for kind, count, earliest in map(_values, cursor.fetchall())
+        }
+
     def position(self, cursor: Cursor) -> int:
         cursor.execute(self._q(f"SELECT position FROM {self.positions} WHERE name = %s"), (NAME,))
         rows = cursor.fetchall()

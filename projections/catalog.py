@@ -119,6 +119,17 @@ class Projections:
             counts[str(status)] = int(count)
         return {"instanceCounts": counts, "observedPosition": position}
 
+    def instance_counts_by_workflow(self) -> dict[str, dict[str, int]]:
+        """``{workflow: {status: count}}`` of every Workflow with instances (metrics)."""
+        runner = self.runner("instance_counts")
+        runner.catch_up()
+        found: dict[str, dict[str, int]] = {}
+        for workflow, status, count in runner.query(
+            "SELECT workflow, status, count FROM {p}blackops_instance_counts"
+        ):
+            found.setdefault(str(workflow), empty_counts())[str(status)] = int(count)
+        return found
+
     def list_instances(
         self,
         workflow: str,

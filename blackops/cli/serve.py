@@ -39,6 +39,7 @@ def register(commands: Commands) -> None:
     workflow_options(serve)
     checkpoint_options(serve)
     witness_options(serve)
+    observability_options(serve)
     serve.set_defaults(handler=cmd_serve)
 
     worker = commands.add_parser(
@@ -54,8 +55,47 @@ def register(commands: Commands) -> None:
     workflow_options(worker)
     checkpoint_options(worker)
     witness_options(worker)
+    observability_options(worker)
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve GET /metrics on this port (0: any free one; default: no metrics server)",
+    )
+    worker.add_argument("--metrics-host", default="127.0.0.1", help="where --metrics-port listens")
     worker.set_defaults(handler=cmd_worker)
     control.add_worker_resource_commands(worker)
+
+
+def observability_options(parser: argparse.ArgumentParser) -> None:
+    """Logs and the metrics token (docs/operations-guide.md, decisions M4, M6)."""
+    parser.add_argument(
+        "--log-format",
+        choices=("auto", "json", "text"),
+        default=os.environ.get("BLACKOPS_LOG_FORMAT", "auto"),
+        help="stderr logs: one JSON object per line, or readable text (auto: text on a "
+        "terminal, JSON otherwise)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default=os.environ.get("BLACKOPS_LOG_LEVEL", "info"),
+    )
+    parser.add_argument(
+        "--metrics-token",
+        default=os.environ.get("BLACKOPS_METRICS_TOKEN"),
+        help="a bearer token that may read GET /metrics only (default $BLACKOPS_METRICS_TOKEN; "
+        "the system token may too)",
+    )
+
+
+def _set_up_logs(args: argparse.Namespace) -> None:
+    from blackops.observability.logs import configure
+    from domain.errors import InvalidRequest
+
+    try:
+        configure(args.log_format, args.log_level)
+    except ValueError as error:  # a bad $BLACKOPS_LOG_FORMAT / $BLACKOPS_LOG_LEVEL
+        raise InvalidRequest(str(error)) from None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -67,6 +107,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if not 0 < args.heartbeat_seconds <= 3600:
         raise InvalidRequest("--heartbeat-seconds must be more than 0 and at most 3600")
+    _set_up_logs(args)
     application = app_of(args)
     token = load_or_create_token()
     url = f"http://{args.host}:{args.port}"
@@ -74,6 +115,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     workflows = [resource.uid for resource in application.workflows()]
     example = types[0] if types else "TYPE"
     application.store  # open (and create) the journal before taking requests  # noqa: B018
+    from blackops.observability.hub import observe
+
+    observe(application.runtime)  # before the worker: it takes runtime.signals
     admin = bootstrap_dev_admin(application, cli_actor(args))
     checkpoints, signer = start_signer(application, args, dev=True)
     pusher = start_witnesses(checkpoints, args, publish=True)
@@ -137,10 +181,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 token,
                 stream_settings=StreamSettings(heartbeat_seconds=args.heartbeat_seconds),
                 checkpoints=checkpoints,
+                metrics_token=args.metrics_token,
             ),
             host=args.host,
             port=args.port,
-            log_level="info",
+            log_level=args.log_level,
+            log_config=None,  # uvicorn's lines go through our handler, in our format
             access_log=not args.json,  # --json: stdout holds one document only
         )
     finally:
@@ -182,12 +228,15 @@ def _describe(started: dict[str, Any]) -> str:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run a worker until SIGTERM/SIGINT, then drain for the grace period and exit."""
-    import logging
+    from blackops.observability.hub import observe
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    tokens = _metrics_tokens(args)
+    _set_up_logs(args)
     # Without --app it still runs the control plane's operations (verification, deployment
     # updates, reconciling, deleting) and the instances of Workflow resources.
     application = app_of(args)
+    observer = observe(application.runtime)  # before the worker: it takes runtime.signals
+    metrics_server = _metrics_server(observer, args, tokens)
     worker = application.worker(
         concurrency=args.concurrency,
         lease_seconds=args.lease_seconds,
@@ -211,6 +260,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         "workflows": [resource.uid for resource in application.workflows()],
         "store": application.store_display,
         "concurrency": args.concurrency,
+        "metricsPort": metrics_server.port if metrics_server else None,
     }
     # --json: exactly one document on stdout; the human lines go to stderr then.
     emit(started, args.json, lambda: f"BlackOps worker {worker.id}: {_describe(started)}")
@@ -222,6 +272,42 @@ def cmd_worker(args: argparse.Namespace) -> int:
     # Handler threads still running after the grace period were handed back (their
     # attempts are interrupted and fenced); do not wait for them.
     os._exit(EXIT_OK)
+
+
+def _metrics_tokens(args: argparse.Namespace) -> list[str]:
+    """Who may read a worker's --metrics-port: the metrics token and the system token;
+    checked before anything is opened (none at all: refused)."""
+    if args.metrics_port is None:
+        return []
+    from blackops.cli.devtoken import state_dir
+    from domain.errors import InvalidRequest
+
+    if not 0 <= args.metrics_port <= 65535:
+        raise InvalidRequest("--metrics-port must be from 0 to 65535")
+    saved = state_dir() / "dev-token"  # the system token serve uses, if this host has one
+    system = os.environ.get("BLACKOPS_DEV_TOKEN") or (
+        saved.read_text(encoding="ascii").strip() if saved.exists() else ""
+    )
+    tokens = [t for t in (args.metrics_token, system) if t]
+    if not tokens:
+        raise InvalidRequest(
+            "--metrics-port needs --metrics-token (or $BLACKOPS_METRICS_TOKEN) or a system "
+            "token ($BLACKOPS_DEV_TOKEN)"
+        )
+    return tokens
+
+
+def _metrics_server(observer: Any, args: argparse.Namespace, tokens: list[str]) -> Any:
+    """The worker's --metrics-port server (started), or None without --metrics-port."""
+    if args.metrics_port is None:
+        return None
+    from blackops.observability.server import MetricsServer
+    from domain.errors import InvalidRequest
+
+    try:
+        return MetricsServer(observer.metrics, tokens, args.metrics_host, args.metrics_port).start()
+    except OSError as error:
+        raise InvalidRequest(f"--metrics-port {args.metrics_port}: {error.strerror}") from None
 
 
 def checkpoint_options(parser: argparse.ArgumentParser) -> None:

@@ -10,11 +10,12 @@ from fastapi.openapi.utils import get_openapi
 from blackops.application import Application
 from blackops.audit.checkpoints import CheckpointService
 from blackops.console.app import install as install_console
-from blackops.http import access, audit, instances, journal, operations, resources, stream
+from blackops.http import access, audit, instances, journal, metrics, operations, resources, stream
 from blackops.http.auth import SYSTEM_CALLER, Caller, Served
 from blackops.http.openapi import publish
 from blackops.http.responses import install_error_handlers
 from blackops.http.stream import StreamSettings
+from blackops.observability.hub import observe
 
 __all__ = ["SYSTEM_CALLER", "Caller", "StreamSettings", "create_http_app"]
 
@@ -25,6 +26,7 @@ def create_http_app(
     *,
     stream_settings: StreamSettings | None = None,
     checkpoints: CheckpointService | None = None,
+    metrics_token: str | None = None,
 ) -> FastAPI:
     """The FastAPI app serving ``application``; every route needs a bearer token (but the
     published schema of an Observed line).
@@ -35,6 +37,8 @@ def create_http_app(
     ``stream_settings`` paces the live journal streams (heartbeats, polling).
     ``checkpoints`` is the checkpoint service (with this process's signing key); without
     one the audit routes read the checkpoints other processes signed.
+    ``metrics_token`` (optional) may read ``GET /metrics`` and nothing else (so may the
+    system token); the application's observer (``blackops.observability``) is attached.
     """
     api = FastAPI(
         title="BlackOps",
@@ -43,9 +47,12 @@ def create_http_app(
     )
     api.state.blackops = Served(application, token)
     api.state.checkpoints = checkpoints
+    api.state.observability = observe(application.runtime)
+    api.state.metrics_token = metrics_token or None
     install_error_handlers(api)
-    for module in (operations, journal, audit, instances, access, resources):
+    for module in (operations, journal, audit, instances, access, resources, metrics):
         api.include_router(module.router)
+    api.add_middleware(metrics.TimingMiddleware, observability=api.state.observability)
     stream.install(api, stream_settings)
     install_console(api)  # /ui/: the web console, not in the schema (decisions U1)
 

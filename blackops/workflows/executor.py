@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from blackops.observability.signals import NO_SIGNALS, Signals
 from blackops.workflows.context import ContextEnd
 from blackops.workflows.engine import HeldContext, WorkflowEngine
 from blackops.workflows.executor_process import executor_main
@@ -87,8 +88,10 @@ class WorkflowRunner:
         poll_seconds: float = 0.02,
         fence_check_seconds: float = 0.05,
         contexts_per_process: int | None = None,
+        signals: Signals = NO_SIGNALS,
     ) -> None:
         self.engine = engine
+        self.signals = signals
         #: Replace an executor after this many contexts (1: every context starts in a
         #: freshly forked process, so no module state of an earlier context survives).
         self.contexts_per_process = contexts_per_process
@@ -231,7 +234,9 @@ class WorkflowRunner:
             or lingering
             or (self.contexts_per_process and executor.contexts >= self.contexts_per_process)
         ):
-            self._replace(executor)
+            self._replace(
+                executor, "exited" if end is None else "lingering" if lingering else "recycled"
+            )
         else:
             executor.held = None
         return held
@@ -281,7 +286,7 @@ class WorkflowRunner:
                 executor.versions.add(key)
             executor.conn.send(("run", held.plan, source))
         except (OSError, ValueError, LookupError, BlackOpsError):
-            self._replace(executor)  # it never started: due again at once
+            self._replace(executor, "unreachable")  # it never started: due again at once
             self._finish([(held, None)])
             self._release([held])
 
@@ -303,8 +308,10 @@ class WorkflowRunner:
                 "workflow context end not recorded (the lease will bring it back): %s", error
             )
 
-    def _replace(self, executor: Executor) -> None:
+    def _replace(self, executor: Executor, why: str) -> None:
         """Kill ``executor`` (if alive), wait for it, and start a fresh one in its place."""
+        if not self._stop.is_set():
+            self.signals.executor_restarted(why)
         executor.kill()
         executor.held = None
         index = self._executors.index(executor)
@@ -313,7 +320,7 @@ class WorkflowRunner:
 
     def _stop_context(self, executor: Executor, end: ContextEnd | None) -> None:
         held = executor.held
-        self._replace(executor)
+        self._replace(executor, "context_stopped")
         if held is not None:
             held.abandoned = True
             self._finish([(held, end)])
@@ -341,21 +348,26 @@ class WorkflowRunner:
         busy = [e for e in busy if e.held is not None]
         helds = [e.held for e in busy if e.held is not None]
         lost: list[HeldContext] = []
+        why = "not_renewed"
         try:
             if now >= self._next_heartbeat:
                 self._next_heartbeat = now + self.heartbeat_seconds
                 lost = self.engine.renew(helds)
+                self.signals.leases_renewed("workflow", len(helds) - len(lost))
                 self._last_renewal = now
                 self._extend([e for e in busy if e.held not in lost], now)
             elif now >= self._next_fence_check:
                 self._next_fence_check = now + self.fence_check_seconds
-                lost = self.engine.fenced(helds)
+                lost, why = self.engine.fenced(helds), "fenced"
         except BlackOpsError as error:
             log.warning("workflow lease check failed: %s", error)
             self._next_heartbeat = now + min(1.0, self.heartbeat_seconds)
         if now - self._last_renewal >= 0.8 * self.engine.lease_seconds:
-            lost = helds  # renewals failed for most of a lease: stop before it can end
+            lost, why = helds, "renewal_failing"  # stop before the lease can end
         for held in lost:
+            self.signals.lease_lost(
+                "workflow", held.state.stream, held.owner.token, self.engine.worker_id, why
+            )
             for executor in busy:
                 if executor.held is held:
                     self._stop_context(executor, None)

@@ -39,6 +39,9 @@ FORBIDDEN_INSIDE = {
                        "blackops.worker"),
     "blackops.http": ("blackops.cli",),
     "blackops.console": ("blackops.cli",),
+    "blackops.observability": ("blackops.operations", "blackops.workflows", "blackops.control",
+                               "blackops.http", "blackops.cli", "blackops.application",
+                               "blackops.worker"),
 }  # fmt: skip
 #: Modules domain/ may not import: it is pure (architecture.md).
 IO_MODULES = ("os", "sqlite3", "psycopg", "socket", "subprocess", "eventsourcing", "threading",

@@ -1,6 +1,7 @@
 """The CLI starts fast: ``--help`` and the read commands import neither FastAPI nor uvicorn
-nor the control plane nor the application (command modules import what a command needs
-when it runs). Checked in a fresh interpreter by what lands in ``sys.modules``."""
+nor the control plane nor the application nor the metrics and tracing libraries (command
+modules import what a command needs when it runs). Checked in a fresh interpreter by what
+lands in ``sys.modules``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,16 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("fastapi", "uvicorn", "blackops.control", "blackops.application", "blackops.http")
+HEAVY = (
+    "fastapi",
+    "uvicorn",
+    "blackops.control",
+    "blackops.application",
+    "blackops.http",
+    "prometheus_client",
+    "opentelemetry",
+    "blackops.observability.metrics",
+)
 
 
 def loaded_after(argv: list[str], cwd: Path) -> list[str]:

@@ -1,0 +1,89 @@
+"""Structured logs: one JSON object per line when stderr is not a terminal, a readable line
+on a terminal (``--log-format json|text|auto``, ``--log-level``; decisions M6).
+
+A record's structured fields travel in ``extra={"fields": {...}}``; the formatters print
+them and nothing else of the caller's: the facts never carry params, payloads, outcomes,
+error messages or tokens (``facts``). Set up only by ``serve`` and ``worker``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import IO, Any
+
+FORMATS = ("auto", "json", "text")
+LEVELS = ("debug", "info", "warning", "error")
+#: The logger of the facts (claims, attempt ends, retries, ...).
+EVENTS = "blackops.events"
+_HANDLER_NAME = "blackops-structured"
+
+
+def _fields(record: logging.LogRecord) -> dict[str, Any]:
+    found = getattr(record, "fields", None)
+    return found if isinstance(found, dict) else {}
+
+
+def _time(record: logging.LogRecord) -> str:
+    moment = datetime.fromtimestamp(record.created, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class JsonFormatter(logging.Formatter):
+    """``{"ts", "level", "logger", "msg", ...fields}`` on one line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": _time(record),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key, value in _fields(record).items():
+            line.setdefault(key, value)
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+class TextFormatter(logging.Formatter):
+    """``2026-12-01T17:02:10.123Z INFO  attempt.started operation_id=... attempt=1``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = " ".join(f"{k}={v}" for k, v in _fields(record).items())
+        text = f"{_time(record)} {record.levelname:<7} {record.getMessage()}"
+        if fields:
+            text += f"  {fields}"
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        return text
+
+
+def configure(log_format: str = "auto", level: str = "info", stream: IO[str] | None = None) -> None:
+    """Route BlackOps' (and uvicorn's) logs to ``stream`` (stderr) in ``log_format``."""
+    if log_format not in FORMATS:
+        raise ValueError(f"log format must be one of {', '.join(FORMATS)}")
+    if level not in LEVELS:
+        raise ValueError(f"log level must be one of {', '.join(LEVELS)}")
+    stream = stream or sys.stderr
+    if log_format == "auto":
+        log_format = "text" if stream.isatty() else "json"
+    handler = logging.StreamHandler(stream)
+    handler.set_name(_HANDLER_NAME)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logger = logging.getLogger(name)
+        logger.handlers.clear()  # uvicorn's own plain handlers: one format on stderr
+        logger.propagate = True
+
+
+# A library stays quiet until the program sets logging up: no "last resort" lines on
+# stderr from an application embedded in someone's tests.
+logging.getLogger(EVENTS).addHandler(logging.NullHandler())
