@@ -131,7 +131,7 @@ def fold_tail(
         start = decode(stream, snapshot)
         if start is not None and events[0].version == start.version:
             try:
-                return fold(stream, events[1:], start), list(events), start.version
+                return fold(stream, events[1:], start), list(events), snapshot.version
             except (TypeError, ValueError, KeyError):
                 pass  # the tail does not follow on: the full fold decides
     if snapshot is None and events and events[0].version == 1:
