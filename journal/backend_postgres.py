@@ -51,6 +51,7 @@ class BlackOpsPostgresRecorder(RetentionRecorder, SnapshotRecorder, PostgresAppl
         # The payload names the waking topics committed (a listener can tell whose work).
         self._notify_work = SQL("SELECT pg_notify(%s, %s)")
         self._idle_limit = SQL("SET LOCAL idle_in_transaction_session_timeout = '10s'")
+        self._hint_commit = SQL("SET LOCAL synchronous_commit = off")
         self._create_leaves = SQL(
             "CREATE TABLE IF NOT EXISTS {}.blackops_leaves "
             "(position bigint PRIMARY KEY, leaf bytea NOT NULL)"
@@ -223,8 +224,13 @@ class BlackOpsPostgresRecorder(RetentionRecorder, SnapshotRecorder, PostgresAppl
     def reserve_and_select_tails(
         self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
     ) -> dict[str, Tail]:
-        """Reserve due rows and read their streams from their snapshots on (one round trip)."""
+        """Reserve due rows and read their streams from their snapshots on (one round trip).
+
+        The reservation is a hint (the claim's append decides), so its commit does not
+        wait for the WAL flush: a reservation lost in a crash is a row due again at once.
+        """
         with self.datastore.transaction(commit=True) as curs:
+            curs.execute(self._hint_commit, prepare=False)
             curs.execute(
                 self.snapshots.reserve_tails_statement(self.work.due),
                 (hold_until, worker, now, list(types), limit),

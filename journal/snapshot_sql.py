@@ -83,6 +83,8 @@ class SnapshotTables:
         return text.replace("%s", "?") if self.sqlite else text
 
     def write(self, cursor: Cursor, stream: str, version: int, digest: str, body: bytes) -> None:
+        if not self.sqlite:  # a cache: its commit need not wait for the WAL flush
+            cursor.execute("SET LOCAL synchronous_commit = off")
         cursor.execute(self._write, (digest, body, stream, version))
 
     def delete(self, cursor: Cursor, stream: str) -> None:
