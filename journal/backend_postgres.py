@@ -27,12 +27,13 @@ from journal.backend_common import new_streams, notification, predecessors
 from journal.locator import postgres_connect
 from journal.retention_index import Rebuild
 from journal.retention_sql import RetentionRecorder, RetentionTables
+from journal.snapshot_sql import SnapshotRecorder, SnapshotTables, Tail, tails
 from journal.work_sql import WorkTables
 
 log = logging.getLogger("blackops.journal")
 
 
-class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
+class BlackOpsPostgresRecorder(RetentionRecorder, SnapshotRecorder, PostgresApplicationRecorder):
     """Positions are the table's ``notification_id`` (a bigserial, committed in order
     because every insert locks the table)."""
 
@@ -42,11 +43,15 @@ class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
         table = f"{schema}.{self.events_table_name}"
         self.work = WorkTables(f"{schema}.", sqlite=False, events_table=table)
         self.retention = RetentionTables(f"{schema}.", sqlite=False)
+        self.snapshots = SnapshotTables(
+            f"{schema}.", sqlite=False, events_table=table, position="notification_id"
+        )
         # One wake-up channel per schema: workers of other journals are not disturbed.
         self.work_channel = "blackops_work_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
         # The payload names the waking topics committed (a listener can tell whose work).
         self._notify_work = SQL("SELECT pg_notify(%s, %s)")
         self._idle_limit = SQL("SET LOCAL idle_in_transaction_session_timeout = '10s'")
+        self._hint_commit = SQL("SET LOCAL synchronous_commit = off")
         self._create_leaves = SQL(
             "CREATE TABLE IF NOT EXISTS {}.blackops_leaves "
             "(position bigint PRIMARY KEY, leaf bytea NOT NULL)"
@@ -90,7 +95,7 @@ class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
     def create_table(self) -> None:
         super().create_table()
         with self.datastore.transaction(commit=True) as curs:
-            for statement in [*self.work.create, *self.retention.create]:
+            for statement in [*self.work.create, *self.retention.create, *self.snapshots.create]:
                 curs.execute(statement, prepare=False)
             curs.execute(self._create_leaves, prepare=False)
 
@@ -171,7 +176,9 @@ class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
         )
         with self.datastore.transaction(commit=True) as curs:
             curs.execute(statement, (stream, upto_version))
-            return int(curs.rowcount)
+            deleted = int(curs.rowcount)
+            self.snapshots.delete(curs, stream)  # no copy of a purged history outlives it
+            return deleted
 
     def select_leaves(self, after: int, limit: int) -> list[tuple[int, bytes]]:
         with self.datastore.transaction(commit=False) as curs:
@@ -213,6 +220,23 @@ class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
                 prepare=True,
             )
             return [notification(row, "notification_id") for row in curs.fetchall()]
+
+    def reserve_and_select_tails(
+        self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
+    ) -> dict[str, Tail]:
+        """Reserve due rows and read their streams from their snapshots on (one round trip).
+
+        The reservation is a hint (the claim's append decides), so its commit does not
+        wait for the WAL flush: a reservation lost in a crash is a row due again at once.
+        """
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(self._hint_commit, prepare=False)
+            curs.execute(
+                self.snapshots.reserve_tails_statement(self.work.due),
+                (hold_until, worker, now, list(types), limit),
+                prepare=True,
+            )
+            return tails(curs.fetchall())
 
     def renew_leases(
         self, leases: Sequence[tuple[str, int]], worker: str, now: int, until: int

@@ -13,16 +13,23 @@ from journal.backend_common import new_streams, notification, predecessors
 from journal.leaves import event_leaf
 from journal.retention_index import Rebuild
 from journal.retention_sql import RetentionRecorder, RetentionTables
+from journal.snapshot_sql import SnapshotRecorder, SnapshotTables
 from journal.work_sql import WorkTables
 
 
-class BlackOpsSQLiteRecorder(RetentionRecorder, SQLiteApplicationRecorder):
+class BlackOpsSQLiteRecorder(RetentionRecorder, SnapshotRecorder, SQLiteApplicationRecorder):
     """Positions are SQLite ``rowid`` values, as eventsourcing's notification ids."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.work = WorkTables("", sqlite=True)
         self.retention = RetentionTables("", sqlite=True)
+        self.snapshots = self._snapshot_tables()
+
+    def _snapshot_tables(self) -> SnapshotTables:
+        return SnapshotTables(
+            "", sqlite=True, events_table=self.events_table_name, position="rowid"
+        )
 
     def construct_create_table_statements(self) -> list[str]:
         # Called by the base __init__, before self.work exists.
@@ -30,6 +37,7 @@ class BlackOpsSQLiteRecorder(RetentionRecorder, SQLiteApplicationRecorder):
             *super().construct_create_table_statements(),
             *WorkTables("", sqlite=True).create,
             *RetentionTables("", sqlite=True).create,
+            *self._snapshot_tables().create,
             "CREATE TABLE IF NOT EXISTS blackops_leaves "
             "(position INTEGER PRIMARY KEY, leaf BLOB NOT NULL)",
         ]
@@ -85,7 +93,9 @@ class BlackOpsSQLiteRecorder(RetentionRecorder, SQLiteApplicationRecorder):
                 (stream, upto_version),
             )
             c.execute("SELECT changes()")
-            return int(c.fetchone()[0])
+            deleted = int(c.fetchone()[0])
+            self.snapshots.delete(c, stream)  # no copy of a purged history outlives it
+            return deleted
 
     def select_leaves(self, after: int, limit: int) -> list[tuple[int, bytes]]:
         with self.datastore.transaction(commit=False) as c:

@@ -36,6 +36,7 @@ from journal.locator import StoreLocation, resolve_store
 from journal.recorder import Recorder
 from journal.retention_index import RetentionRow
 from journal.setup import named_lock, postgres_setup_lock, sqlite_setup_lock
+from journal.snapshot_sql import StoredSnapshot
 from journal.work_index import WAKING_TOPICS, WorkRow
 
 log = logging.getLogger("blackops.journal")
@@ -362,6 +363,35 @@ class EventStore:
         for row in rows:
             found.setdefault(str(row.originator_id), []).append(_decode(row))
         return found
+
+    def reserve_due_tails(
+        self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
+    ) -> dict[str, tuple[StoredSnapshot | None, list[RecordedEvent]]]:
+        """:meth:`reserve_due_streams`, but each stream read from its snapshot's version on
+        with that snapshot (unverified: ``journal/instance_snapshots.py`` checks it)."""
+        if not types or limit < 1:
+            return {}
+        reserve_tails = getattr(self._recorder, "reserve_and_select_tails", None)
+        select_tails = getattr(self._recorder, "select_tails", None)
+        if reserve_tails is None and select_tails is None:  # no snapshots (memory)
+            found = self.reserve_due_streams(now, hold_until, worker, types, limit)
+            return {stream: (None, events) for stream, events in found.items()}
+        with _backend_errors():
+            if reserve_tails is not None:
+                tails = reserve_tails(now, hold_until, worker, list(types), limit)
+            elif ids := self._recorder.reserve_due(now, hold_until, worker, list(types), limit):
+                tails = cast(Callable[[list[str]], dict[str, Any]], select_tails)(ids)
+            else:
+                tails = {}
+        return {s: (t.snapshot, [_decode(n) for n in t.events]) for s, t in tails.items()}
+
+    def write_snapshot(self, stream: str, version: int, digest: str, body: bytes) -> None:
+        """Keep a snapshot of ``stream`` folded to ``version`` beside the journal (a cache:
+        nothing is written if that version is not stored; backends without one skip it)."""
+        write = getattr(self._recorder, "write_snapshot", None)
+        if write is not None:
+            with _backend_errors():
+                write(stream, version, digest, body)
 
     def renew_leases(
         self, leases: Sequence[tuple[str, int]], worker: str, now: int, until: int

@@ -28,7 +28,8 @@ from blackops.workflows.context import ContextEnd, ContextPlan
 from blackops.workflows.retention import purge_instance
 from blackops.workflows.stamping import event_context, fold_in, stamp
 from domain.clock import Clock
-from domain.workflow import InstanceState, fold, micros_instant, to_micros
+from domain.errors import BlackOpsError
+from domain.workflow import InstanceState, micros_instant, to_micros
 from domain.workflow_rules import (
     Owner,
     Suspension,
@@ -37,6 +38,7 @@ from domain.workflow_rules import (
     decide_step,
     is_fenced,
 )
+from journal import instance_snapshots
 from journal.group_commit import commit_group
 from journal.instances import refresh
 from journal.leases import RESERVATION_HOLD, check_lease_seconds
@@ -69,6 +71,8 @@ class HeldContext:
     plan: ContextPlan
     suspension: Suspension | None = None
     abandoned: bool = False
+    #: The version of the snapshot this context was folded from (0: none was used).
+    snapshot_version: int = 0
 
     @property
     def lease(self) -> tuple[str, int]:
@@ -178,6 +182,7 @@ class WorkflowEngine:
             self.finish(again)
         for state, positions in purges:
             self.purge(state, positions)
+        self._keep_snapshots([i.held for i in committed if i.kind == "end" and i.held is not None])
         return [replies[held] for held, _ in requests], helds, claimed + len(purges)
 
     # -- claiming --------------------------------------------------------------------------
@@ -192,13 +197,13 @@ class WorkflowEngine:
         self, limit: int, now: int, at: str
     ) -> tuple[list[_Item], list[tuple[InstanceState, list[int]]]]:
         hold = now + int(min(self.lease_seconds, RESERVATION_HOLD.total_seconds()) * 1_000_000)
-        streams = self.store.reserve_due_streams(now, hold, self.worker_id, self.types, limit)
+        streams = self.store.reserve_due_tails(now, hold, self.worker_id, self.types, limit)
         items: list[_Item] = []
         purges: list[tuple[InstanceState, list[int]]] = []
-        for stream, events in streams.items():
-            if not events or not events[-1].type.startswith("workflow."):
+        for stream, (snapshot, tail) in streams.items():
+            if not tail or not tail[-1].type.startswith("workflow."):
                 continue
-            state = fold(stream, events)
+            state, events, since = instance_snapshots.fold_tail(self.store, stream, snapshot, tail)
             if state.purged or not state.exists:
                 continue
             owner = Owner(state.contexts + 1, state.fencing_token + 1, self.worker_id)
@@ -206,6 +211,8 @@ class WorkflowEngine:
             version = code.version if code is not None else "unavailable"
             kind, decided = decide_claim(state, now, owner, version, self.lease_seconds)
             if kind == "purge":
+                if since:  # the purge deletes every event: their positions, all of them
+                    events = self.store.read_stream(stream)
                 purges.append((state, [e.position for e in events]))
                 continue
             if not decided or (kind == "context" and code is None):
@@ -215,7 +222,8 @@ class WorkflowEngine:
             held = None
             if kind == "context":
                 assert code is not None
-                held = HeldContext(state, owner, code, plan_for(state, code, owner.context))
+                plan = plan_for(state, code, owner.context)
+                held = HeldContext(state, owner, code, plan, snapshot_version=since)
             items.append(_Item("claim", held, state, append, None))
         return items, purges
 
@@ -310,12 +318,31 @@ class WorkflowEngine:
             committed = commit_group(self.store, group)
             for held, append in committed:
                 fold_in(held.state, append)
+            self._keep_snapshots([held for held, _ in committed])
             done = {held for held, _ in committed}
             todo = [held for _, (held, _) in group if held not in done]
             if not todo:
                 return
             for held in todo:
                 refresh(self.store, held.state)
+
+    def _keep_snapshots(self, helds: Sequence[HeldContext]) -> None:
+        """Snapshot the instances whose context just ended suspended (sleeping, waiting,
+        a retry due) with a long history since their last snapshot: the next claim folds
+        the snapshot and the events after it. A cache only: failing to write one costs
+        the next claim a full fold, nothing else."""
+        for held in helds:
+            state = held.state
+            if state.is_terminal or state.purged or state.context_open:
+                continue
+            if state.version - held.snapshot_version < instance_snapshots.SNAPSHOT_EVERY:
+                continue
+            try:
+                instance_snapshots.write(self.store, state)
+            except (BlackOpsError, ValueError, TypeError) as error:
+                log.warning("snapshot of %s not written: %s", state.stream, error)
+                continue
+            held.snapshot_version = state.version
 
     # -- leases ----------------------------------------------------------------------------
 

@@ -1,0 +1,234 @@
+"""Instance snapshots (journal/instance_snapshots.py, decisions F7) on SQLite and PostgreSQL.
+
+A snapshot only makes a claim cheaper: whatever its row holds (intact, corrupt, stale,
+another stream's, another format, bound to an event that is gone), the instance folded at
+a claim is exactly the full fold of its journal, and the run ends exactly as without it.
+A purge leaves no snapshot behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import pytest
+from workflow_cases import create, send, status, work
+
+from blackops import Application
+from blackops.testing import FakeClock
+from domain.documents import canonical_json
+from domain.json_text import load_canonical
+from domain.workflow import InstanceState
+from journal import instance_snapshots
+from journal.instances import instance_stream, load_instance
+from journal.store import EventStore
+
+FIRST = instance_snapshots.SNAPSHOT_EVERY + 16  # steps before the wait: a snapshot is written
+SECOND = 20  # after it: too few for another one
+
+
+def value(i: int) -> dict[str, Any]:
+    """Values whose journal reading is not their Python spelling (2.0**60, -0.0, 1e300)."""
+    return {"i": i, "f": 2.0**60 if i % 7 == 0 else -0.0, "big": 1e300, "s": "é\u2028𝄞"}
+
+
+class Long:
+    def __init__(self, env: Any) -> None:
+        self.env = env
+
+    async def run(self, event: Any, step: Any) -> dict[str, Any]:
+        total = 0
+        for i in range(FIRST):
+            total += (await step.do(f"s{i}", partial(value, i)))["i"]
+        got = await step.wait_for_event("go", type="go", timeout_seconds=3600)
+        for i in range(FIRST, FIRST + SECOND):
+            total += (await step.do(f"s{i}", partial(value, i)))["i"]
+        await step.sleep("nap", 60)
+        return {"total": total, "got": got, "last": value(FIRST + SECOND - 1)}
+
+
+EXPECTED_TOTAL = sum(range(FIRST + SECOND))
+
+
+@pytest.fixture
+def long_app(app: Application) -> Application:
+    app.register_workflow(Long)
+    return app
+
+
+def _sql(store: EventStore, text: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """Run ``text`` (``%s`` placeholders, ``SNAPSHOTS`` for the table) on the store."""
+    recorder: Any = store._recorder  # the table is a recorder's; no public door reads it raw
+    tables = recorder.snapshots
+    query = text.replace("SNAPSHOTS", tables.table)
+    if tables.sqlite:
+        query = query.replace("%s", "?")
+    with recorder.datastore.transaction(commit=True) as cursor:
+        cursor.execute(query, args)
+        rows = cursor.fetchall() if query.lstrip().startswith("SELECT") else []
+    return [tuple(r.values()) if isinstance(r, dict) else tuple(r) for r in rows]
+
+
+def snapshot_row(store: EventStore, stream: str) -> tuple[int, int, str, bytes] | None:
+    rows = _sql(
+        store, "SELECT version, position, digest, body FROM SNAPSHOTS WHERE stream = %s", (stream,)
+    )
+    if not rows:
+        return None
+    version, position, digest, body = rows[0]
+    return int(version), int(position), str(digest), bytes(body)
+
+
+def set_row(store: EventStore, stream: str, version: int, position: int, body: bytes) -> None:
+    digest = hashlib.sha256(body).hexdigest()
+    _sql(
+        store,
+        "UPDATE SNAPSHOTS SET version = %s, position = %s, digest = %s, body = %s "
+        "WHERE stream = %s",
+        (version, position, digest, body, stream),
+    )
+
+
+def claimed_state(store: EventStore, stream: str) -> tuple[InstanceState, int]:
+    """What a claim folds for ``stream`` (its tail read as the engine reads it)."""
+    recorder: Any = store._recorder
+    tail = recorder.select_tails([stream])[stream]
+    events = store.read_stream(stream, tail.events[0].originator_version - 1)
+    state, _, since = instance_snapshots.fold_tail(store, stream, tail.snapshot, events)
+    return state, since
+
+
+def waiting_instance(app: Application, name: str) -> tuple[Any, str]:
+    binding = app.workflow("Long")
+    instance = create(binding, name)
+    work(app)
+    assert status(instance) == {"status": "waiting"}
+    return instance, instance_stream(binding.resource.uid, name)
+
+
+def finish(app: Application, clock: FakeClock, instance: Any) -> dict[str, Any]:
+    send(instance, "go", {"n": 1})
+    work(app)
+    clock.advance(61)
+    work(app)
+    return status(instance)
+
+
+EXPECTED = {
+    "status": "complete",
+    "output": {
+        "total": EXPECTED_TOTAL,
+        "got": {"n": 1},
+        "last": load_canonical(canonical_json(value(FIRST + SECOND - 1))),
+    },
+}
+
+
+def test_a_long_history_resumes_from_its_snapshot_as_from_the_full_fold(
+    long_app: Application, clock: FakeClock
+) -> None:
+    store = long_app.store
+    instance, stream = waiting_instance(long_app, "intact")
+    row = snapshot_row(store, stream)
+    assert row is not None
+    version, position, _, _ = row
+    stored = store.read_stream(stream)
+    assert (version, position) == (stored[-1].version, stored[-1].position)  # the suspension
+    state, since = claimed_state(store, stream)
+    assert since == version
+    # repr, not ==: 2.0**60 read back from the journal must be that float, not an int.
+    assert repr(state) == repr(load_instance(store, stream))
+    # An event after the snapshot: the claim folds the snapshot and what follows it.
+    send(instance, "go", {"n": 1})
+    state, since = claimed_state(store, stream)
+    assert since == version and state.version == version + 1
+    assert repr(state) == repr(load_instance(store, stream))
+    work(long_app)
+    clock.advance(61)
+    work(long_app)
+    assert status(instance) == EXPECTED
+
+
+def _corrupt(body: bytes) -> bytes:
+    return body.replace(b'"s0"', b'"sX"')
+
+
+def _reformat(body: bytes) -> bytes:
+    document = load_canonical(body)
+    document["format"] = instance_snapshots.FORMAT + 1
+    return canonical_json(document)
+
+
+def _another_result(body: bytes) -> bytes:
+    document = load_canonical(body)
+    document["steps"][0][4] = {"i": 10**6}  # a result the journal never held
+    document["version"] -= 1  # taken, it says, at another version than its row's
+    return canonical_json(document)
+
+
+def _another_stream(body: bytes) -> bytes:
+    document = load_canonical(body)
+    document["stream"] = "wf-" + "0" * 40
+    return canonical_json(document)
+
+
+#: (what is done to the row, how): each must leave the claim folding the whole journal.
+TAMPERING: dict[str, Callable[[tuple[int, int, str, bytes]], tuple[int, int, bytes, bool]]] = {
+    "digest mismatch": lambda r: (r[0], r[1], r[3], True),
+    "a format this code does not read": lambda r: (r[0], r[1], _reformat(r[3]), False),
+    "its body names another version": lambda r: (r[0], r[1], _another_result(r[3]), False),
+    "another stream's state": lambda r: (r[0], r[1], _another_stream(r[3]), False),
+    "bound to another position": lambda r: (r[0], r[1] + 10**6, r[3], False),
+    "a version the stream never had": lambda r: (r[0] + 50, r[1], r[3], False),
+    "an earlier version than it saw": lambda r: (r[0] - 3, r[1], r[3], False),
+}
+
+
+@pytest.mark.parametrize("how", TAMPERING)
+def test_a_tampered_snapshot_cannot_change_the_claim_or_the_run(
+    long_app: Application, clock: FakeClock, how: str
+) -> None:
+    store = long_app.store
+    instance, stream = waiting_instance(long_app, how)
+    row = snapshot_row(store, stream)
+    assert row is not None
+    version, position, body, corrupt_digest = TAMPERING[how](row)
+    set_row(store, stream, version, position, body)
+    if corrupt_digest:
+        _sql(store, "UPDATE SNAPSHOTS SET body = %s WHERE stream = %s", (_corrupt(body), stream))
+    state, since = claimed_state(store, stream)
+    assert since == 0  # not trusted
+    assert repr(state) == repr(load_instance(store, stream))
+    assert finish(long_app, clock, instance) == EXPECTED
+
+
+def test_the_engine_claim_path_ignores_a_tampered_snapshot(
+    long_app: Application, clock: FakeClock
+) -> None:
+    """Through reserve_due_tails (one statement on PostgreSQL) rather than select_tails."""
+    store = long_app.store
+    instance, stream = waiting_instance(long_app, "engine")
+    row = snapshot_row(store, stream)
+    assert row is not None
+    set_row(store, stream, row[0], row[1], _another_result(row[3]).replace(b"1000000", b"7"))
+    send(instance, "go", {"n": 1})
+    engine = long_app.workflow_engine("snapshot-test")
+    helds, _ = engine.claim(5)
+    assert [h.state.stream for h in helds] == [stream]
+    assert helds[0].snapshot_version == 0
+    full = load_instance(store, stream)
+    held_state = helds[0].state
+    assert held_state.version == full.version and held_state.steps == full.steps
+
+
+def test_a_purge_deletes_the_snapshot(long_app: Application, clock: FakeClock) -> None:
+    store = long_app.store
+    instance, stream = waiting_instance(long_app, "purged")
+    assert snapshot_row(store, stream) is not None
+    assert finish(long_app, clock, instance) == EXPECTED
+    clock.advance(31 * 86_400)
+    work(long_app)  # retention: the worker purges the terminal instance (DW-RET-1)
+    assert load_instance(store, stream).purged
+    assert snapshot_row(store, stream) is None
