@@ -85,9 +85,10 @@ def _parse_strict(raw: bytes | str, empty_is: dict[str, Any] | None) -> Any:
             raw = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise DocumentError("invalid_params", "JSON input is not valid UTF-8") from None
+    # Only a body of no bytes at all is "no body": whitespace alone is not JSON text.
+    if not raw and empty_is is not None:
+        return dict(empty_is)
     if not raw.strip():
-        if empty_is is not None:
-            return dict(empty_is)
         raise DocumentError("invalid_params", "a JSON object is required")
     try:
         return json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constants)
