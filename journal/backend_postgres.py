@@ -47,6 +47,7 @@ class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
         # The payload names the waking topics committed (a listener can tell whose work).
         self._notify_work = SQL("SELECT pg_notify(%s, %s)")
         self._idle_limit = SQL("SET LOCAL idle_in_transaction_session_timeout = '10s'")
+        self._begin, self._commit = SQL("BEGIN"), SQL("COMMIT")
         self._create_leaves = SQL(
             "CREATE TABLE IF NOT EXISTS {}.blackops_leaves "
             "(position bigint PRIMARY KEY, leaf bytea NOT NULL)"
@@ -100,12 +101,13 @@ class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
     ) -> Sequence[int] | None:
         """One transaction: gap check, table lock, insert, due-work index, position.
 
-        Pipelined: after the gap check (outside the lock) every statement is sent at
-        once and the client waits once, so the events-table lock, which serialises all
-        writers, is held for server time only. Unlike the base class, an error at any
-        step propagates out of the transaction block, so it rolls back: nothing
-        half-done is ever committed. A retry after a lost acknowledgement meets the
-        primary key, and the store reconciles it.
+        Pipelined, COMMIT included: every statement from BEGIN to COMMIT is sent at once
+        and the client waits once, so the events-table lock, which serialises all
+        writers, is held for server time only, never across this process's turnaround
+        (decisions F30). An error at any step makes the server skip the rest, COMMIT
+        included, and the transaction is rolled back: nothing half-done is ever
+        committed. A retry after a lost acknowledgement meets the primary key, and the
+        store reconciles it.
         """
         triples = [(str(s.originator_id), s.topic, s.state) for s in stored_events]
         changes = work_index.changes(triples)
@@ -134,13 +136,27 @@ class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
         needed: list[tuple[str, int]],
         fresh: list[str],
     ) -> list[int]:
-        with (
-            self.datastore.get_connection() as conn,
-            conn.pipeline() as pipeline,
-            conn.transaction(),
-            conn.cursor() as curs,
-            conn.cursor() as inserted,
-        ):
+        with self.datastore.get_connection() as conn:
+            try:
+                return self._send_insert(conn, rows, changes, kept, wake, needed, fresh)
+            except BaseException:
+                _roll_back(conn)
+                raise
+
+    def _send_insert(
+        self,
+        conn: psycopg.Connection[Any],
+        rows: list[Any],
+        changes: list[work_index.RowChange],
+        kept: dict[str, dict[str, Any]],
+        wake: str,
+        needed: list[tuple[str, int]],
+        fresh: list[str],
+    ) -> list[int]:
+        # The pool's connections are in autocommit mode: the block is ours to open and
+        # close, and COMMIT travels in the same pipeline as the statements it commits.
+        with conn.pipeline() as pipeline, conn.cursor() as curs, conn.cursor() as inserted:
+            curs.execute(self._begin)
             if needed:
                 streams, versions = [s for s, _ in needed], [v for _, v in needed]
                 curs.execute(self._gap_check, (len(needed), streams, versions), prepare=True)
@@ -159,6 +175,7 @@ class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
             # The Merkle leaves of the rows just inserted (journal/leaves.py, built in SQL:
             # the table lock makes this transaction's positions the sequence's last n).
             curs.execute(self._insert_leaves, (len(rows),), prepare=True)
+            curs.execute(self._commit)
             pipeline.sync()
             positions = [row["notification_id"] for row in inserted.fetchall()]
         if len(positions) != len(rows):
@@ -205,8 +222,10 @@ class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
     def reserve_and_select(
         self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
     ) -> list[Notification]:
-        """Reserve due rows and read their streams in one statement (one round trip)."""
-        with self.datastore.transaction(commit=True) as curs:
+        """Reserve due rows and read their streams in one statement (one round trip:
+        the pool's connections autocommit, and a single statement is its own
+        transaction, so no BEGIN and COMMIT round trips around it)."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(
                 self.work.reserve_and_read_statement,
                 (hold_until, worker, now, list(types), limit),
@@ -225,7 +244,8 @@ class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
             return self.work.held(curs, leases, worker)
 
     def next_due(self, types: Sequence[str]) -> int | None:
-        with self.datastore.transaction(commit=False) as curs:
+        # One statement, autocommitted: a worker asks this on every idle turn.
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
             return self.work.next_due(curs, types)
 
     def work_rows(self) -> list[work_index.WorkRow]:
@@ -303,6 +323,18 @@ class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
         return SQL(text).format(  # our own literals, never user text
             schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)
         )
+
+
+def _roll_back(conn: psycopg.Connection[Any]) -> None:
+    """After a failed pipelined append: end the transaction the server left open (the
+    statements after the error were skipped, COMMIT too), so the pooled connection is
+    clean. A broken connection is left to the pool, which discards it."""
+    if conn.closed or conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        return
+    try:
+        conn.execute("ROLLBACK")
+    except psycopg.Error:
+        log.info("rollback after a refused append failed; the pool will discard it")
 
 
 def listen_for_wakes(
