@@ -13,12 +13,21 @@ Every run is read back by a fresh connection: each operation completed exactly o
 printed: how many appends shared a transaction in the submitting process (the commit queue),
 and how many operations a worker transaction carried (distinct xmin per operation).
 
+--peers: per W and S, also procrastinate measured the same way in the same run
+(bench/procrastinate_steady.py, run by the peers' Python: /tmp/peers/.venv, see
+/work/shared/peers/README.md; never imported here): its drain, and its W workers running
+while S concurrent submitters defer N jobs; the ratio is ours ÷ its end-to-end rate.
+
 Usage: .venv/bin/python bench/steady.py [--n 3000] [--workers 1,2,4] [--submitters 4,16]
+       [--peers] [--peers-python PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -28,8 +37,35 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.append(str(Path(__file__).resolve().parent))
 
-from benchstores import Stores
-from operations import TYPE, Journal, Settings, Workers, build, drain, wait_idle, warm
+from benchstores import POSTGRES, Stores
+from operations import (
+    TYPE,
+    Journal,
+    Settings,
+    Workers,
+    build,
+    drain,
+    peer_python,
+    wait_idle,
+    warm,
+)
+
+PEER_BENCH = Path(__file__).resolve().parent / "procrastinate_steady.py"
+
+
+def procrastinate(
+    python: str, workers: int, submitters: int, s: Settings
+) -> tuple[dict[str, float], str]:
+    """procrastinate's drain and steady state with the same W, S and N (its own database)."""
+    command = [python, str(PEER_BENCH), "--conninfo", POSTGRES, "--n", str(s.n)]
+    command += ["--workers", str(workers), "--submitters", str(submitters)]
+    command += ["--concurrency", str(s.concurrency), "--timeout", str(s.timeout)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        return {}, f"procrastinate bench failed ({done.returncode}): {done.stderr[-300:]}"
+    found = json.loads(lines[-1])
+    return {k: float(v) for k, v in found.items() if isinstance(v, int | float)}, ""
 
 
 def steady(
@@ -89,6 +125,9 @@ def steady(
     return out, ""
 
 
+Figures = dict[str, float]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -98,31 +137,96 @@ def main() -> None:
     parser.add_argument("--submitters", default="4,16")
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--timeout", type=float, default=240.0)
+    parser.add_argument("--reps", type=int, default=1, help="repetitions, interleaved (1)")
+    parser.add_argument("--peers", action="store_true", help="also measure procrastinate")
+    parser.add_argument("--peers-python", help="a Python with procrastinate installed")
     args = parser.parse_args()
-    rows = []
+    python = peer_python(args.peers_python) if args.peers else None
+    if args.peers and python is None:
+        print("--peers: procrastinate is not importable; skipped", file=sys.stderr)
+    workers = [int(x) for x in args.workers.split(",")]
+    submitters = [int(x) for x in args.submitters.split(",")]
+    # (W, S) -> one dict per repetition: ours, our drain as "drain", and "peer_*" figures
+    runs: dict[tuple[int, int], list[Figures]] = {(w, c): [] for w in workers for c in submitters}
+    failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-steady-") as tmp:
         s = Settings(args.n, args.concurrency, 0, 0.0, args.timeout, Path(tmp))
         stores = Stores(Path(tmp), "steady")
-        for w in (int(x) for x in args.workers.split(",")):
-            base, why = drain(stores, "postgresql", w, "process", s)
-            rate = base.get("drain_journal_per_s", 0.0)
-            print(f"drain W={w}: {rate:.0f} ops/s {why}", file=sys.stderr, flush=True)
-            for c in (int(x) for x in args.submitters.split(",")):
-                got, why = steady(stores, w, c, s)
-                print(f"steady W={w} S={c}: {got} {why}", file=sys.stderr, flush=True)
-                rows.append((w, c, got, rate, why))
-    print("| workers | submitters | steady e2e ops/s | drain ops/s | ratio | submits/txn "
-          "| claims/txn | ends/txn |")  # fmt: skip
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for w, c, got, rate, why in rows:
-        if why:
-            print(f"| {w} | {c} | FAILED: {why[:80]} | {rate:.0f} | | | | |")
-            continue
-        e2e = got["e2e_per_s"]
-        print(
-            f"| {w} | {c} | {e2e:.0f} | {rate:.0f} | {e2e / rate:.2f} | "
-            f"{got['submits_per_txn']:.1f} | {got['claim_group']:.1f} | {got['end_group']:.1f} |"
+        for rep in range(args.reps):
+            for w in workers:
+                base, why = drain(stores, "postgresql", w, "process", s)
+                rate = base.get("drain_journal_per_s", 0.0)
+                log(f"rep {rep + 1} drain W={w}: {rate:.0f} ops/s {why}")
+                if why:
+                    failures.append(f"rep {rep + 1} drain W={w}: {why}")
+                    continue
+                for c in submitters:
+                    got, why = steady(stores, w, c, s)
+                    log(f"rep {rep + 1} steady W={w} S={c}: {got} {why}")
+                    if why:
+                        failures.append(f"rep {rep + 1} steady W={w} S={c}: {why}")
+                        continue
+                    got["drain"] = rate
+                    if python is not None:
+                        theirs, why = procrastinate(python, w, c, s)
+                        log(f"rep {rep + 1} procrastinate W={w} S={c}: {theirs} {why}")
+                        if why:
+                            failures.append(f"rep {rep + 1} procrastinate W={w} S={c}: {why}")
+                        got.update({f"peer_{k}": v for k, v in theirs.items()})
+                    runs[(w, c)].append(got)
+    table(runs, args.reps)
+    if failures:
+        print("\nFAILED (what was persisted is not what the run claims, or a peer run failed):")
+        for failure in failures:
+            print(f"  {failure}")
+        raise SystemExit(2)
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def spread(values: list[float], digits: int = 0) -> str:
+    """Median, and (min-max) when there is more than one value."""
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    low, mid, high = min(values), statistics.median(values), max(values)
+    return f"{mid:.{digits}f} ({low:.{digits}f}-{high:.{digits}f})"
+
+
+def table(runs: dict[tuple[int, int], list[Figures]], reps: int) -> None:
+    """Medians over the repetitions; every ratio is taken within one repetition first."""
+    peers = any("peer_e2e_per_s" in r for got in runs.values() for r in got)
+    print(f"Steady state, PostgreSQL: {'median (min-max) of ' if reps > 1 else ''}{reps} run(s)")
+    head = "| workers | submitters | steady e2e ops/s | drain ops/s | ratio (goal ≥ 0.8) "
+    head += "| submits/txn | claims/txn | ends/txn |"
+    rule = "|---:|---:|---:|---:|---:|---:|---:|---:|"
+    if peers:
+        head += " procrastinate steady / drain jobs/s | ours ÷ procrastinate (goal ≥ 3) |"
+        rule += "---:|---:|"
+    print(head)
+    print(rule)
+    for (w, c), got in runs.items():
+
+        def values(key: str, got: list[Figures] = got) -> list[float]:
+            return [r[key] for r in got if key in r]
+
+        ratio = [r["e2e_per_s"] / r["drain"] for r in got]
+        line = (
+            f"| {w} | {c} | {spread(values('e2e_per_s'))} | {spread(values('drain'))} "
+            f"| {spread(ratio, 2)} | {spread(values('submits_per_txn'), 1)} "
+            f"| {spread(values('claim_group'), 1)} | {spread(values('end_group'), 1)} |"
         )
+        if peers:
+            theirs = [r for r in got if "peer_e2e_per_s" in r]
+            versus = [r["e2e_per_s"] / r["peer_e2e_per_s"] for r in theirs]
+            line += (
+                f" {spread([r['peer_e2e_per_s'] for r in theirs])} / "
+                f"{spread([r['peer_drain_per_s'] for r in theirs])} | {spread(versus, 2)} |"
+            )
+        print(line)
 
 
 if __name__ == "__main__":
