@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import select
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,6 +22,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import retry
 from psycopg.errors import DivisionByZero
 from psycopg.sql import SQL, Composed, Identifier
+from psycopg_pool import ConnectionPool
 
 from journal import retention_index, work_index
 from journal.backend_common import new_streams, notification, predecessors
@@ -38,6 +40,9 @@ class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # The pool checks a connection before lending it (POSTGRES_PRE_PING): with a round
+        # trip only when the idle socket has something to read (decisions F31).
+        self.datastore.pool._check = check_lent_connection
         schema = self.datastore.schema
         table = f"{schema}.{self.events_table_name}"
         self.work = WorkTables(f"{schema}.", sqlite=False, events_table=table)
@@ -136,12 +141,9 @@ class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
         needed: list[tuple[str, int]],
         fresh: list[str],
     ) -> list[int]:
+        # On any error the pool's connection context rolls the open block back.
         with self.datastore.get_connection() as conn:
-            try:
-                return self._send_insert(conn, rows, changes, kept, wake, needed, fresh)
-            except BaseException:
-                _roll_back(conn)
-                raise
+            return self._send_insert(conn, rows, changes, kept, wake, needed, fresh)
 
     def _send_insert(
         self,
@@ -325,16 +327,20 @@ class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
         )
 
 
-def _roll_back(conn: psycopg.Connection[Any]) -> None:
-    """After a failed pipelined append: end the transaction the server left open (the
-    statements after the error were skipped, COMMIT too), so the pooled connection is
-    clean. A broken connection is left to the pool, which discards it."""
-    if conn.closed or conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-        return
-    try:
-        conn.execute("ROLLBACK")
-    except psycopg.Error:
-        log.info("rollback after a refused append failed; the pool will discard it")
+def check_lent_connection(conn: psycopg.Connection[Any]) -> None:
+    """The pool's check before lending ``conn``; raises if it is broken.
+
+    An idle connection's socket has nothing to read unless the server closed it
+    (restart, termination, idle timeout: end of file or a FATAL message) or sent an
+    asynchronous message; only then is it pinged (an empty query, the pool's own check),
+    so a healthy connection costs no round trip per transaction. A connection lost
+    silently still fails at its first statement, as it could after any ping.
+    """
+    if conn.closed:
+        raise psycopg.OperationalError("the connection is closed")
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:
+        ConnectionPool.check_connection(conn)
 
 
 def listen_for_wakes(
