@@ -11,7 +11,9 @@ of this process, each calling ``app.submit`` in a loop), on fresh schemas, inter
 
 Every run is read back by a fresh connection: each operation completed exactly once. Also
 printed: how many appends shared a transaction in the submitting process (the commit queue),
-and how many operations a worker transaction carried (distinct xmin per operation).
+and how many operations a worker transaction carried (distinct xmin per operation), and
+the CPU time per operation of the submitting process and of the worker processes during the
+steady window (on a CPU-bound machine the submitters' share is work the drain never times).
 
 --peers: per W and S, also procrastinate measured the same way in the same run
 (bench/procrastinate_steady.py, run by the peers' Python: /tmp/peers/.venv, see
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -94,6 +97,7 @@ def steady(
                         failures.append(error)
 
                 threads = [threading.Thread(target=submit, args=(t,)) for t in range(submitters)]
+                cpu = time.process_time(), worker_cpu(pool)
                 first = time.time()
                 for thread in threads:
                     thread.start()
@@ -102,6 +106,7 @@ def steady(
                 submitted = time.time()
                 after = getattr(app.store, "commit_groups", (0, 0))
                 why = wait_idle(app, pool, s.timeout)
+                cpu = time.process_time() - cpu[0], worker_cpu(pool) - cpu[1]
         finally:
             problems = pool.stop()
             app.close()
@@ -122,7 +127,21 @@ def steady(
     out["end_group"] = journal.mean_group(journal.end_groups)
     if journal.transactions is not None:
         out["worker_txns_per_op"] = (journal.transactions - groups - 2) / len(ids)
+    # CPU per operation (ms): this process (the submitters) and the worker processes.
+    out["submit_cpu_ms"], out["worker_cpu_ms"] = (c * 1000 / len(ids) for c in cpu)
     return out, ""
+
+
+def worker_cpu(pool: Workers) -> float:
+    """CPU seconds (user + system) the worker processes have used so far (Linux /proc)."""
+    total = 0.0
+    for process, _ in pool.processes:
+        try:
+            fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 Figures = dict[str, float]
@@ -201,8 +220,8 @@ def table(runs: dict[tuple[int, int], list[Figures]], reps: int) -> None:
     peers = any("peer_e2e_per_s" in r for got in runs.values() for r in got)
     print(f"Steady state, PostgreSQL: {'median (min-max) of ' if reps > 1 else ''}{reps} run(s)")
     head = "| workers | submitters | steady e2e ops/s | drain ops/s | ratio (goal ≥ 0.8) "
-    head += "| submits/txn | claims/txn | ends/txn |"
-    rule = "|---:|---:|---:|---:|---:|---:|---:|---:|"
+    head += "| submits/txn | claims/txn | ends/txn | CPU ms/op: submitters, workers |"
+    rule = "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     if peers:
         head += " procrastinate steady / drain jobs/s | ours ÷ procrastinate (goal ≥ 3) |"
         rule += "---:|---:|"
@@ -217,7 +236,8 @@ def table(runs: dict[tuple[int, int], list[Figures]], reps: int) -> None:
         line = (
             f"| {w} | {c} | {spread(values('e2e_per_s'))} | {spread(values('drain'))} "
             f"| {spread(ratio, 2)} | {spread(values('submits_per_txn'), 1)} "
-            f"| {spread(values('claim_group'), 1)} | {spread(values('end_group'), 1)} |"
+            f"| {spread(values('claim_group'), 1)} | {spread(values('end_group'), 1)} "
+            f"| {spread(values('submit_cpu_ms'), 2)}, {spread(values('worker_cpu_ms'), 2)} |"
         )
         if peers:
             theirs = [r for r in got if "peer_e2e_per_s" in r]
