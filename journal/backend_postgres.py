@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import select
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,6 +22,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import retry
 from psycopg.errors import DivisionByZero
 from psycopg.sql import SQL, Composed, Identifier
+from psycopg_pool import ConnectionPool
 
 from journal import retention_index, work_index
 from journal.backend_common import new_streams, notification, predecessors
@@ -39,6 +41,9 @@ class BlackOpsPostgresRecorder(RetentionRecorder, SnapshotRecorder, PostgresAppl
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # The pool checks a connection before lending it (POSTGRES_PRE_PING): with a round
+        # trip only when the idle socket has something to read (decisions F31).
+        self.datastore.pool._check = check_lent_connection
         schema = self.datastore.schema
         table = f"{schema}.{self.events_table_name}"
         self.work = WorkTables(f"{schema}.", sqlite=False, events_table=table)
@@ -52,6 +57,7 @@ class BlackOpsPostgresRecorder(RetentionRecorder, SnapshotRecorder, PostgresAppl
         self._notify_work = SQL("SELECT pg_notify(%s, %s)")
         self._idle_limit = SQL("SET LOCAL idle_in_transaction_session_timeout = '10s'")
         self._hint_commit = SQL("SET LOCAL synchronous_commit = off")
+        self._begin, self._commit = SQL("BEGIN"), SQL("COMMIT")
         self._create_leaves = SQL(
             "CREATE TABLE IF NOT EXISTS {}.blackops_leaves "
             "(position bigint PRIMARY KEY, leaf bytea NOT NULL)"
@@ -105,12 +111,13 @@ class BlackOpsPostgresRecorder(RetentionRecorder, SnapshotRecorder, PostgresAppl
     ) -> Sequence[int] | None:
         """One transaction: gap check, table lock, insert, due-work index, position.
 
-        Pipelined: after the gap check (outside the lock) every statement is sent at
-        once and the client waits once, so the events-table lock, which serialises all
-        writers, is held for server time only. Unlike the base class, an error at any
-        step propagates out of the transaction block, so it rolls back: nothing
-        half-done is ever committed. A retry after a lost acknowledgement meets the
-        primary key, and the store reconciles it.
+        Pipelined, COMMIT included: every statement from BEGIN to COMMIT is sent at once
+        and the client waits once, so the events-table lock, which serialises all
+        writers, is held for server time only, never across this process's turnaround
+        (decisions F30). An error at any step makes the server skip the rest, COMMIT
+        included, and the transaction is rolled back: nothing half-done is ever
+        committed. A retry after a lost acknowledgement meets the primary key, and the
+        store reconciles it.
         """
         triples = [(str(s.originator_id), s.topic, s.state) for s in stored_events]
         changes = work_index.changes(triples)
@@ -139,13 +146,24 @@ class BlackOpsPostgresRecorder(RetentionRecorder, SnapshotRecorder, PostgresAppl
         needed: list[tuple[str, int]],
         fresh: list[str],
     ) -> list[int]:
-        with (
-            self.datastore.get_connection() as conn,
-            conn.pipeline() as pipeline,
-            conn.transaction(),
-            conn.cursor() as curs,
-            conn.cursor() as inserted,
-        ):
+        # On any error the pool's connection context rolls the open block back.
+        with self.datastore.get_connection() as conn:
+            return self._send_insert(conn, rows, changes, kept, wake, needed, fresh)
+
+    def _send_insert(
+        self,
+        conn: psycopg.Connection[Any],
+        rows: list[Any],
+        changes: list[work_index.RowChange],
+        kept: dict[str, dict[str, Any]],
+        wake: str,
+        needed: list[tuple[str, int]],
+        fresh: list[str],
+    ) -> list[int]:
+        # The pool's connections are in autocommit mode: the block is ours to open and
+        # close, and COMMIT travels in the same pipeline as the statements it commits.
+        with conn.pipeline() as pipeline, conn.cursor() as curs, conn.cursor() as inserted:
+            curs.execute(self._begin)
             if needed:
                 streams, versions = [s for s, _ in needed], [v for _, v in needed]
                 curs.execute(self._gap_check, (len(needed), streams, versions), prepare=True)
@@ -164,6 +182,7 @@ class BlackOpsPostgresRecorder(RetentionRecorder, SnapshotRecorder, PostgresAppl
             # The Merkle leaves of the rows just inserted (journal/leaves.py, built in SQL:
             # the table lock makes this transaction's positions the sequence's last n).
             curs.execute(self._insert_leaves, (len(rows),), prepare=True)
+            curs.execute(self._commit)
             pipeline.sync()
             positions = [row["notification_id"] for row in inserted.fetchall()]
         if len(positions) != len(rows):
@@ -212,8 +231,10 @@ class BlackOpsPostgresRecorder(RetentionRecorder, SnapshotRecorder, PostgresAppl
     def reserve_and_select(
         self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
     ) -> list[Notification]:
-        """Reserve due rows and read their streams in one statement (one round trip)."""
-        with self.datastore.transaction(commit=True) as curs:
+        """Reserve due rows and read their streams in one statement (one round trip:
+        the pool's connections autocommit, and a single statement is its own
+        transaction, so no BEGIN and COMMIT round trips around it)."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(
                 self.work.reserve_and_read_statement,
                 (hold_until, worker, now, list(types), limit),
@@ -249,7 +270,8 @@ class BlackOpsPostgresRecorder(RetentionRecorder, SnapshotRecorder, PostgresAppl
             return self.work.held(curs, leases, worker)
 
     def next_due(self, types: Sequence[str]) -> int | None:
-        with self.datastore.transaction(commit=False) as curs:
+        # One statement, autocommitted: a worker asks this on every idle turn.
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
             return self.work.next_due(curs, types)
 
     def work_rows(self) -> list[work_index.WorkRow]:
@@ -331,6 +353,22 @@ class BlackOpsPostgresRecorder(RetentionRecorder, SnapshotRecorder, PostgresAppl
         return SQL(text).format(  # our own literals, never user text
             schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)
         )
+
+
+def check_lent_connection(conn: psycopg.Connection[Any]) -> None:
+    """The pool's check before lending ``conn``; raises if it is broken.
+
+    An idle connection's socket has nothing to read unless the server closed it
+    (restart, termination, idle timeout: end of file or a FATAL message) or sent an
+    asynchronous message; only then is it pinged (an empty query, the pool's own check),
+    so a healthy connection costs no round trip per transaction. A connection lost
+    silently still fails at its first statement, as it could after any ping.
+    """
+    if conn.closed:
+        raise psycopg.OperationalError("the connection is closed")
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:
+        ConnectionPool.check_connection(conn)
 
 
 def listen_for_wakes(

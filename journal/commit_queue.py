@@ -6,7 +6,8 @@ first) and commits them in one transaction; callers arriving meanwhile wait, and
 transaction ends the first of them leads the next one with all who came. Under load a
 transaction therefore carries everyone who arrived during the previous one (the events-table
 lock is taken once per group, not once per caller); alone, a caller commits at once. When the
-previous group had company, a leader waits at most ``linger`` seconds (1 ms) for more.
+previous group had company, a leader waits at most ``linger`` seconds (1 ms) for more, and no
+longer than until as many callers wait as that group held (decisions F32).
 
 What each caller sees is what it would see alone:
 
@@ -82,10 +83,12 @@ class CommitQueue:
         self.linger = linger
         self.max_events = max_events
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)  # a member queued (a leader lingers)
         self._waiting: list[_Member] = []
         self._leading = False
         self._leader: int | None = None
         self._had_company = False
+        self._last_size = 0  # members of the last group: the company a leader waits for
         #: Sizes of the groups committed so far (members per transaction), for benchmarks.
         self.groups = 0
         self.members = 0
@@ -115,6 +118,7 @@ class CommitQueue:
         with self._lock:
             self._waiting.append(member)
             leads, self._leading = not self._leading, True
+            self._arrived.notify()
         if not leads:
             member.done.wait()  # answered, or handed the lead (no answer yet)
             leads = member.result is None and member.error is None
@@ -131,9 +135,10 @@ class CommitQueue:
         self._leader = threading.get_ident()
         try:
             if self._had_company and self.linger > 0:
-                time.sleep(self.linger)
+                self._linger()
             group = self._take()
             self._had_company = len(group) > 1
+            self._last_size = len(group)
             self._run(group)
         finally:
             self._leader = None
@@ -142,6 +147,17 @@ class CommitQueue:
                     self._waiting[0].done.set()  # wakes it without an answer: it leads
                 else:
                     self._leading = False
+
+    def _linger(self) -> None:
+        """Wait for company: until as many members wait as the last group held (they are
+        probably the same callers, back with their next append), at most ``linger``."""
+        deadline = time.monotonic() + self.linger
+        with self._lock:
+            while len(self._waiting) < self._last_size:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._arrived.wait(left)
 
     def _take(self) -> list[_Member]:
         with self._lock:

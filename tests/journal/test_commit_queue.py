@@ -258,3 +258,25 @@ def test_an_append_from_inside_a_commit_is_committed_on_its_own(store: EventStor
     outer = queue.append([Append("outer", 0, [ev(1)])])
     assert seen == [[[e.position for e in store.read_stream("inner")]]]
     assert seen[0][0][0] > outer[0][0]
+
+
+def test_a_leader_lingers_until_the_last_groups_company_is_back(
+    store: EventStore, store_url: str
+) -> None:
+    """After a group of three, the next leader waits for three, however long its linger
+    (decisions F32): the same callers back with their next appends share one transaction,
+    and nobody sleeps out the bound once they are there."""
+    members = [[Append(f"s-{n}", 0, [ev(n)])] for n in range(3)]
+    gated, _, _, queue = run_gated(store, store_url, members)
+    assert gated.calls[1] == ["s-0", "s-1", "s-2"]
+    queue.linger = 120.0  # slept out, the callers below would outlive their join
+    check = EventStore(store_url)
+    again = [Caller(queue, [Append(f"s-{n}", 1, [ev(n + 10)])], check) for n in range(3)]
+    for caller in again:
+        caller.start()
+    for caller in again:
+        caller.join(60)
+        assert not caller.is_alive() and caller.error is None
+    check.close()
+    assert sorted(gated.calls[2]) == ["s-0", "s-1", "s-2"]
+    assert (queue.groups, queue.members) == (3, 7)
