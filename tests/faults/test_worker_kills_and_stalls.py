@@ -512,8 +512,10 @@ def test_postgres_crash_and_restart_loses_nothing_accepted(
     url = server.url(f"crash_{uuid.uuid4().hex[:8]}")
     app = build_app(url)
     try:
+        # 80 x 0.8 s over 8 slots: about 8 s of work, so the crash below (after the first 8)
+        # still finds work left on a loaded machine (0.3 s each was all done too often).
         before = [
-            app.submit("fault.sleep", {"sleep": 0.3}, actor="x", tenant="t") for _ in range(80)
+            app.submit("fault.sleep", {"sleep": 0.8}, actor="x", tenant="t") for _ in range(80)
         ]
         env = {"FAULT_MARKER_DIR": str(markers)}
         for label in "ABCD":
