@@ -63,6 +63,12 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
                 self._stored_events[index.pop(version)] = None  # type: ignore[call-overload]
             return len(doomed)
 
+    def select_topics(self, topics: Sequence[str], after: int, limit: int) -> list[Notification]:
+        """A scan (a memory journal is small): the SQL backends read a topic index."""
+        return list(
+            self.select_notifications(after, limit, topics=topics, inclusive_of_start=False)
+        )
+
     def select_notifications(
         self,
         start: int | None,

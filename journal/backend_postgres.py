@@ -22,7 +22,7 @@ from eventsourcing.utils import retry
 from psycopg.errors import DivisionByZero
 from psycopg.sql import SQL, Composed, Identifier
 
-from journal import retention_index, work_index
+from journal import retention_index, topic_sql, work_index
 from journal.backend_common import new_streams, notification, predecessors
 from journal.locator import postgres_connect
 from journal.retention_index import Rebuild
@@ -42,6 +42,8 @@ class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
         table = f"{schema}.{self.events_table_name}"
         self.work = WorkTables(f"{schema}.", sqlite=False, events_table=table)
         self.retention = RetentionTables(f"{schema}.", sqlite=False)
+        self._events = table
+        self._topic_index = topic_sql.create_index(table, sqlite=False)
         # One wake-up channel per schema: workers of other journals are not disturbed.
         self.work_channel = "blackops_work_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
         # The payload names the waking topics committed (a listener can tell whose work).
@@ -90,7 +92,7 @@ class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
     def create_table(self) -> None:
         super().create_table()
         with self.datastore.transaction(commit=True) as curs:
-            for statement in [*self.work.create, *self.retention.create]:
+            for statement in [*self.work.create, *self.retention.create, self._topic_index]:
                 curs.execute(statement, prepare=False)
             curs.execute(self._create_leaves, prepare=False)
 
@@ -183,6 +185,12 @@ class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
         return found
 
     @retry((InterfaceError, OperationalError), max_attempts=3, wait=0.2)
+    def select_topics(self, topics: Sequence[str], after: int, limit: int) -> list[Notification]:
+        statement = topic_sql.select_topics(self._events, len(topics), sqlite=False)
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(statement, topic_sql.parameters(list(topics), after, limit), prepare=True)
+            return [notification(row, "position") for row in curs.fetchall()]
+
     def select_streams(self, streams: Sequence[str], after_version: int = 0) -> list[Notification]:
         """Events of several streams, by stream then version (one round trip)."""
         statement = self._sql(

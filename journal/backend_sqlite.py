@@ -8,7 +8,7 @@ from typing import Any
 from eventsourcing.persistence import IntegrityError, Notification, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
 
-from journal import retention_index, work_index
+from journal import retention_index, topic_sql, work_index
 from journal.backend_common import new_streams, notification, predecessors
 from journal.leaves import event_leaf
 from journal.retention_index import Rebuild
@@ -30,6 +30,7 @@ class BlackOpsSQLiteRecorder(RetentionRecorder, SQLiteApplicationRecorder):
             *super().construct_create_table_statements(),
             *WorkTables("", sqlite=True).create,
             *RetentionTables("", sqlite=True).create,
+            topic_sql.create_index(self.events_table_name, sqlite=True),
             "CREATE TABLE IF NOT EXISTS blackops_leaves "
             "(position INTEGER PRIMARY KEY, leaf BLOB NOT NULL)",
         ]
@@ -109,6 +110,12 @@ class BlackOpsSQLiteRecorder(RetentionRecorder, SQLiteApplicationRecorder):
         with self.datastore.transaction(commit=False) as cursor:
             cursor.execute(statement, (*streams, after_version))
             return [notification(row, "rowid") for row in cursor.fetchall()]
+
+    def select_topics(self, topics: Sequence[str], after: int, limit: int) -> list[Notification]:
+        statement = topic_sql.select_topics(self.events_table_name, len(topics), sqlite=True)
+        with self.datastore.transaction(commit=False) as cursor:
+            cursor.execute(statement, topic_sql.parameters(list(topics), after, limit))
+            return [notification(row, "position") for row in cursor.fetchall()]
 
     # -- due-work index --------------------------------------------------------------------
 
