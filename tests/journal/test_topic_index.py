@@ -26,13 +26,12 @@ from journal.store import EventStore
 @pytest.fixture(scope="module", params=STORES)
 def rich(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A rich journal's store URL (built once per store for this module)."""
-    urls = _private_store(str(request.param), tmp_path_factory.mktemp("topics"))
-    url = next(urls)
-    clock = FakeClock(datetime(2026, 11, 30, 9, 0, 0, tzinfo=UTC))
-    with Application(url, clock=clock) as app:
-        fill(app, clock)
-    yield url
-    urls.close()
+    # The loop ends after the one URL: the generator then drops what it made.
+    for url in _private_store(str(request.param), tmp_path_factory.mktemp("topics")):
+        clock = FakeClock(datetime(2026, 11, 30, 9, 0, 0, tzinfo=UTC))
+        with Application(url, clock=clock) as app:
+            fill(app, clock)
+        yield url
 
 
 def scan(store: EventStore, topics: set[str], after: int) -> list[RecordedEvent]:
