@@ -122,8 +122,20 @@ class BlackOpsSQLiteRecorder(RetentionRecorder, SQLiteApplicationRecorder):
     def reserve_due(
         self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
     ) -> list[str]:
-        with self.datastore.transaction(commit=True) as c:
-            return self.work.reserve(c, now, hold_until, worker, types, limit)
+        """Committed without waiting for the disk (decisions F51): a reservation only keeps
+        other workers off the rows for a turn, the journal never depends on it. The WAL
+        is synced by the next journal commit, and a crash can lose only its unsynced end:
+        a lost reservation makes its rows due again, as if its hold had run out."""
+        with self.datastore.get_connection(commit=True) as connection:
+            pragma = connection.cursor()
+            pragma.execute("PRAGMA synchronous")
+            level = int(pragma.fetchone()[0])
+            pragma.execute("PRAGMA synchronous = NORMAL")  # not allowed inside a transaction
+            try:
+                with connection.transaction(commit=True) as c:
+                    return self.work.reserve(c, now, hold_until, worker, types, limit)
+            finally:
+                pragma.execute(f"PRAGMA synchronous = {level}")
 
     def renew_leases(
         self, leases: Sequence[tuple[str, int]], worker: str, now: int, until: int
