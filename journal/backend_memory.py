@@ -25,6 +25,7 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
         self._work: dict[str, WorkRow] = {}
         self._leaves: dict[int, bytes] = {}
         self._work_position = 0
+        self._marks: dict[str, int] = {}
         self._retention: dict[str, RetentionRow] = {}
 
     def _assert_uniqueness(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
@@ -264,6 +265,13 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
                 del self._retention[operation_id]
             elif row is not None:
                 row.pending = False
+
+    def read_mark(self, name: str) -> int:
+        return self._marks.get(name, 0)
+
+    def advance_mark(self, name: str, position: int) -> None:
+        with self._database_lock:
+            self._marks[name] = max(self._marks.get(name, 0), position)
 
     def rebuild_retention(self, page: int = 5000) -> int:
         with self._database_lock:

@@ -25,6 +25,7 @@ from psycopg.sql import SQL, Composed, Identifier
 from journal import retention_index, topic_sql, work_index
 from journal.backend_common import new_streams, notification, predecessors
 from journal.locator import postgres_connect
+from journal.marks import MarkRecorder, MarkTables
 from journal.retention_index import Rebuild
 from journal.retention_sql import RetentionRecorder, RetentionTables
 from journal.work_sql import WorkTables
@@ -32,7 +33,7 @@ from journal.work_sql import WorkTables
 log = logging.getLogger("blackops.journal")
 
 
-class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
+class BlackOpsPostgresRecorder(RetentionRecorder, MarkRecorder, PostgresApplicationRecorder):
     """Positions are the table's ``notification_id`` (a bigserial, committed in order
     because every insert locks the table)."""
 
@@ -42,6 +43,7 @@ class BlackOpsPostgresRecorder(RetentionRecorder, PostgresApplicationRecorder):
         table = f"{schema}.{self.events_table_name}"
         self.work = WorkTables(f"{schema}.", sqlite=False, events_table=table)
         self.retention = RetentionTables(f"{schema}.", sqlite=False)
+        self.marks = MarkTables(f"{schema}.", sqlite=False)
         self._events = table
         self._topic_index = topic_sql.create_index(table, sqlite=False)
         # One wake-up channel per schema: workers of other journals are not disturbed.

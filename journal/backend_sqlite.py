@@ -11,18 +11,20 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
 from journal import retention_index, topic_sql, work_index
 from journal.backend_common import new_streams, notification, predecessors
 from journal.leaves import event_leaf
+from journal.marks import MarkRecorder, MarkTables
 from journal.retention_index import Rebuild
 from journal.retention_sql import RetentionRecorder, RetentionTables
 from journal.work_sql import WorkTables
 
 
-class BlackOpsSQLiteRecorder(RetentionRecorder, SQLiteApplicationRecorder):
+class BlackOpsSQLiteRecorder(RetentionRecorder, MarkRecorder, SQLiteApplicationRecorder):
     """Positions are SQLite ``rowid`` values, as eventsourcing's notification ids."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.work = WorkTables("", sqlite=True)
         self.retention = RetentionTables("", sqlite=True)
+        self.marks = MarkTables("", sqlite=True)
 
     def construct_create_table_statements(self) -> list[str]:
         # Called by the base __init__, before self.work exists.

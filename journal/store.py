@@ -431,6 +431,16 @@ class EventStore:
         with _backend_errors():
             self._recorder.settle_retention(operation_id)
 
+    def mark(self, name: str) -> int:
+        """How far the sweep ``name`` has finished (a position; 0 if never; journal/marks.py)."""
+        with _backend_errors():
+            return self._recorder.read_mark(name)
+
+    def advance_mark(self, name: str, position: int) -> None:
+        """Record that ``name`` has finished everything up to ``position`` (never backwards)."""
+        with _backend_errors():
+            self._recorder.advance_mark(name, position)
+
     def rebuild_retention_index(self) -> int:
         """Drop the retention index and fold the whole journal again; returns the position."""
         with _backend_errors():
