@@ -17,7 +17,7 @@ runs ``--seconds`` after a short warm-up; every answer must have the expected st
 cell is reported failed). Ratio = ours / floor in req/s.
 
 Usage: .venv/bin/python bench/http_bench.py [--stores sqlite,postgresql] [--clients 1,8,32]
-       [--seconds 4] [--modes deferred,inline]
+       [--seconds 4] [--modes deferred,inline] [--no-worker]
 """
 
 from __future__ import annotations
@@ -72,11 +72,11 @@ class Server:
 
 
 @contextmanager
-def ours(store: str, home: Path) -> Iterator[Server]:
+def ours(store: str, home: Path, worker: bool = True) -> Iterator[Server]:
     port = free_port()
     env = {**os.environ, "BLACKOPS_HOME": str(home)}
     command = [str(CLI), "serve", "--app", "bench.operations:WORKER_APP", "--store", store]
-    command += ["--port", str(port), "--json"]
+    command += ["--port", str(port), "--json", *([] if worker else ["--no-worker"])]
     out = home / f"serve-{port}.json"
     with out.open("wb") as stdout:
         process = subprocess.Popen(
@@ -159,6 +159,12 @@ def main() -> None:
     parser.add_argument("--clients", default="1,8,32")
     parser.add_argument("--modes", default="deferred,inline")
     parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument(
+        "--no-worker",
+        action="store_true",
+        help="serve ours without its in-process worker (the request path alone: on SQLite "
+        "the worker's claim and end commits share the one write lock with the submits)",
+    )
     args = parser.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
     modes = args.modes.split(",")
@@ -167,7 +173,8 @@ def main() -> None:
         stores = Stores(Path(tmp), "http")
         for kind in args.stores.split(","):
             with ExitStack() as stack:
-                mine = stack.enter_context(ours(stack.enter_context(stores.fresh(kind)), Path(tmp)))
+                url = stack.enter_context(stores.fresh(kind))
+                mine = stack.enter_context(ours(url, Path(tmp), worker=not args.no_worker))
                 low = stack.enter_context(floor(stack.enter_context(stores.fresh(kind))))
                 for c in clients:
                     base, base_p50, why = asyncio.run(drive(low, c, args.seconds, True))

@@ -9,13 +9,20 @@ journal retention makes them due), then it times, medians of --reps calls:
   inline run   ``app.run`` of a no-op          submit   ``app.submit`` of a no-op
   status       ``app.status`` of one operation
   list p1/p10  first and tenth page (limit 50) of the operation listing, unfiltered and by
-               tenant (the page cursor is followed, not timed)
+               tenant, status and type (the page cursor is followed, not timed)
+  resources    the Space's resource listings as their routes read them: Spaces,
+               principals, Workers, Versions, the Deployment, Workflows (one of each
+               kind was made before the fill: a Space, a Worker, a Version, a Workflow)
+  delete scan  a Workflow DELETE's search for the instances to stop (its ``workflow:<uid>``
+               rows of the due-work index)
   purge dry    ``app.purge(dry_run=True)`` with 30-day retention (1% due) and with none
-               configured (nothing due); one call each
+               configured (nothing due): the first call of a freshly opened application
+               (it opens connections and imports, whatever the size) and the median after
+  export       ``export_with_manifest`` of the whole journal to a file: events/s
+  verify       ``verify_store`` (every leaf re-hashed, the tree checked): events/s
 
-A cost that does not grow with the journal stays flat from row to row. Not measured here
-yet: resource listings, a Workflow DELETE's instance search, export and verify rates
-(bench/journal.py measures export and verify).
+A cost that does not grow with the journal stays flat from row to row; catch-up, export and
+verify are rates (they read everything, once).
 
 Usage: .venv/bin/python bench/scale.py [--sizes 20000,200000] [--huge] [--stores sqlite,postgresql]
 """
@@ -39,11 +46,45 @@ from operations import TYPE, build
 
 from blackops import Retention
 from blackops.ids import new_id as new_id_of
+from blackops.runtime import SystemClock
+from domain.context import Actor
 from domain.events import NewEvent
 from journal.store import Append
+from replay.custody import export_with_manifest
+from replay.verify import verify_store
 
 PER_OPERATION = 6
 OLD = "2020-01-01T00:00:00.000000Z"
+SPACE = "bench-space"
+ACTOR = Actor("bench", "principal")
+#: A Version bundle with one workflow class (it is uploaded, not verified: listings only).
+BUNDLE = {
+    "modules": {"flows": "class Flow:\n    async def run(self, event, step):\n        pass\n"},
+    "main": "flows",
+}
+FILTERS: dict[str, dict[str, str]] = {
+    "": {},
+    "tenant": {"tenant": "t3"},
+    "status": {"status": "completed"},
+    "type": {"type": TYPE},
+}
+
+
+def resources(app: Any) -> Callable[[], dict[str, Callable[[], Any]]]:
+    """One Space, principal, Worker and Version; returns the listings of them to time."""
+    context = app.access_context(Actor("root", "system"), SPACE)
+    app.access.create_space(SPACE, context)
+    app.access.create_principal("ana", context)
+    worker = str(app.control.create_worker(SPACE, "w1", ACTOR)["uid"])
+    app.control.upload_version(SPACE, worker, BUNDLE, ACTOR)
+    return lambda: {
+        "res_spaces_ms": app.access.spaces,
+        "res_principals_ms": lambda: app.access.principals(SPACE),
+        "res_workers_ms": lambda: app.control.workers(SPACE),
+        "res_versions_ms": lambda: app.control.versions(SPACE, worker),
+        "res_deployment_ms": lambda: app.control.deployment(SPACE, worker),
+        "res_workflows_ms": lambda: app.workflow_views(SPACE),
+    }
 
 
 def template(app: Any) -> tuple[str, list[tuple[str, str, NewEvent]]]:
@@ -119,13 +160,14 @@ def page(app: Any, number: int, **filters: Any) -> Callable[[], Any]:
 def measure(url: str, size: int, reps: int, *, purge_only: bool = False) -> dict[str, float]:
     app = build(url)
     out: dict[str, float] = {}
+    listings = resources(app)
     start = time.perf_counter()
     fill(app, size)
     out["fill_s"] = time.perf_counter() - start
     if purge_only:
         out["events"] = app.store.last_position()
         app.close()
-        return {**out, **purge_figures(url)}
+        return {**out, **purge_figures(url, reps)}
     total = app.store.last_position()
     start = time.perf_counter()
     app.list_operations(limit=1)
@@ -134,23 +176,53 @@ def measure(url: str, size: int, reps: int, *, purge_only: bool = False) -> dict
     out["inline_ms"] = timed(lambda: app.run(TYPE, {}, actor="b", tenant="t1"), reps)
     out["submit_ms"] = timed(lambda: app.submit(TYPE, {}, actor="b", tenant="t1"), reps)
     out["status_ms"] = timed(lambda: app.status(some), reps)
-    out["list_p1_ms"] = timed(page(app, 1), reps)
-    out["list_p10_ms"] = timed(page(app, 10), reps)
-    out["list_tenant_p1_ms"] = timed(page(app, 1, tenant="t3"), reps)
-    out["list_tenant_p10_ms"] = timed(page(app, 10, tenant="t3"), reps)
+    for label, filters in FILTERS.items():
+        name = f"list_{label}_" if label else "list_"
+        out[name + "p1_ms"] = timed(page(app, 1, **filters), reps)
+        out[name + "p10_ms"] = timed(page(app, 10, **filters), reps)
+    for label, call in listings().items():
+        out[label] = timed(call, reps)
+    # A Workflow DELETE's instance search (blackops/control/handlers.py _instance_streams).
+    uid = "wf-" + "c" * 32
+    out["delete_scan_ms"] = timed(lambda: app.store.work_rows_of(f"workflow:{uid}"), reps)
     out["events"] = app.store.last_position()
+    out.update(export_verify(app, size))
     app.close()
-    return {**out, **purge_figures(url)}
+    return {**out, **purge_figures(url, reps)}
 
 
-def purge_figures(url: str) -> dict[str, float]:
+def export_verify(app: Any, size: int) -> dict[str, float]:
+    with tempfile.TemporaryFile() as file:
+        start = time.perf_counter()
+        manifest = export_with_manifest(
+            app.store, file, actor=Actor("bench", "cli"), clock=SystemClock()
+        )
+        exported = manifest["count"] / (time.perf_counter() - start)
+    start = time.perf_counter()
+    report = verify_store(app.store)
+    if not report.ok:
+        raise RuntimeError(f"the journal does not verify: {report}")
+    return {
+        "export_events_per_s": exported,
+        "verify_events_per_s": report.events / (time.perf_counter() - start),
+    }
+
+
+def purge_figures(url: str, reps: int) -> dict[str, float]:
+    """Each dry run's first call on a freshly opened application (``_first``: it opens the
+    connections and imports what purging needs) and the median of ``reps`` more."""
     out: dict[str, float] = {}
-    for label, retention in (("purge_dry_none_ms", None), ("purge_dry_1pct_ms", 30 * 86400)):
+    for label, retention in (("purge_dry_none", None), ("purge_dry_1pct", 30 * 86400)):
         scoped = build(url) if retention is None else build_with(url, retention)
         start = time.perf_counter()
         report = scoped.purge(actor="bench", dry_run=True)
-        out[label] = (time.perf_counter() - start) * 1000
-        out[label.replace("_ms", "_items")] = len(report.items)
+        out[label + "_first_ms"] = (time.perf_counter() - start) * 1000
+
+        def again(app: Any = scoped) -> Any:
+            return app.purge(actor="bench", dry_run=True)
+
+        out[label + "_ms"] = timed(again, reps)
+        out[label + "_items"] = len(report.items)
         scoped.close()
     return out
 
@@ -188,17 +260,26 @@ def main() -> None:
                 print(f"{kind} {size}: {got}", file=sys.stderr, flush=True)
                 rows.append((kind, size, got))
     keys = [
-        "purge_dry_none_ms", "purge_dry_1pct_ms", "purge_dry_1pct_items",
-    ] if args.purge_only else [
-        "catch_up_events_per_s", "inline_ms", "submit_ms", "status_ms", "list_p1_ms",
-        "list_p10_ms", "list_tenant_p1_ms", "list_tenant_p10_ms", "purge_dry_none_ms",
+        "purge_dry_none_first_ms", "purge_dry_none_ms", "purge_dry_1pct_first_ms",
         "purge_dry_1pct_ms", "purge_dry_1pct_items",
+    ] if args.purge_only else [
+        "catch_up_events_per_s", "inline_ms", "submit_ms", "status_ms",
+        *(f"list_{f + '_' if f else ''}p{n}_ms" for f in FILTERS for n in (1, 10)),
+        "res_spaces_ms", "res_principals_ms", "res_workers_ms", "res_versions_ms",
+        "res_deployment_ms", "res_workflows_ms", "delete_scan_ms",
+        "purge_dry_none_first_ms", "purge_dry_none_ms", "purge_dry_1pct_first_ms",
+        "purge_dry_1pct_ms", "purge_dry_1pct_items", "export_events_per_s", "verify_events_per_s",
     ]  # fmt: skip
-    print("| store | events | " + " | ".join(keys) + " |")
-    print("|---|---:|" + "---:|" * len(keys))
-    for kind, _size, got in rows:
-        cells = " | ".join(f"{got[k]:.2f}" if got[k] < 100 else f"{got[k]:.0f}" for k in keys)
-        print(f"| {kind} | {got['events']:.0f} | {cells} |")
+    # One row per figure, one column per (store, size): reads down a size's growth.
+    print("| figure | " + " | ".join(f"{k} {g['events']:.0f}" for k, _s, g in rows) + " |")
+    print("|---|" + "---:|" * len(rows))
+    for key in keys:
+        cells = " | ".join(_cell(got[key]) for _k, _s, got in rows)
+        print(f"| {key} | {cells} |")
+
+
+def _cell(value: float) -> str:
+    return f"{value:.2f}" if value < 100 else f"{value:,.0f}"
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
         self._work: dict[str, WorkRow] = {}
         self._leaves: dict[int, bytes] = {}
         self._work_position = 0
+        self._marks: dict[str, int] = {}
         self._retention: dict[str, RetentionRow] = {}
 
     def _assert_uniqueness(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
@@ -62,6 +63,12 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
             for version in doomed:
                 self._stored_events[index.pop(version)] = None  # type: ignore[call-overload]
             return len(doomed)
+
+    def select_topics(self, topics: Sequence[str], after: int, limit: int) -> list[Notification]:
+        """A scan (a memory journal is small): the SQL backends read a topic index."""
+        return list(
+            self.select_notifications(after, limit, topics=topics, inclusive_of_start=False)
+        )
 
     def select_notifications(
         self,
@@ -267,6 +274,13 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
                 del self._retention[operation_id]
             elif row is not None:
                 row.pending = False
+
+    def read_mark(self, name: str) -> int:
+        return self._marks.get(name, 0)
+
+    def advance_mark(self, name: str, position: int) -> None:
+        with self._database_lock:
+            self._marks[name] = max(self._marks.get(name, 0), position)
 
     def rebuild_retention(self, page: int = 5000) -> int:
         with self._database_lock:

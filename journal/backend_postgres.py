@@ -24,9 +24,10 @@ from psycopg.errors import DivisionByZero
 from psycopg.sql import SQL, Composed, Identifier
 from psycopg_pool import ConnectionPool
 
-from journal import retention_index, work_index
+from journal import retention_index, topic_sql, work_index
 from journal.backend_common import new_streams, notification, predecessors
 from journal.locator import postgres_connect
+from journal.marks import MarkRecorder, MarkTables
 from journal.retention_index import Rebuild
 from journal.retention_sql import RetentionRecorder, RetentionTables
 from journal.snapshot_sql import SnapshotRecorder, SnapshotTables, Tail, tails
@@ -35,7 +36,9 @@ from journal.work_sql import WorkTables
 log = logging.getLogger("blackops.journal")
 
 
-class BlackOpsPostgresRecorder(RetentionRecorder, SnapshotRecorder, PostgresApplicationRecorder):
+class BlackOpsPostgresRecorder(
+    RetentionRecorder, SnapshotRecorder, MarkRecorder, PostgresApplicationRecorder
+):
     """Positions are the table's ``notification_id`` (a bigserial, committed in order
     because every insert locks the table)."""
 
@@ -51,6 +54,9 @@ class BlackOpsPostgresRecorder(RetentionRecorder, SnapshotRecorder, PostgresAppl
         self.snapshots = SnapshotTables(
             f"{schema}.", sqlite=False, events_table=table, position="notification_id"
         )
+        self.marks = MarkTables(f"{schema}.", sqlite=False)
+        self._events = table
+        self._topic_index = topic_sql.create_index(table, sqlite=False)
         # One wake-up channel per schema: workers of other journals are not disturbed.
         self.work_channel = "blackops_work_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
         # The payload names the waking topics committed (a listener can tell whose work).
@@ -101,7 +107,12 @@ class BlackOpsPostgresRecorder(RetentionRecorder, SnapshotRecorder, PostgresAppl
     def create_table(self) -> None:
         super().create_table()
         with self.datastore.transaction(commit=True) as curs:
-            for statement in [*self.work.create, *self.retention.create, *self.snapshots.create]:
+            for statement in [
+                *self.work.create,
+                *self.retention.create,
+                *self.snapshots.create,
+                self._topic_index,
+            ]:
                 curs.execute(statement, prepare=False)
             curs.execute(self._create_leaves, prepare=False)
 
@@ -209,6 +220,12 @@ class BlackOpsPostgresRecorder(RetentionRecorder, SnapshotRecorder, PostgresAppl
         return found
 
     @retry((InterfaceError, OperationalError), max_attempts=3, wait=0.2)
+    def select_topics(self, topics: Sequence[str], after: int, limit: int) -> list[Notification]:
+        statement = topic_sql.select_topics(self._events, len(topics), sqlite=False)
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(statement, topic_sql.parameters(list(topics), after, limit), prepare=True)
+            return [notification(row, "position") for row in curs.fetchall()]
+
     def select_streams(self, streams: Sequence[str], after_version: int = 0) -> list[Notification]:
         """Events of several streams, by stream then version (one round trip)."""
         statement = self._sql(

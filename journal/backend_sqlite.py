@@ -8,16 +8,19 @@ from typing import Any
 from eventsourcing.persistence import IntegrityError, Notification, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
 
-from journal import retention_index, work_index
+from journal import retention_index, topic_sql, work_index
 from journal.backend_common import new_streams, notification, predecessors
 from journal.leaves import event_leaf
+from journal.marks import MarkRecorder, MarkTables
 from journal.retention_index import Rebuild
 from journal.retention_sql import RetentionRecorder, RetentionTables
 from journal.snapshot_sql import SnapshotRecorder, SnapshotTables
 from journal.work_sql import WorkTables
 
 
-class BlackOpsSQLiteRecorder(RetentionRecorder, SnapshotRecorder, SQLiteApplicationRecorder):
+class BlackOpsSQLiteRecorder(
+    RetentionRecorder, SnapshotRecorder, MarkRecorder, SQLiteApplicationRecorder
+):
     """Positions are SQLite ``rowid`` values, as eventsourcing's notification ids."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -25,6 +28,7 @@ class BlackOpsSQLiteRecorder(RetentionRecorder, SnapshotRecorder, SQLiteApplicat
         self.work = WorkTables("", sqlite=True)
         self.retention = RetentionTables("", sqlite=True)
         self.snapshots = self._snapshot_tables()
+        self.marks = MarkTables("", sqlite=True)
 
     def _snapshot_tables(self) -> SnapshotTables:
         return SnapshotTables(
@@ -38,6 +42,7 @@ class BlackOpsSQLiteRecorder(RetentionRecorder, SnapshotRecorder, SQLiteApplicat
             *WorkTables("", sqlite=True).create,
             *RetentionTables("", sqlite=True).create,
             *self._snapshot_tables().create,
+            topic_sql.create_index(self.events_table_name, sqlite=True),
             "CREATE TABLE IF NOT EXISTS blackops_leaves "
             "(position INTEGER PRIMARY KEY, leaf BLOB NOT NULL)",
         ]
@@ -120,13 +125,31 @@ class BlackOpsSQLiteRecorder(RetentionRecorder, SnapshotRecorder, SQLiteApplicat
             cursor.execute(statement, (*streams, after_version))
             return [notification(row, "rowid") for row in cursor.fetchall()]
 
+    def select_topics(self, topics: Sequence[str], after: int, limit: int) -> list[Notification]:
+        statement = topic_sql.select_topics(self.events_table_name, len(topics), sqlite=True)
+        with self.datastore.transaction(commit=False) as cursor:
+            cursor.execute(statement, topic_sql.parameters(list(topics), after, limit))
+            return [notification(row, "position") for row in cursor.fetchall()]
+
     # -- due-work index --------------------------------------------------------------------
 
     def reserve_due(
         self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
     ) -> list[str]:
-        with self.datastore.transaction(commit=True) as c:
-            return self.work.reserve(c, now, hold_until, worker, types, limit)
+        """Committed without waiting for the disk (decisions F51): a reservation only keeps
+        other workers off the rows for a turn, the journal never depends on it. The WAL
+        is synced by the next journal commit, and a crash can lose only its unsynced end:
+        a lost reservation makes its rows due again, as if its hold had run out."""
+        with self.datastore.get_connection(commit=True) as connection:
+            pragma = connection.cursor()
+            pragma.execute("PRAGMA synchronous")
+            level = int(pragma.fetchone()[0])
+            pragma.execute("PRAGMA synchronous = NORMAL")  # not allowed inside a transaction
+            try:
+                with connection.transaction(commit=True) as c:
+                    return self.work.reserve(c, now, hold_until, worker, types, limit)
+            finally:
+                pragma.execute(f"PRAGMA synchronous = {level}")
 
     def renew_leases(
         self, leases: Sequence[tuple[str, int]], worker: str, now: int, until: int

@@ -299,16 +299,15 @@ class EventStore:
     def read_topics(
         self, topics: Sequence[str], page: int = 1000, after: int = 0
     ) -> list[RecordedEvent]:
-        """Every event whose type is one of ``topics`` (after ``after``), in position order."""
+        """Every event whose type is one of ``topics`` (after ``after``), in position order:
+        a range of the topic index per topic (journal/topic_sql.py), never a journal scan."""
         if not topics:
             return []  # the recorder reads "no topics" as "no filter"
         found: list[RecordedEvent] = []
         position = after
         while True:
             with _backend_errors():
-                rows = self._recorder.select_notifications(
-                    position, page, topics=list(topics), inclusive_of_start=False
-                )
+                rows = self._recorder.select_topics(list(dict.fromkeys(topics)), position, page)
             if not rows:
                 return found
             found.extend(_decode(row) for row in rows)
@@ -491,6 +490,16 @@ class EventStore:
         """After a purge deleted what its tombstone accounts for (safe to repeat)."""
         with _backend_errors():
             self._recorder.settle_retention(operation_id)
+
+    def mark(self, name: str) -> int:
+        """How far the sweep ``name`` has finished (a position; 0 if never; journal/marks.py)."""
+        with _backend_errors():
+            return self._recorder.read_mark(name)
+
+    def advance_mark(self, name: str, position: int) -> None:
+        """Record that ``name`` has finished everything up to ``position`` (never backwards)."""
+        with _backend_errors():
+            self._recorder.advance_mark(name, position)
 
     def rebuild_retention_index(self) -> int:
         """Drop the retention index and fold the whole journal again; returns the position."""

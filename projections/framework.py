@@ -13,6 +13,7 @@ Statements are written with ``%s``; SQLite gets ``?``.
 from __future__ import annotations
 
 import contextlib
+import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -80,6 +81,13 @@ class SQL:
     def executemany(self, text: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
             self.cursor.executemany(self.q(text), [tuple(r) for r in rows])
+
+
+#: After a catch-up of this many events, PostgreSQL's statistics of the projection's tables
+#: are refreshed at once: planned on the empty table's estimates, a listing's later pages
+#: were sorted bitmap scans (150 ms at 33,000 rows) until autovacuum analysed the table.
+ANALYZE_AFTER = 10_000
+_CREATED = re.compile(r"CREATE TABLE IF NOT EXISTS (\S+)")
 
 
 class ProjectionRunner:
@@ -174,7 +182,17 @@ class ProjectionRunner:
             applied += len(events)
             if on_batch is not None:
                 on_batch(events[-1].position)
+        if applied >= ANALYZE_AFTER and not self.sqlite:
+            self._analyze()
         return applied
+
+    def _analyze(self) -> None:
+        """Fresh planner statistics of this projection's tables (PostgreSQL only: SQLite
+        plans without them)."""
+        with self._transaction() as sql:
+            for statement in self.projection.tables(self.prefix):
+                if found := _CREATED.match(statement):
+                    sql.execute(f"ANALYZE {found.group(1)}")
 
     def follow(self, stop: threading.Event, poll_seconds: float = 0.5) -> None:
         """Live mode: catch up, then again whenever this process appends (at once) or

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from blackops.workflows.instances import InstanceService
 
 log = logging.getLogger("blackops.workflows")
+#: The mark of :meth:`InstanceRetention.finish_purges` (journal/marks.py).
+FINISHED = "instance_purges_finished"
 
 
 def purge_instance(
@@ -128,14 +130,19 @@ class InstanceRetention:
 
     def finish_purges(self) -> None:
         """A purge cut short between its tombstone and the deletion (a crash) left history
-        that no index row points at any more: delete what each newest tombstone lists."""
+        that no index row points at any more: delete what each newest tombstone lists.
+
+        Only tombstones after the mark of the last finished run are read (the topic
+        index), so the cost follows what was purged since, not every purge ever."""
+        horizon = self.store.last_position()  # every tombstone up to here is read below
         newest: dict[str, int] = {}
-        for tombstone in self.store.read_topics([Topic.PURGED]):
+        for tombstone in self.store.read_topics([Topic.PURGED], after=self.store.mark(FINISHED)):
             newest[tombstone.stream] = max(newest.get(tombstone.stream, 0), tombstone.version)
         for stream, version in sorted(newest.items()):
             first = self.store.read_stream(stream)[:1]
             if first and first[0].version < version:
                 self.store.delete_stream_events(stream, version - 1)
+        self.store.advance_mark(FINISHED, horizon)
 
     def _deleted_resources(self) -> set[str]:
         # The catalog's own stream (not a journal-wide topic read): its size is the

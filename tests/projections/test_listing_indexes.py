@@ -106,3 +106,39 @@ def test_the_plan_check_can_fail(tmp_path: Path) -> None:
             str(row[-1]) for row in db.execute("EXPLAIN QUERY PLAN SELECT * FROM t ORDER BY a, b")
         )
     assert "TEMP B-TREE" in plan
+
+
+def test_a_large_catch_up_on_postgresql_leaves_fresh_planner_statistics(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Planned on the empty table's estimates, a later page of a filtered listing was a
+    sorted bitmap scan of every matching row; after a catch-up of ``ANALYZE_AFTER``
+    events or more the tables carry real statistics (``reltuples`` is -1 until analysed)."""
+    from conftest import postgres_schema_url
+
+    from projections import framework
+
+    for url in postgres_schema_url():  # one fresh schema, dropped when the loop ends
+        app = Application(url)
+        app.operation("t.echo")(lambda ctx, params: params)
+        for n in range(4):
+            app.run("t.echo", {"n": n}, actor="a", tenant="acme")
+        monkeypatch.setattr(framework, "ANALYZE_AFTER", 10**9)
+        app.list_operations(limit=1)  # a catch-up below the threshold: not analysed
+        assert reltuples(app) == -1
+        for n in range(4):
+            app.run("t.echo", {"n": n}, actor="a", tenant="acme")
+        monkeypatch.setattr(framework, "ANALYZE_AFTER", 8)
+        app.list_operations(limit=1)  # the new events: at or above the threshold
+        assert reltuples(app) == 8  # every operation, as ANALYZE counted them
+        app.close()
+
+
+def reltuples(app: Application) -> float:
+    schema = app.store.settings["POSTGRES_SCHEMA"]
+    with app.store.transaction() as cursor:
+        cursor.execute(
+            "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)",
+            (f"{schema}.blackops_operation_status",),
+        )
+        return float(next(iter(cursor.fetchall()[0].values())))
