@@ -9,7 +9,6 @@ role too low is 403 and changes nothing.
 from __future__ import annotations
 
 from typing import Annotated
-from urllib.parse import quote
 
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import RedirectResponse, Response
@@ -18,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from blackops.console.render import SECURITY_HEADERS, ConsoleRoute, CsrfRefused, page, require
 from blackops.console.session import Session, csrf_ok, form_of
 from blackops.http.auth import served
+from blackops.http.bodies import path_segment
 from blackops.http.instances import workflow_in
 from blackops.http.operations import operation_of
 from domain.access import Action
@@ -92,7 +92,7 @@ async def operation_action(
 
 
 def _instance_url(space: str, uid: str, instance_id: str) -> str:
-    return f"/ui/spaces/{space}/workflows/{uid}/instances/{quote(instance_id, safe='')}"
+    return f"/ui/spaces/{space}/workflows/{uid}/instances/{path_segment(instance_id)}"
 
 
 @router.get("/ui/spaces/{space}/workflows/{uid}/terminate/{instance_id:path}")

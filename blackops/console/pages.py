@@ -16,6 +16,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from blackops.audit.checkpoints import CheckpointService
 from blackops.console.render import (
+    NEXT_MAX,
     SECURITY_HEADERS,
     ConsoleRoute,
     CsrfRefused,
@@ -71,7 +72,13 @@ def visible_spaces(request: Request, who: Caller) -> list[str]:
 
 def _safe_next(target: str | None) -> str:
     """Where to go after signing in: a console path only (never another site)."""
-    if target and target.startswith("/ui/") and not target.startswith("//") and "\\" not in target:
+    if (
+        target
+        and len(target) <= NEXT_MAX
+        and target.startswith("/ui/")
+        and not target.startswith("//")
+        and "\\" not in target
+    ):
         return target
     return "/ui/operations"
 
@@ -86,7 +93,7 @@ def home(request: Request) -> Response:
 
 
 @router.get("/ui/login")
-def login_form(request: Request, next: Text = None) -> Response:
+def login_form(request: Request, next: str | None = None) -> Response:
     return _login_page(request, next, None, 200)
 
 

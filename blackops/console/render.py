@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Coroutine
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
@@ -21,6 +21,8 @@ from fastapi.routing import APIRoute
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from blackops.console.session import Session, session_of
+from blackops.http.bodies import path_segment
+from domain.documents import DocumentError, canonical_json
 from domain.errors import BlackOpsError
 
 _ENV = Environment(
@@ -40,7 +42,16 @@ SECURITY_HEADERS = {
 
 
 def _pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    """Indented JSON; a document deeper than the stdlib encoder recurses (one journaled
+    before documents had a depth limit) as its canonical text on one line instead."""
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    except RecursionError:
+        pass
+    try:  # iterative at any depth, but only for an object
+        return canonical_json(value if type(value) is dict else {"value": value}).decode()
+    except DocumentError as error:
+        return f"(cannot be shown: {error})"
 
 
 def _utc(value: Any) -> str:
@@ -56,7 +67,7 @@ def _utc(value: Any) -> str:
 
 _ENV.filters["pretty"] = _pretty
 _ENV.filters["utc"] = _utc
-_ENV.filters["seg"] = lambda value: quote(str(value), safe="")
+_ENV.filters["seg"] = lambda value: path_segment(str(value))
 _ENV.globals["query"] = lambda base, **more: urlencode({**base, **more})
 
 
@@ -104,9 +115,15 @@ def error_page(request: Request, status: int, code: str, message: str) -> HTMLRe
     )  # fmt: skip
 
 
+#: A longer ``next`` target is dropped (sign-in then goes to the start page), not refused:
+#: a console URL may be longer than that, and its sign-in must still work (decisions U14).
+NEXT_MAX = 256
+
+
 def login_redirect(request: Request) -> Response:
     target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-    location = "/ui/login?" + urlencode({"next": target})
+    query = f"?{urlencode({'next': target})}" if len(target) <= NEXT_MAX else ""
+    location = "/ui/login" + query
     return RedirectResponse(location, status_code=303, headers=SECURITY_HEADERS)
 
 

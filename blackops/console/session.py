@@ -2,9 +2,11 @@
 
 The session cookie (``blackops.http.auth.SESSION_COOKIE``) holds the token the login form
 took: ``HttpOnly`` (no script reads it), ``SameSite=Strict`` (no other site's page sends
-it), ``Secure`` on https. A form that changes anything carries a CSRF token: an HMAC, under
-a key this process draws at start, of the session's token (so it is tied to the session);
-the login form's is tied instead to a random nonce in a short-lived cookie of its own.
+it), ``Secure`` on https. A form that changes anything carries a CSRF token: an HMAC keyed
+by a digest of the session's token over a fixed label, so it is tied to the session, cannot
+be computed without the token, and holds across processes and restarts (decisions U6); the
+login form's is instead an HMAC, under a key this process draws at start, of a random nonce
+in a short-lived cookie of its own.
 Tokens are compared in constant time (``hmac.compare_digest``).
 """
 
@@ -45,6 +47,16 @@ def _mac(request: Request, purpose: bytes, value: str) -> str:
     return hmac.new(_secret(request), message, hashlib.sha256).hexdigest()
 
 
+#: What a session's form token is the MAC of; the key is the digest of the session's token.
+_SESSION_LABEL = b"blackops console form token v1"
+
+
+def session_csrf(token: str) -> str:
+    """The CSRF token of a session's forms, the same in every process serving it."""
+    key = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+    return hmac.new(key, _SESSION_LABEL, hashlib.sha256).hexdigest()
+
+
 def same(expected: str, supplied: str) -> bool:
     """Constant-time equality of two tokens (any text: compared as bytes)."""
     return hmac.compare_digest(
@@ -61,7 +73,7 @@ def session_of(request: Request) -> Session | None:
         who = authenticate(served(request), token)
     except BlackOpsError:
         return None
-    return Session(who, _mac(request, b"session", token))
+    return Session(who, session_csrf(token))
 
 
 def csrf_ok(request: Request, session: Session, supplied: str) -> bool:

@@ -10,13 +10,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import orjson
-
 from blackops.application import Application
 from blackops.audit.checkpoints import CHECKPOINT, CheckpointService
 from blackops.audit.receipts import OPERATION_TERMINAL, receipt_for, terminal_position
 from blackops.http.auth import Caller
-from blackops.http.journal import tenant_of
+from blackops.http.journal import event_of, tenant_of
 from domain.access import Action
 from domain.errors import BlackOpsError
 from replay.export import observed_lines
@@ -183,7 +181,7 @@ def recent_lines(app: Application, space: str | None, limit: int = 20) -> list[d
     ]
     rows = []
     for position, line in kept[-limit:]:
-        event = orjson.loads(line)
+        event = event_of(line) or {}  # tolerant of a line deeper than orjson reads
         rows.append({"position": position, "type": event.get("type"), "at": event.get("at"),
                      "stream": event.get("stream"),
                      "tenant": tenant_of(line)})  # fmt: skip

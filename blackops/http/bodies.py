@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import unquote_to_bytes
+from urllib.parse import quote, unquote_to_bytes
 
 from fastapi import Request
 
@@ -97,6 +97,13 @@ def idempotency_key(request: Request) -> str | None:
 def prefers_async(prefer: str) -> bool:
     """RFC 7240: ``Prefer: respond-async`` among comma-separated preferences."""
     return any(part.split(";")[0].strip().lower() == "respond-async" for part in prefer.split(","))
+
+
+def path_segment(value: str) -> str:
+    """``value`` as one path segment: percent-encoded, and ``.``/``..`` as ``%2E``s, which
+    clients (and browsers, RFC 3986 section 5.2.4) would otherwise resolve away."""
+    segment = quote(value, safe="")
+    return segment.replace(".", "%2E") if segment in (".", "..") else segment
 
 
 def raw_path_segment(request: Request, route: list[bytes], action: str | None, name: str) -> str:

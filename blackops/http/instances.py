@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from typing import Annotated, Any
-from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import Response
@@ -14,7 +13,13 @@ from blackops.audit.checkpoints import CheckpointService
 from blackops.audit.receipts import INSTANCE_TERMINAL, receipt_for, terminal_position
 from blackops.http.audit import Receipt, checkpoints
 from blackops.http.auth import Caller, application, caller, check_space
-from blackops.http.bodies import optional_document, raw_path_segment, read_body, request_object
+from blackops.http.bodies import (
+    optional_document,
+    path_segment,
+    raw_path_segment,
+    read_body,
+    request_object,
+)
 from blackops.http.models import (
     CreateInstanceBody,
     EventAccepted,
@@ -69,9 +74,7 @@ def workflow_in(
 
 def instance_path(resource: WorkflowResource, instance_id: str) -> str:
     """The instance's URL path; ``.`` and ``..`` are encoded, or clients would drop them."""
-    segment = quote(instance_id, safe="")
-    if segment in (".", ".."):
-        segment = segment.replace(".", "%2E")
+    segment = path_segment(instance_id)
     return f"/v1/spaces/{resource.space}/workflows/{resource.uid}/instances/{segment}"
 
 

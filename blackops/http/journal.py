@@ -108,12 +108,12 @@ def space_lines(store: Any, space: str, after: int, limit: int) -> tuple[list[by
     return lines, position
 
 
-def tenant_of(line: bytes) -> str | None:
-    """The tenant an Observed line's execution context names, or ``None``.
+def event_of(line: bytes) -> dict[str, Any] | None:
+    """An Observed line as an object, or ``None`` if it is not one.
 
     Never fails on a line: one journaled before documents had a depth limit may be deeper
     than orjson reads (1,024 levels), and is then read by the iterative parser, which keeps
-    its own stack instead of recursing. A line that is not an event names no tenant.
+    its own stack instead of recursing.
     """
     try:
         event = orjson.loads(line)
@@ -122,6 +122,13 @@ def tenant_of(line: bytes) -> str | None:
             event = parse_json(line.decode("utf-8"))
         except (UnicodeDecodeError, JSONTextError):
             return None
-    context = event.get("context") if type(event) is dict else None
+    return event if type(event) is dict else None
+
+
+def tenant_of(line: bytes) -> str | None:
+    """The tenant an Observed line's execution context names, or ``None`` (also for a line
+    that is not an event)."""
+    event = event_of(line)
+    context = event.get("context") if event is not None else None
     tenant = context.get("tenant") if type(context) is dict else None
     return tenant if type(tenant) is str else None

@@ -78,9 +78,19 @@ class TimingMiddleware:
         try:
             await self.app(scope, receive, sending)
         finally:
-            metrics.http.labels(
-                _template(scope), str(scope.get("method", "")), str(status[0])
-            ).observe(time.perf_counter() - started)
+            metrics.http.labels(_template(scope), _method(scope), str(status[0])).observe(
+                time.perf_counter() - started
+            )
+
+
+# Anyone may send any method token (even unauthenticated, to a 404 path): each raw one
+# would be a new series.
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def _method(scope: Scope) -> str:
+    method = str(scope.get("method", ""))
+    return method if method in _METHODS else "other"
 
 
 def _template(scope: Scope) -> str:

@@ -48,12 +48,37 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+_PLAIN = frozenset('"\\=')
+
+
+def _escaped(text: str) -> str:
+    """``text`` with each character that is not printable (a newline, U+2028, ...), a
+    quote or a backslash as a JSON-style escape: it cannot end the line or forge another."""
+    out = []
+    for char in text:
+        if char.isprintable() and char not in '"\\':
+            out.append(char)
+        else:
+            out.append(json.dumps(char, ensure_ascii=True)[1:-1])
+    return "".join(out)
+
+
+def _value(value: Any) -> str:
+    """A field's value as is when it is one plain token, else quoted and escaped."""
+    text = str(value)
+    if text and all(c.isprintable() and not c.isspace() and c not in _PLAIN for c in text):
+        return text
+    return f'"{_escaped(text)}"'
+
+
 class TextFormatter(logging.Formatter):
-    """``2026-12-01T17:02:10.123Z INFO  attempt.started operation_id=... attempt=1``."""
+    """``2026-12-01T17:02:10.123Z INFO  attempt.started operation_id=... attempt=1``; a value
+    with a space, ``=``, a quote or a character that is not printable is quoted and escaped
+    (ids are chosen by callers: a newline in one must not start a forged line)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        fields = " ".join(f"{k}={v}" for k, v in _fields(record).items())
-        text = f"{_time(record)} {record.levelname:<7} {record.getMessage()}"
+        fields = " ".join(f"{_escaped(str(k))}={_value(v)}" for k, v in _fields(record).items())
+        text = f"{_time(record)} {record.levelname:<7} {_escaped(record.getMessage())}"
         if fields:
             text += f"  {fields}"
         if record.exc_info:

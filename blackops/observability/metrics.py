@@ -45,6 +45,12 @@ class Metrics:
     def __init__(self, runtime: Runtime) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        # Collected in registration order: the gauges read the store first, then the counters
+        # (decisions M15). A commit is counted before its writer goes on, so whatever the
+        # gauges show (a completed operation) is already in the counters read after them;
+        # the other way round a scrape could show an operation completed by an attempt it
+        # has not counted as started yet.
+        r.register(StateCollector(runtime))
         self.attempts = {
             key: Counter(f"blackops_attempts_{key}", help_text, ["type"], registry=r)
             for key, help_text in (
@@ -90,7 +96,6 @@ class Metrics:
             buckets=HTTP_BUCKETS,
             registry=r,
         )
-        r.register(StateCollector(runtime))
 
     def committed(self, facts: Sequence[Fact], members: int, seconds: float) -> None:
         self.group_size.observe(members)

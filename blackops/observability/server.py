@@ -1,15 +1,34 @@
 """A worker's ``--metrics-port``: a small HTTP server answering ``GET /metrics`` (the same
 body and the same token rule as ``blackops serve``'s route: the metrics token or the
-system token; anything else 401, and no figures)."""
+system token; anything else 401, and no figures).
+
+A worker forks its executors (and replacements, at any time) while the server listens: a
+child closes its copy of every listening socket at once, or the port would stay bound by
+the executors after the worker is killed.
+"""
 
 from __future__ import annotations
 
 import hmac
+import os
 import threading
+import weakref
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from blackops.observability.metrics import CONTENT_TYPE, Metrics
+
+#: The servers listening in this process, whose sockets a forked child closes.
+_LISTENING: weakref.WeakSet[MetricsServer] = weakref.WeakSet()
+
+
+def _close_in_child() -> None:
+    for server in list(_LISTENING):
+        server._server.socket.close()  # the child's descriptor only; the parent still listens
+    _LISTENING.clear()
+
+
+os.register_at_fork(after_in_child=_close_in_child)
 
 
 class MetricsServer:
@@ -48,6 +67,7 @@ class MetricsServer:
 
         self._server = ThreadingHTTPServer((host, port), Handler)
         self._server.daemon_threads = True
+        _LISTENING.add(self)
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="blackops-metrics", daemon=True
         )
@@ -61,5 +81,6 @@ class MetricsServer:
         return self
 
     def stop(self) -> None:
+        _LISTENING.discard(self)
         self._server.shutdown()
         self._server.server_close()

@@ -170,3 +170,29 @@ def test_gauges_read_at_scrape_time(store_url: str, clock: FakeClock) -> None:
         assert (
             woken[("blackops_due_work_oldest_age_seconds", frozenset({("kind", "workflow")}))] == 1
         )
+
+
+def test_a_scrape_never_counts_fewer_attempts_than_its_gauges_imply(
+    store_url: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operation that is claimed and completes while a scrape is being rendered: the
+    scrape reads the gauges (the store) before the counters, so an operation it shows
+    completed has its attempt counted as started in the same body (decisions M15)."""
+    from blackops.observability.metrics import StateCollector
+
+    with Application(store_url, clock=clock) as app:
+        app.operation("t.echo")(lambda ctx, params: params)
+        observe(app.runtime)
+        app.submit("t.echo", {}, actor="t", tenant="acme")
+        reading = StateCollector._operations
+
+        def work_then_read(collector: StateCollector) -> Iterator[Any]:
+            asyncio.run(app.work_until_idle())  # the worker, between two reads of a scrape
+            return reading(collector)
+
+        monkeypatch.setattr(StateCollector, "_operations", work_then_read)
+        body = samples(app)
+        completed = frozenset({("type", "t.echo"), ("status", "completed")})
+        assert body[("blackops_operations", completed)] == 1
+        started = ("blackops_attempts_started_total", frozenset({("type", "t.echo")}))
+        assert body.get(started, 0) == 1
