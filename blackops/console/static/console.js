@@ -30,6 +30,11 @@
       });
     });
   }
+  // The server renders instants as "2026-12-01 17:52:55.444218 UTC"; the tail does the same
+  // with the journal's "2026-12-01T17:52:55.444218Z".
+  function utc(at) {
+    return /^\d{4}-\d\d-\d\dT[\d:.]+Z$/.test(at) ? at.replace("T", " ").replace("Z", " UTC") : at;
+  }
   function cell(row, text, code) {
     var td = document.createElement("td");
     if (code) { var c = document.createElement("code"); c.textContent = text; td.appendChild(c); }
@@ -54,7 +59,7 @@
       cell(row, line.type, true);
       var at = document.createElement("time");
       at.setAttribute("datetime", line.at);
-      at.textContent = line.at;
+      at.textContent = utc(line.at);
       cell(row, "").appendChild(at);
       cell(row, line.stream, true);
       cell(row, (line.context && line.context.tenant) || "-");
