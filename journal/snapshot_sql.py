@@ -56,6 +56,9 @@ class SnapshotTables:
             f"INSERT INTO {table} (stream, version, position, digest, body) "
             f"SELECT originator_id, originator_version, {position}, %s, %s FROM {events_table} "
             "WHERE originator_id = %s AND originator_version = %s "
+            # PostgreSQL: wait for a purge deleting that event (READ COMMITTED would still see
+            # it and write a snapshot the purge's own DELETE cannot see: a copy outliving it).
+            f"{'' if sqlite else 'FOR KEY SHARE '}"
             "ON CONFLICT (stream) DO UPDATE SET version = excluded.version, "
             "position = excluded.position, digest = excluded.digest, body = excluded.body "
             f"WHERE excluded.version > {table}.version"

@@ -49,11 +49,14 @@ def _mac(request: Request, purpose: bytes, value: str) -> str:
 
 #: What a session's form token is the MAC of; the key is the digest of the session's token.
 _SESSION_LABEL = b"blackops console form token v1"
+_KEY_LABEL = b"blackops console form key\0"
 
 
 def session_csrf(token: str) -> str:
     """The CSRF token of a session's forms, the same in every process serving it."""
-    key = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+    # Not sha256(token): that is the token digest the journal records (a reader of the
+    # journal must not be able to compute a session's form token).
+    key = hashlib.sha256(_KEY_LABEL + token.encode("utf-8", "surrogateescape")).digest()
     return hmac.new(key, _SESSION_LABEL, hashlib.sha256).hexdigest()
 
 

@@ -63,6 +63,13 @@ def _escaped(text: str) -> str:
     return "".join(out)
 
 
+def _printable(text: str) -> str:
+    """``text`` with only its characters that are not printable escaped (quotes kept)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in text)
+
+
 def _value(value: Any) -> str:
     """A field's value as is when it is one plain token, else quoted and escaped."""
     text = str(value)
@@ -82,7 +89,9 @@ class TextFormatter(logging.Formatter):
         if fields:
             text += f"  {fields}"
         if record.exc_info:
-            text += "\n" + self.formatException(record.exc_info)
+            # Indented: an exception's text (callers' data) must not start a line of its own.
+            trace = self.formatException(record.exc_info).splitlines()
+            text += "".join(f"\n    {_printable(line)}" for line in trace)
         return text
 
 

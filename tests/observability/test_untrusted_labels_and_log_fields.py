@@ -104,3 +104,18 @@ def test_text_log_values_are_quoted_when_they_need_it(value: str, shown: str) ->
     line = TextFormatter().format(record)
     assert len(line.splitlines()) == 1
     assert line.endswith(f"  id={shown}"), line
+
+
+def test_an_exception_text_cannot_forge_a_text_log_line() -> None:
+    forged = "2026-12-01T00:00:00.000Z ERROR   forged.line x=y"
+    try:
+        raise ValueError(f"bad input\n{forged}")
+    except ValueError:
+        import sys
+
+        record = logging.LogRecord("blackops", logging.ERROR, __file__, 1, "boom", None,
+                                   sys.exc_info())  # fmt: skip
+    lines = TextFormatter().format(record).splitlines()
+    assert len(lines) > 2 and not any(line.startswith(forged) for line in lines)
+    assert all(line.startswith("    ") for line in lines[1:])  # the traceback, indented
+    assert f"    {forged}" in lines

@@ -9,10 +9,12 @@ A purge leaves no snapshot behind.
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+import psycopg
 import pytest
 from workflow_cases import create, send, status, work
 
@@ -231,4 +233,42 @@ def test_a_purge_deletes_the_snapshot(long_app: Application, clock: FakeClock) -
     clock.advance(31 * 86_400)
     work(long_app)  # retention: the worker purges the terminal instance (DW-RET-1)
     assert load_instance(store, stream).purged
+    assert snapshot_row(store, stream) is None
+
+
+def test_a_snapshot_written_while_a_purge_deletes_its_event_does_not_outlive_it(
+    long_app: Application, store_url: str
+) -> None:
+    """PostgreSQL, READ COMMITTED: the snapshot write waits for the purge's transaction (FOR
+    KEY SHARE on the event it binds to), then finds the event gone and writes nothing. SQLite
+    serialises writers, so there the write after the purge finds no event either."""
+    store = long_app.store
+    _, stream = waiting_instance(long_app, "racing")
+    state = load_instance(store, stream)
+    _sql(store, "DELETE FROM SNAPSHOTS WHERE stream = %s", (stream,))
+    if not store_url.startswith("postgresql"):
+        waiting_instance(long_app, "later")  # SQLite never deletes its newest row
+        store.delete_stream_events(stream, state.version)  # the purge, then the write
+        instance_snapshots.write(store, state)
+        assert snapshot_row(store, stream) is None
+        return
+    recorder: Any = store._recorder
+    base, _, _ = store_url.partition("?schema=")
+    purge = psycopg.connect(base)
+    try:
+        # The statements of a purge's delete, in a transaction not yet committed.
+        purge.execute(
+            f"DELETE FROM {recorder._events} WHERE originator_id = %s AND originator_version <= %s",
+            (stream, state.version),
+        )
+        purge.execute(f"DELETE FROM {recorder.snapshots.table} WHERE stream = %s", (stream,))
+        writer = threading.Thread(target=instance_snapshots.write, args=(store, state))
+        writer.start()
+        writer.join(0.5)
+        assert writer.is_alive(), "the snapshot write did not wait for the purge"
+        purge.commit()
+        writer.join(10)
+        assert not writer.is_alive()
+    finally:
+        purge.close()
     assert snapshot_row(store, stream) is None
