@@ -9,9 +9,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import psycopg
-from psycopg import sql
-
 POSTGRES = os.environ.get(
     "BLACKOPS_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
@@ -38,5 +35,10 @@ class Stores:
 
 
 def drop_schema(schema: str) -> None:
+    # Imported here: bench/workflows.py's worker child imports this module, and a worker on
+    # SQLite must not carry psycopg (~7 MB in it and in each executor forked from it).
+    import psycopg
+    from psycopg import sql
+
     with psycopg.connect(POSTGRES, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))

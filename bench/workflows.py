@@ -58,7 +58,6 @@ from urllib.parse import urlsplit
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a plain script
 sys.path.append(str(Path(__file__).resolve().parent))  # benchstores, also when imported as bench.x
 
-import psycopg
 from benchstores import POSTGRES, Stores
 
 from blackops import Application
@@ -169,6 +168,8 @@ def query(url: str, text: str) -> list[tuple[Any, ...]]:
             return list(conn.execute(text.replace("EVENTS", "stored_events")).fetchall())
     schema = location.settings["POSTGRES_SCHEMA"]
     table = f'"{schema}".blackops_events'  # a schema this bench named
+    import psycopg  # here: the --worker-child on SQLite must not carry it (see drop_schema)
+
     with psycopg.connect(POSTGRES, autocommit=True) as conn:
         return list(conn.execute(text.replace("EVENTS", table).encode()).fetchall())
 

@@ -4,9 +4,13 @@ workflow steps."""
 
 from __future__ import annotations
 
-from pydantic import ValidationError
+import sys
+from typing import TYPE_CHECKING, TypeGuard
 
 from domain.json_text import scalar_text
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 
 class OutcomeInvalid(Exception):
@@ -23,6 +27,13 @@ def summarise_validation(error: ValidationError) -> str:
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
+def is_validation_error(error: BaseException) -> TypeGuard[ValidationError]:
+    """A pydantic ValidationError. Looked up, never imported: only code that imported
+    pydantic can raise one, so a worker of an app without models never loads it (~7 MB)."""
+    core = sys.modules.get("pydantic_core")
+    return core is not None and isinstance(error, core.ValidationError)
+
+
 def describe_error(error: BaseException) -> dict[str, str]:
     """Short and human-readable (decisions D18): type and message, never a traceback.
 
@@ -37,7 +48,7 @@ def describe_error(error: BaseException) -> dict[str, str]:
     else:
         name = f"{kind.__module__}.{kind.__qualname__}"
     try:
-        text = summarise_validation(error) if isinstance(error, ValidationError) else str(error)
+        text = summarise_validation(error) if is_validation_error(error) else str(error)
     except Exception:  # an exception whose __str__ raises must not lose the failure
         text = "(message unavailable)"
     message = f"{kind.__name__}: {text}" if text else kind.__name__

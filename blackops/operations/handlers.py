@@ -7,21 +7,32 @@ import concurrent.futures
 import contextvars
 import hashlib
 import inspect
+import sys
 import typing
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
-
-from blackops.failures import OutcomeInvalid, summarise_validation
+from blackops.failures import OutcomeInvalid, is_validation_error, summarise_validation
 from blackops.operations.contexts import CURRENT_CONTEXT
 from blackops.operations.registry import check_operation_type
 from domain.documents import MAX_SAFE_INTEGER, DocumentError, canonical_document
 from domain.retention import Retention
 from domain.supervision import OperationRejected, Supervision
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
 Handler = Callable[..., Any]
+
+
+def _base_model() -> type[BaseModel] | None:
+    """pydantic's BaseModel, looked up, never imported: a model (declared or returned)
+    exists only once its code imported pydantic, so a worker of an app without models
+    never loads it (~7 MB in every process)."""
+    module = sys.modules.get("pydantic")
+    found: type[BaseModel] | None = getattr(module, "BaseModel", None)
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +92,9 @@ class HandlerSpec:
             return params
         try:
             return self.params_model.model_validate(params, strict=False)
-        except ValidationError as error:
+        except Exception as error:
+            if not is_validation_error(error):
+                raise
             raise OperationRejected(
                 "validation", "invalid_params", summarise_validation(error)
             ) from None
@@ -100,7 +113,8 @@ class HandlerSpec:
     def outcome_of(self, value: Any) -> Outcome:
         """Turn a handler's return value into a canonical outcome, or raise OutcomeInvalid."""
         model = self.outcome_model
-        if isinstance(value, BaseModel):
+        base = _base_model()
+        if base is not None and isinstance(value, base):
             if model is not None and not isinstance(value, model):
                 raise OutcomeInvalid(
                     f"handler returned {type(value).__name__}, declared {model.__name__}"
@@ -112,7 +126,9 @@ class HandlerSpec:
         elif model is not None and type(value) is dict:
             try:
                 document = model.model_validate(value).model_dump(mode="json")
-            except ValidationError as error:
+            except Exception as error:
+                if not is_validation_error(error):
+                    raise
                 raise OutcomeInvalid(
                     f"outcome does not match {model.__name__}: {summarise_validation(error)}"
                 ) from None
@@ -146,7 +162,8 @@ def _models_of(fn: Handler) -> tuple[type[BaseModel] | None, type[BaseModel] | N
 
 
 def _model_or_none(hint: Any) -> type[BaseModel] | None:
-    if isinstance(hint, type) and issubclass(hint, BaseModel):
+    base = _base_model()
+    if base is not None and isinstance(hint, type) and issubclass(hint, base):
         return hint
     return None
 
