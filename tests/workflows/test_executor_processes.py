@@ -14,6 +14,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +192,10 @@ class Quick:
         return await step.do("only", lambda: {"n": event.params["n"]})  # type: ignore[no-any-return]
 
 
+def is_complete(inst: Any) -> bool:
+    return bool(asyncio.run(inst.status())["status"] == "complete")
+
+
 def test_an_idle_runner_does_not_keep_looking_after_a_full_claim(store_url: str) -> None:
     """A claim that fills every executor may have left more due work, so the runner looks
     again when one frees up; that look, finding nothing due, settles it. (It used to stay
@@ -204,7 +209,7 @@ def test_an_idle_runner_does_not_keep_looking_after_a_full_claim(store_url: str)
     try:
         for n in range(2):
             inst = asyncio.run(binding.create(params={"n": n}))
-            wait_until(lambda: asyncio.run(inst.status())["status"] == "complete", 30, "end")
+            wait_until(partial(is_complete, inst), 30, "the end")
             assert asyncio.run(inst.status())["output"] == {"n": n}
             # The end was committed in the turn that took the look after the full claim.
             assert runner._backlog is False
