@@ -39,7 +39,7 @@ from blackops.workflows.executor import WorkflowRunner
 from blackops.workflows.in_process import run_due_contexts
 from domain.errors import BlackOpsError, InvalidRequest
 from journal.leases import check_lease_seconds, check_worker_id
-from journal.work_index import WORKFLOW_WAKING_TOPICS, moment_micros
+from journal.work_index import OPERATION_WAKING_TOPICS, WORKFLOW_WAKING_TOPICS, moment_micros
 
 log = logging.getLogger("blackops.worker")
 
@@ -128,7 +128,9 @@ class Worker:
     def start(self) -> Worker:
         if self._thread is not None:
             raise RuntimeError("this worker was already started")
-        self.runtime.store.add_wake_listener(self._wake.set)
+        # Not for workflow events: the runner has its own loop, and a Deferred look after
+        # every instance created or woken was a due-work query (and the GIL) for nothing.
+        self.runtime.store.add_wake_listener(self._wake.set, OPERATION_WAKING_TOPICS)
         if self.workflows is not None:
             # Not for operation submits: an idle runner costs nothing per append.
             self.runtime.store.add_wake_listener(self.workflows.wake, WORKFLOW_WAKING_TOPICS)
@@ -332,8 +334,9 @@ class Worker:
         self.runtime.store.listen_for_wake_topics(self._announced, self._stop_requested)
 
     def _announced(self, topics: frozenset[str] | None) -> None:
-        self._notified.set()
-        self._wake.set()
+        if topics is None or topics & OPERATION_WAKING_TOPICS:
+            self._notified.set()
+            self._wake.set()
         if self.workflows is not None and (topics is None or topics & WORKFLOW_WAKING_TOPICS):
             self.workflows.wake()
 

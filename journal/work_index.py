@@ -65,9 +65,11 @@ _WORKFLOW_TOPICS = frozenset(
 WORKFLOW_WAKING_TOPICS = frozenset(
     {Topic.CREATED, Topic.EVENT_ACCEPTED, Topic.TERMINATION_REQUESTED}
 )
-WAKING_TOPICS = frozenset(
-    {EventType.ACCEPTED.value, EventType.ATTEMPT_RETRY_SCHEDULED.value, *WORKFLOW_WAKING_TOPICS}
+#: Events after which a worker may have a Deferred operation to claim.
+OPERATION_WAKING_TOPICS = frozenset(
+    {EventType.ACCEPTED.value, EventType.ATTEMPT_RETRY_SCHEDULED.value}
 )
+WAKING_TOPICS = OPERATION_WAKING_TOPICS | WORKFLOW_WAKING_TOPICS
 
 
 def workflow_row_type(workflow: str) -> str:

@@ -386,7 +386,10 @@ class WorkflowRunner:
         here, a NOTIFY), a full claim last time, the known next due time, or the polling
         interval (other processes on SQLite). Not after every step."""
         if self._look_wanted():
-            self._woken = False
+            # A look answers the backlog too: a claim that fills up sets it again, and a
+            # look finding nothing due must not be repeated every turn (it was: one
+            # next_due query per turn, ~10 per sequential instance, while idle).
+            self._woken = self._backlog = False
             self._next_look = time.monotonic() + self.poll_seconds
             return True
         return False

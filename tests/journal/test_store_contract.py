@@ -38,7 +38,13 @@ from journal.leaves import entry_bytes, leaf_hash
 from journal.locator import resolve_store
 from journal.operations import pending_append
 from journal.store import PAGE_LIMIT_MAX, Append, EventStore
-from journal.work_index import WAKING_TOPICS, WORKFLOW_WAKING_TOPICS, WorkRow, moment_micros
+from journal.work_index import (
+    OPERATION_WAKING_TOPICS,
+    WAKING_TOPICS,
+    WORKFLOW_WAKING_TOPICS,
+    WorkRow,
+    moment_micros,
+)
 
 AT = "2026-11-30T09:00:00.000000Z"
 T0 = datetime(2026, 11, 30, 9, 0, 0, tzinfo=UTC)
@@ -872,18 +878,22 @@ class EventStoreContract(ABC):
     def test_a_wake_listener_with_topics_is_called_only_for_commits_holding_one(
         self, store: EventStore
     ) -> None:
-        """An idle workflow runner listens to workflow topics only: submits never wake it."""
+        """An idle workflow runner listens to workflow topics only: submits never wake it;
+        a worker's Deferred loop listens to operation topics only: workflow events never
+        wake it."""
         assert "operation.accepted" not in WORKFLOW_WAKING_TOPICS
         everything: list[int] = []
         workflows: list[int] = []
+        operations: list[int] = []
         store.add_wake_listener(lambda: everything.append(1))
         store.add_wake_listener(lambda: workflows.append(1), WORKFLOW_WAKING_TOPICS)
+        store.add_wake_listener(lambda: operations.append(1), OPERATION_WAKING_TOPICS)
         store.append(Deferred("op-t").accept(0))
-        assert (len(everything), len(workflows)) == (1, 0)
+        assert (len(everything), len(workflows), len(operations)) == (1, 0, 1)
         # A workflow event that makes nothing due in the index, but wakes its listeners.
         accepted = NewEvent(type=Topic.EVENT_ACCEPTED, at=AT, context={}, data={})
         store.append(Append("wf-t", 0, [accepted]))
-        assert (len(everything), len(workflows)) == (2, 1)
+        assert (len(everything), len(workflows), len(operations)) == (2, 1, 1)
 
     def test_append_listeners_are_called_after_every_commit_and_never_after_a_refusal(
         self, store: EventStore

@@ -14,6 +14,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -179,3 +180,39 @@ def test_worker_options_for_workflows_are_checked_before_the_store_opens(tmp_pat
             app.worker(**options)
         assert refused.value.code == "invalid_request"
     assert not path.exists()
+
+
+class Quick:
+    """One step, done at once."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+
+    async def run(self, event: Any, step: Any) -> dict[str, Any]:
+        return await step.do("only", lambda: {"n": event.params["n"]})  # type: ignore[no-any-return]
+
+
+def is_complete(inst: Any) -> bool:
+    return bool(asyncio.run(inst.status())["status"] == "complete")
+
+
+def test_an_idle_runner_does_not_keep_looking_after_a_full_claim(store_url: str) -> None:
+    """A claim that fills every executor may have left more due work, so the runner looks
+    again when one frees up; that look, finding nothing due, settles it. (It used to stay
+    pending: an idle runner then read the due-work index on every turn, ~10 queries per
+    instance run one at a time.) The runner still claims work created afterwards."""
+    app = Application(store_url)
+    binding = app.register_workflow(Quick)
+    worker = app.worker(workflow_processes=1, poll_seconds=60).start()
+    runner = worker.workflows
+    assert runner is not None
+    try:
+        for n in range(2):
+            inst = asyncio.run(binding.create(params={"n": n}))
+            wait_until(partial(is_complete, inst), 30, "the end")
+            assert asyncio.run(inst.status())["output"] == {"n": n}
+            # The end was committed in the turn that took the look after the full claim.
+            assert runner._backlog is False
+    finally:
+        worker.stop(1)
+        app.close()
