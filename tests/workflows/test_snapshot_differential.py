@@ -12,6 +12,7 @@ from blackops import Application
 from blackops.testing import FakeClock
 from domain.workflow import fold
 from journal import instance_snapshots
+from journal.snapshot_sql import StoredSnapshot
 
 _calls: dict[str, int] = {}
 
@@ -58,7 +59,7 @@ def test_each_written_snapshot_is_the_full_fold(
         assert state == full  # the engine's own state (dict order may differ)
         decoded = instance_snapshots.decode(
             state.stream,
-            instance_snapshots.StoredSnapshot(state.version, 0, *instance_snapshots.encode(state)),
+            StoredSnapshot(state.version, 0, *instance_snapshots.encode(state)),
         )
         assert repr(decoded) == repr(full)
         written.append((state.stream, state.version))
