@@ -57,6 +57,7 @@ class BlackOpsPostgresRecorder(
         self.marks = MarkTables(f"{schema}.", sqlite=False)
         self._events = table
         self._topic_index = topic_sql.create_index(table, sqlite=False)
+        self._topic_index_name = f"{schema}.{topic_sql.INDEX}"
         # One wake-up channel per schema: workers of other journals are not disturbed.
         self.work_channel = "blackops_work_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
         # The payload names the waking topics committed (a listener can tell whose work).
@@ -106,15 +107,26 @@ class BlackOpsPostgresRecorder(
 
     def create_table(self) -> None:
         super().create_table()
-        with self.datastore.transaction(commit=True) as curs:
-            for statement in [
-                *self.work.create,
-                *self.retention.create,
-                *self.snapshots.create,
-                self._topic_index,
-            ]:
+        # One transaction per statement: an opener holding the lock of one statement (a
+        # CREATE INDEX IF NOT EXISTS takes a SHARE lock before it finds the index) while
+        # waiting for the next could deadlock with appenders, who lock these tables in
+        # another order.
+        for statement in [
+            *self.work.create,
+            *self.retention.create,
+            *self.snapshots.create,
+            self._create_leaves,
+        ]:
+            with self.datastore.transaction(commit=True) as curs:
                 curs.execute(statement, prepare=False)
-            curs.execute(self._create_leaves, prepare=False)
+        # The topic index is on the events table, whose lock every append takes: look for it
+        # first, without a lock, so that opening an existing journal never queues behind
+        # the appenders.
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute("SELECT to_regclass(%s) IS NOT NULL AS found", (self._topic_index_name,))
+            found = curs.fetchone()
+            if not (found and (found["found"] if isinstance(found, dict) else found[0])):
+                curs.execute(self._topic_index, prepare=False)
 
     @retry((InterfaceError, OperationalError), max_attempts=3, wait=0.2)
     def insert_events(
