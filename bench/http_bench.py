@@ -72,11 +72,14 @@ class Server:
 
 
 @contextmanager
-def ours(store: str, home: Path, worker: bool = True) -> Iterator[Server]:
+def ours(
+    store: str, home: Path, worker: bool = True, options: tuple[str, ...] = ()
+) -> Iterator[Server]:
+    """``blackops serve`` of the bench app on ``store`` (``options`` are more serve options)."""
     port = free_port()
     env = {**os.environ, "BLACKOPS_HOME": str(home)}
     command = [str(CLI), "serve", "--app", "bench.operations:WORKER_APP", "--store", store]
-    command += ["--port", str(port), "--json", *([] if worker else ["--no-worker"])]
+    command += ["--port", str(port), "--json", *([] if worker else ["--no-worker"]), *options]
     out = home / f"serve-{port}.json"
     with out.open("wb") as stdout:
         process = subprocess.Popen(

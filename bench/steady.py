@@ -47,7 +47,7 @@ sys.path.append(str(Path(__file__).resolve().parent))
 
 import httpx
 from benchstores import POSTGRES, Stores
-from http_bench import CLI, ROOT, Server, free_port, stop, wait_port
+from http_bench import Server, ours
 from operations import (
     TYPE,
     Journal,
@@ -81,24 +81,9 @@ def procrastinate(
 @contextmanager
 def server(url: str, home: Path) -> Iterator[Server]:
     """``blackops serve`` on ``url`` without its in-process worker (the W processes work)
-    and without automatic checkpoints, as http_bench.py starts it otherwise."""
-    port = free_port()
-    command = [str(CLI), "serve", "--app", "bench.operations:WORKER_APP", "--store", url]
-    command += ["--port", str(port), "--json", "--no-worker", "--checkpoint-seconds", "0"]
-    out = home / f"serve-{port}.json"
-    env = {**os.environ, "BLACKOPS_HOME": str(home)}
-    with out.open("wb") as stdout:
-        process = subprocess.Popen(
-            command, cwd=ROOT, env=env, stdout=stdout, stderr=subprocess.DEVNULL
-        )
-    try:
-        wait_port(port, process)
-        started = json.loads(out.read_text())
-        route = f"http://127.0.0.1:{port}/v1/spaces/{started['space']}/operations/{TYPE}"
-        headers = {"Authorization": f"Bearer {started['adminToken']}", "Prefer": "respond-async"}
-        yield Server(route, headers, process)
-    finally:
-        stop(process)
+    and without automatic checkpoints; its answers are Deferred submits."""
+    with ours(url, home, worker=False, options=("--checkpoint-seconds", "0")) as served:
+        yield Server(served.url, {**served.headers, "Prefer": "respond-async"}, served.process)
 
 
 def submit_http(target: Server, clients: int, share: int, ids: list[str]) -> None:

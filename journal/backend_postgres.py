@@ -170,22 +170,14 @@ class BlackOpsPostgresRecorder(
         fresh: list[str],
     ) -> list[int]:
         # On any error the pool's connection context rolls the open block back.
-        with self.datastore.get_connection() as conn:
-            return self._send_insert(conn, rows, changes, kept, wake, needed, fresh)
-
-    def _send_insert(
-        self,
-        conn: psycopg.Connection[Any],
-        rows: list[Any],
-        changes: list[work_index.RowChange],
-        kept: dict[str, dict[str, Any]],
-        wake: str,
-        needed: list[tuple[str, int]],
-        fresh: list[str],
-    ) -> list[int]:
         # The pool's connections are in autocommit mode: the block is ours to open and
         # close, and COMMIT travels in the same pipeline as the statements it commits.
-        with conn.pipeline() as pipeline, conn.cursor() as curs, conn.cursor() as inserted:
+        with (
+            self.datastore.get_connection() as conn,
+            conn.pipeline() as pipeline,
+            conn.cursor() as curs,
+            conn.cursor() as inserted,
+        ):
             curs.execute(self._begin)
             if needed:
                 streams, versions = [s for s, _ in needed], [v for _, v in needed]
