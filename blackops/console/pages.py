@@ -36,8 +36,10 @@ from blackops.console.session import (
 from blackops.console.views import (
     STAGES,
     TERMINAL_CLASS,
+    ReceiptView,
     checkpoint_history,
     exports,
+    instance_receipt,
     may,
     operation_receipt,
     recent_lines,
@@ -233,11 +235,17 @@ def operation_receipt_file(request: Request, operation_id: OperationId) -> Respo
     app = _app(request)
     operation_of(app, operation_id, session.caller, Action.READ)
     view = operation_receipt(checkpoints(request), app.events(operation_id))
+    return _receipt_file(view, f"receipt-{operation_id}.json")
+
+
+def _receipt_file(view: ReceiptView, name: str) -> Response:
+    """The receipt file ``blackops verify-receipt FILE --key K`` checks, as a download."""
     if view.receipt is None:
         raise NotFound(view.problem or "no receipt")
     body = orjson.dumps(view.receipt, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-    name = f"receipt-{operation_id}.json"
-    headers = {**SECURITY_HEADERS, "Content-Disposition": f'attachment; filename="{name}"'}
+    # The name is a hint only: quotes and path separators of an instance id are left out.
+    safe = "".join(c for c in name if c.isalnum() or c in "-._")[:120] or "receipt.json"
+    headers = {**SECURITY_HEADERS, "Content-Disposition": f'attachment; filename="{safe}"'}
     return Response(body + b"\n", media_type="application/json", headers=headers)
 
 
@@ -301,12 +309,31 @@ def instance(request: Request, space: Space, uid: Uid, instance_id: str) -> Resp
     events = app.store.read_stream(instance_stream(resource.uid, instance_id))
     steps, _ = step_history(events)
     why = _why(status, events)
+    receipt = instance_receipt(checkpoints(request), _positions(events))
     return page(
         request, "instance.html", session, space=space, uid=resource.uid,
         instance_id=instance_id, status=status, steps=steps, events=events, why=why,
+        receipt=receipt,
         may_terminate=may(who, space, Action.OPERATE)
         and status.get("status") not in ("complete", "errored", "terminated"),
     )  # fmt: skip
+
+
+@router.get("/ui/spaces/{space}/workflows/{uid}/receipts/{instance_id:path}")
+def instance_receipt_file(request: Request, space: Space, uid: Uid, instance_id: str) -> Response:
+    """The instance's receipt file (its terminal event's inclusion proof)."""
+    session = require(request)
+    app = _app(request)
+    resource = workflow_in(app, space, uid, session.caller, Action.READ)
+    app.instances.status(resource, instance_id)  # unknown (or purged): unknown_instance
+    events = app.store.read_stream(instance_stream(resource.uid, instance_id))
+    view = instance_receipt(checkpoints(request), _positions(events))
+    return _receipt_file(view, f"receipt-{instance_id}.json")
+
+
+def _positions(events: list[Any]) -> list[dict[str, Any]]:
+    """What `terminal_position` reads of a stream's events."""
+    return [{"type": e.type, "position": e.position} for e in events]
 
 
 def _why(status: dict[str, Any], events: list[Any]) -> str:

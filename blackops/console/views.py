@@ -12,7 +12,12 @@ from typing import Any
 
 from blackops.application import Application
 from blackops.audit.checkpoints import CHECKPOINT, CheckpointService
-from blackops.audit.receipts import OPERATION_TERMINAL, receipt_for, terminal_position
+from blackops.audit.receipts import (
+    INSTANCE_TERMINAL,
+    OPERATION_TERMINAL,
+    receipt_for,
+    terminal_position,
+)
 from blackops.http.auth import Caller
 from blackops.http.journal import event_of, tenant_of
 from domain.access import Action
@@ -86,11 +91,23 @@ class ReceiptView:
 
 
 def operation_receipt(service: CheckpointService, events: list[dict[str, Any]]) -> ReceiptView:
-    """The receipt of the operation's terminal event, checked with ``verify_receipt`` (the
+    """The receipt of the operation's terminal event (see `terminal_receipt`)."""
+    return terminal_receipt(service, events, OPERATION_TERMINAL)
+
+
+def instance_receipt(service: CheckpointService, events: list[dict[str, Any]]) -> ReceiptView:
+    """The receipt of the instance's terminal event (see `terminal_receipt`)."""
+    return terminal_receipt(service, events, INSTANCE_TERMINAL)
+
+
+def terminal_receipt(
+    service: CheckpointService, events: list[dict[str, Any]], terminal: frozenset[str]
+) -> ReceiptView:
+    """The receipt of the stream's terminal event, checked with ``verify_receipt`` (the
     offline verifier ``blackops verify-receipt`` runs) against this server's keys."""
     view = ReceiptView()
     try:
-        view.position = terminal_position(events, OPERATION_TERMINAL)
+        view.position = terminal_position(events, terminal)
         view.receipt = receipt_for(service, view.position)
     except BlackOpsError as error:
         view.problem = error.message

@@ -144,6 +144,10 @@ def _seed(served: Served, verifier: str) -> World:
         "a checkpoint covering the receipt",
         lambda: admin.get(f"/v1/operations/{retried}/receipt").status_code == 200,
     )
+    until(
+        "a checkpoint covering the instance's receipt",
+        lambda: admin.get(f"{instances}/order-1/receipt").status_code == 200,
+    )
     return World(
         served, url, served.system_token, served.admin_token, reader, globex, verifier,
         retried, invoice["operationId"], foreign["operationId"], "order-1",

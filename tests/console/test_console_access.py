@@ -175,6 +175,9 @@ UI = {
     ("GET", "/ui/spaces/{space}/workflows/{uid}/instances/{instance_id:path}"): (
         "/ui/spaces/acme/workflows/Flow/instances/i1"
     ),
+    ("GET", "/ui/spaces/{space}/workflows/{uid}/receipts/{instance_id:path}"): (
+        "/ui/spaces/acme/workflows/Flow/receipts/i1"
+    ),
     ("GET", "/ui/spaces/{space}/workflows/{uid}/terminate/{instance_id:path}"): (
         "/ui/spaces/acme/workflows/Flow/terminate/i1"
     ),

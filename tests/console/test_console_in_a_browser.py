@@ -128,7 +128,9 @@ def test_operation_timeline_and_receipt_verified_offline(
     assert refused.returncode != 0
 
 
-def test_instance_step_history(world: World, context: Any, request: pytest.FixtureRequest) -> None:
+def test_instance_step_history(
+    world: World, context: Any, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
     page = context.new_page()
     sign_in(page, world, world.admin)
     page.get_by_role("link", name="Workflows").click()
@@ -145,7 +147,18 @@ def test_instance_step_history(world: World, context: Any, request: pytest.Fixtu
     ]  # fmt: skip
     assert "consumed event #1" in texts[2]
     assert "complete" in page.locator("table.facts").inner_text()
+    # The completed instance's receipt: checked here, and offline with the log's key.
+    assert page.locator(".verified").is_visible()
     shot(page, request, "instance")
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Download the receipt file").click()
+    receipt = tmp_path / "receipt.json"
+    download.value.save_as(str(receipt))
+    checked = subprocess.run(
+        [*BLACKOPS, "verify-receipt", str(receipt), "--key", world.key, "--json"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def test_live_tail_shows_a_new_event(
@@ -229,3 +242,48 @@ def test_pages_work_with_javascript_disabled(
         shot(page, request, "journal")
     finally:
         context.close()
+
+
+def test_hold_and_release_an_operation_through_the_console(
+    world: World, context: Any, request: pytest.FixtureRequest
+) -> None:
+    """An action end to end: the button, the confirmation page, the POST with its CSRF token,
+    the journal's record; and a form replayed without the token changes nothing."""
+    with world.api(world.admin) as api:
+        made = api.post("/v1/spaces/default/operations/greeting.say", json={"name": "held"})
+    assert made.status_code == 200, made.text
+    op = made.json()["operationId"]
+    page = context.new_page()
+    sign_in(page, world, world.admin, start=f"/ui/operations/{op}")
+    assert page.get_by_role("link", name="Release…").count() == 0  # nothing held yet
+    page.get_by_role("link", name="Hold…").click()
+    page.wait_for_url(f"**/ui/operations/{op}/actions/hold")
+    shot(page, request, "confirm-hold")
+    # The reason is required: the browser refuses to send the form without one.
+    page.get_by_role("button", name="Confirm").click()
+    assert page.url.endswith(f"/ui/operations/{op}/actions/hold")
+    page.get_by_label("Reason (recorded)").fill("legal review 7")
+    page.get_by_role("button", name="Confirm").click()
+    page.wait_for_url(re.compile(re.escape(f"/ui/operations/{op}") + "$"))
+    holds = page.locator("section[aria-labelledby=holds]").inner_text()
+    assert "legal review 7" in holds
+    shot(page, request, "held")
+    with world.api(world.admin) as api:
+        hold = api.get(f"/v1/operations/{op}").json().get("hold")
+    assert hold is not None and hold["reason"] == "legal review 7"
+    # The same form posted without the session's CSRF token (a forged request from another
+    # site would carry the cookie only): 403, and the hold stays.
+    forged = page.request.post(
+        world.url + f"/ui/operations/{op}/actions/release", form={"reason": "forged"}
+    )
+    assert forged.status == 403
+    with world.api(world.admin) as api:
+        assert api.get(f"/v1/operations/{op}").json().get("hold") is not None
+    page.reload()
+    page.get_by_role("link", name="Release…").click()
+    page.get_by_label("Reason (recorded)").fill("review closed")
+    page.get_by_role("button", name="Confirm").click()
+    page.wait_for_url(re.compile(re.escape(f"/ui/operations/{op}") + "$"))
+    assert "review closed" in page.locator("section[aria-labelledby=holds]").inner_text()
+    with world.api(world.admin) as api:
+        assert api.get(f"/v1/operations/{op}").json().get("hold") is None
