@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import base64
 import re
+import threading
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from blackops.application import Application
 from blackops.audit.checkpoints import CHECKPOINT, CheckpointService
@@ -22,6 +25,7 @@ from blackops.http.auth import Caller
 from blackops.http.journal import event_of, tenant_of
 from domain.access import Action
 from domain.errors import BlackOpsError
+from domain.events import RecordedEvent
 from replay.export import observed_lines
 from replay.merkle import verify_consistency
 from replay.notes import NoteError, VerifierKey
@@ -135,13 +139,39 @@ class CheckpointRow:
     matches_tree: bool
 
 
+class _RecentCheckpoints:
+    """The newest journaled checkpoint events, read incrementally: a page load reads only the
+    checkpoints journaled since the last one, not every checkpoint since the first."""
+
+    def __init__(self, keep: int) -> None:
+        self.lock = threading.Lock()
+        self.events: deque[RecordedEvent] = deque(maxlen=keep)
+        self.after = 0
+
+
+_RECENT: WeakKeyDictionary[CheckpointService, _RecentCheckpoints] = WeakKeyDictionary()
+_RECENT_LOCK = threading.Lock()
+
+
+def _recent_checkpoints(service: CheckpointService, count: int) -> list[RecordedEvent]:
+    with _RECENT_LOCK:
+        recent = _RECENT.get(service)
+        if recent is None or (recent.events.maxlen or 0) < count:
+            recent = _RECENT[service] = _RecentCheckpoints(count)
+    with recent.lock:
+        for event in service.store.read_topics([CHECKPOINT], after=recent.after):
+            recent.events.append(event)
+            recent.after = event.position
+        return list(recent.events)[-count:]
+
+
 def checkpoint_history(service: CheckpointService, limit: int = 50) -> list[CheckpointRow]:
     """The journaled checkpoints (newest first, at most ``limit``): each one's signature
     checked, its root against the tree the server holds, and the consistency proof from the
     one before it verified."""
     keys = verifier_keys(service)
     tree = service.synced_tree()
-    events = list(service.store.read_topics([CHECKPOINT]))[-(limit + 1) :]
+    events = _recent_checkpoints(service, limit + 1)
     rows: list[CheckpointRow] = []
     previous: tuple[int, bytes] | None = None
     for event in events:

@@ -53,3 +53,43 @@ def test_a_missing_browser_skips_locally_and_fails_under_ci(
     expected = pytest.fail.Exception if in_ci else pytest.skip.Exception
     with pytest.raises(expected, match="Chromium"):
         console_world.need_browser()
+
+
+def test_the_checkpoint_history_reads_only_new_checkpoints(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each load of the journal page reads the checkpoints journaled since the last load (not
+    all of them), and still shows the newest first, each signed and consistent."""
+    from blackops import Application
+    from blackops.audit.checkpoints import CHECKPOINT, CheckpointService
+    from blackops.console.views import checkpoint_history
+    from blackops.testing import FakeClock
+    from replay.notes import SigningKey
+
+    app = Application(store_url, clock=FakeClock())
+    app.operation("t.ok")(lambda ctx, params: {})
+    try:
+        service = CheckpointService(app.store, SigningKey.generate("console.test/log"), app.clock)
+        reads: list[int] = []  # checkpoint events each read of that topic returned
+        real = app.store.read_topics
+
+        def counted(topics: Any, page: int = 1000, after: int = 0) -> Any:
+            found = real(topics, page, after)
+            if CHECKPOINT in topics:
+                reads.append(len(found))
+            return found
+
+        monkeypatch.setattr(app.store, "read_topics", counted)
+        sizes = []
+        for n in range(5):
+            app.run("t.ok", {}, actor="a", tenant="default")
+            service.sign(force=True)
+            reads.clear()
+            rows = checkpoint_history(service, limit=3)
+            sizes.append([row.size for row in rows])
+            assert all(row.signature_ok and row.matches_tree for row in rows)
+            assert all(row.consistent for row in rows[:-1]) and len(rows) == min(n + 1, 3)
+            assert sum(reads) == 1, reads  # the one journaled since the last load
+        assert sizes[-1] == sorted(sizes[-1], reverse=True) and sizes[-1][0] > sizes[-2][0]
+    finally:
+        app.close()
