@@ -99,6 +99,16 @@ def test_duplicate_keys_hidden_by_escapes_are_refused_alike(
         assert in_one_pass(text.encode())[0] == "invalid_params"
 
 
+@EXAMPLES
+@given(st.integers(1, 10**40), st.integers(-340, 320), st.sampled_from(["", "-"]), st.booleans())
+def test_long_float_literals_read_alike(mantissa: int, exponent: int, sign: str, dot: bool) -> None:
+    """A run of 19 digits sends `parse_document` to the strict parser (``float()``); the one
+    pass reads such floats with orjson, which must round them the same (halfway cases too)."""
+    digits = str(mantissa)
+    literal = f"{sign}{digits[0]}.{digits[1:] or '0'}e{exponent}" if dot else f"{sign}{digits}.5"
+    assert_same(f'{{"k":{literal},"l":[{literal}]}}'.encode())
+
+
 @pytest.mark.parametrize(
     "text",
     [
