@@ -5,6 +5,7 @@ bytes and the same refusals: a native one (`domain.native_canonical`: C-level ty
 then orjson writes everything), a fragment path (a Python walk that formats every float
 itself) and the exact, iterative reference path. A faster path only ever answers when it can
 vouch for its bytes; anything else, every refusal included, is decided by the next one.
+`canonical_loaded_document` is the native path for a tree orjson has just read (parsers only).
 """
 
 from __future__ import annotations
@@ -16,7 +17,11 @@ import orjson
 
 from domain.errors import BlackOpsError
 from domain.native_canonical import Limits as _Limits
-from domain.native_canonical import native_canonical, use_float_reference
+from domain.native_canonical import (
+    native_canonical,
+    native_canonical_loaded,
+    use_float_reference,
+)
 
 MAX_KEYS: Final = 1024
 MAX_BYTES: Final = 1_048_576
@@ -105,6 +110,18 @@ def canonical_document(value: object) -> bytes:
     `canonical_document_reference`, so every error (and its path) is decided by one walk only.
     """
     return _canonical(value, _DOCUMENT)
+
+
+def canonical_loaded_document(value: object) -> bytes | None:
+    """`canonical_document`'s bytes for a tree `orjson.loads` has just built, or ``None``.
+
+    For parsers only: the tree must be orjson's, untouched (exact built-ins, nothing shared),
+    which spares the type walk. ``None`` (a limit may be exceeded, or a spelling is not
+    vouched for) means `canonical_document` decides, refusals included.
+    """
+    if type(value) is not dict:
+        return None
+    return native_canonical_loaded(value, _DOCUMENT)
 
 
 def canonical_document_reference(value: object) -> bytes:

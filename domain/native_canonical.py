@@ -29,6 +29,10 @@ them, else ``None`` (the caller's slower, exact paths then decide, refusals incl
 4. A once-per-process **calibration** runs the float rules of step 3 on ~4,400 doubles across
    the whole exponent range against the exact formatter: an orjson release that spelled any
    of them otherwise turns the float part of this path off.
+
+`native_canonical_loaded` is the same path for a tree `orjson.loads` has just built (a parser's
+result): step 1 has nothing to find there but the depth and key counts, found by a walk of
+one pass per level that also gathers the floats.
 """
 
 from __future__ import annotations
@@ -57,6 +61,9 @@ _ALLOWED: Final = frozenset({dict, list, str, int, float, bool, type(None)})
 _ORJSON_MAX_DEPTH: Final = 254
 #: Values of one level looked at before giving up (a shared, exponential structure).
 _MAX_VALUES: Final = 2_000_000
+#: orjson reads an integer literal outside [-2**63, 2**64) as a float, of magnitude 2**63 or
+#: more: no float that large from a text is vouched for (the exact path reads an integer).
+_INTEGER_AS_FLOAT: Final = 2.0**63
 _ASTRAL_LEADS: Final = (b"\xf0", b"\xf1", b"\xf2", b"\xf3", b"\xf4")
 
 # Why orjson's digits are ECMAScript's (checked by the calibration and the property tests):
@@ -100,6 +107,63 @@ def native_canonical(value: object, limits: Limits) -> bytes | None:
     if floats:
         return _spell_floats(out, floats) if _float_rules_hold() else None
     return out
+
+
+def native_canonical_loaded(value: dict[str, Any], limits: Limits) -> bytes | None:
+    """`native_canonical` for a tree `orjson.loads` has just built and nothing has touched.
+
+    Such a tree holds only exact built-ins, shares no container and holds no NaN or infinity
+    (orjson refuses those literals), so `_vouch`'s type and size walk has nothing to find:
+    only the depth, each object's key count and the floats (for their spelling) are looked
+    at, by `_loaded_floats`. ``None`` means a slower path must decide, as in `native_canonical`.
+    """
+    try:
+        out = orjson.dumps(value, option=_OPTIONS)
+    except orjson.JSONEncodeError:  # an integer beyond ±(2**53 - 1), or too deep for orjson
+        return None
+    if not out.isascii() and utf16_order_may_differ(out):
+        return None
+    # Every member writes one ':' (strings may add more): few colons, no wide object.
+    floats = _loaded_floats(value, limits, wide=out.count(b":") > limits.max_keys)
+    if floats is None:
+        return None
+    if floats:
+        # An integer literal orjson read as a float; the exact path refuses the integer.
+        if max(floats) >= _INTEGER_AS_FLOAT or min(floats) <= -_INTEGER_AS_FLOAT:
+            return None
+        spelled = _spell_floats(out, floats) if _float_rules_hold() else None
+        if spelled is None:
+            return None
+        out = spelled
+    return out if len(out) <= limits.max_bytes else None
+
+
+def _loaded_floats(root: dict[str, Any], limits: Limits, wide: bool) -> list[float] | None:
+    """Every float of a tree `orjson.loads` built, or ``None`` past the depth or key limit.
+
+    Level by level like `_vouch`, but with one pass per level: the types need no proof (exact
+    built-ins only, so no code of theirs can run), and the walk ends
+    at the first level without children (scalars have none) instead of looking for
+    containers. ``wide``: some object may hold more than ``limits.max_keys`` members, so the
+    objects of big levels are measured.
+    """
+    referents = gc.get_referents
+    floats: list[float] = []
+    level: list[Any] = [root]
+    depth = 1  # of the values in ``level``
+    while True:
+        children = referents(*level)  # the values of its containers (their keys are all str)
+        if not children:
+            return floats
+        # A dict's values are among the children: only a big level can hold a wide dict.
+        big = wide and len(children) > limits.max_keys
+        if big and max([len(c) for c in level if type(c) is dict], default=0) > limits.max_keys:
+            return None
+        floats += [child for child in children if type(child) is float]  # faster than compress
+        level = children
+        depth += 1
+        if depth > limits.max_depth and any(map(isinstance, level, repeat((dict, list)))):
+            return None
 
 
 def _vouch(root: object, limits: Limits) -> list[float] | None:
