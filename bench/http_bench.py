@@ -16,8 +16,12 @@ requesters) at C = 1, 8, 32, interleaved per C so that machine noise hits both a
 runs ``--seconds`` after a short warm-up; every answer must have the expected status (else the
 cell is reported failed). Ratio = ours / floor in req/s.
 
+``--ref DIR`` also serves ours from another checkout (``git worktree add --detach DIR main``),
+on its own fresh store, in the same interleaving: before and after in one run (its rows say
+``ref``; ratios are to the same floor).
+
 Usage: .venv/bin/python bench/http_bench.py [--stores sqlite,postgresql] [--clients 1,8,32]
-       [--seconds 4] [--modes deferred,inline] [--no-worker]
+       [--seconds 4] [--modes deferred,inline] [--no-worker] [--ref DIR]
 """
 
 from __future__ import annotations
@@ -73,17 +77,24 @@ class Server:
 
 @contextmanager
 def ours(
-    store: str, home: Path, worker: bool = True, options: tuple[str, ...] = ()
+    store: str,
+    home: Path,
+    worker: bool = True,
+    options: tuple[str, ...] = (),
+    ref: Path | None = None,
 ) -> Iterator[Server]:
-    """``blackops serve`` of the bench app on ``store`` (``options`` are more serve options)."""
+    """``blackops serve`` of the bench app on ``store`` (``options`` are more serve options),
+    from the checkout ``ref`` instead of this one when given."""
     port = free_port()
     env = {**os.environ, "BLACKOPS_HOME": str(home)}
+    if ref is not None:  # ahead of the editable install of this checkout
+        env["PYTHONPATH"] = os.pathsep.join([str(ref), *filter(None, [env.get("PYTHONPATH")])])
     command = [str(CLI), "serve", "--app", "bench.operations:WORKER_APP", "--store", store]
     command += ["--port", str(port), "--json", *([] if worker else ["--no-worker"]), *options]
     out = home / f"serve-{port}.json"
     with out.open("wb") as stdout:
         process = subprocess.Popen(
-            command, cwd=ROOT, env=env, stdout=stdout, stderr=subprocess.DEVNULL
+            command, cwd=ref or ROOT, env=env, stdout=stdout, stderr=subprocess.DEVNULL
         )
     try:
         wait_port(port, process)
@@ -168,6 +179,7 @@ def main() -> None:
         help="serve ours without its in-process worker (the request path alone: on SQLite "
         "the worker's claim and end commits share the one write lock with the submits)",
     )
+    parser.add_argument("--ref", type=Path, help="also serve ours from this checkout")
     args = parser.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
     modes = args.modes.split(",")
@@ -178,17 +190,22 @@ def main() -> None:
             with ExitStack() as stack:
                 url = stack.enter_context(stores.fresh(kind))
                 mine = stack.enter_context(ours(url, Path(tmp), worker=not args.no_worker))
+                servers = [("", mine)]
+                if args.ref is not None:
+                    ref_url = stack.enter_context(stores.fresh(kind))
+                    served = ours(ref_url, Path(tmp), worker=not args.no_worker, ref=args.ref)
+                    servers.insert(0, ("ref ", stack.enter_context(served)))
                 low = stack.enter_context(floor(stack.enter_context(stores.fresh(kind))))
                 for c in clients:
                     base, base_p50, why = asyncio.run(drive(low, c, args.seconds, True))
                     if why:
                         print(f"floor {kind} c={c} failed: {why}", file=sys.stderr)
-                    for mode in modes:
+                    for mode, (tag, server) in [(m, s) for m in modes for s in servers]:
                         rate, p50, why = asyncio.run(
-                            drive(mine, c, args.seconds, mode == "deferred")
+                            drive(server, c, args.seconds, mode == "deferred")
                         )
                         row = {
-                            "store": kind, "mode": mode, "clients": c,
+                            "store": kind, "mode": tag + mode, "clients": c,
                             "ours_req_s": round(rate, 1), "ours_p50_ms": round(p50, 2),
                             "floor_req_s": round(base, 1), "floor_p50_ms": round(base_p50, 2),
                             "ratio": round(rate / base, 2) if base else None,

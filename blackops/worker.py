@@ -184,10 +184,20 @@ class Worker:
             self._stopped.set()
 
     def _work(self) -> None:
+        busy = -self.wake_delay  # when the last turn that claimed or committed began
         while not self._stop_requested.is_set():
+            # Under load, turns begin at least wake_delay apart, so the submits and ends
+            # arriving meanwhile are claimed and committed as one group, not one
+            # transaction (and one due-work read) per operation; an idle worker turns at once.
+            pause = busy + self.wake_delay - time.monotonic()
+            if pause > 0:
+                self._stop_requested.wait(pause)
             self._wake.clear()
             self._next_due = None
+            began, completed = time.monotonic(), self.completed
             claimed = self._turn(claim=True)
+            if claimed or self.completed != completed:
+                busy = began
             self._heartbeat()
             if claimed or not self._finished.empty():
                 continue

@@ -294,10 +294,9 @@ class AccessService:
         check_token_shape(token)
         digest = token_digest(token)
         now = self.clock.now()
-        with self._lock:
-            cached = self._cache.get(digest)
-        if cached is not None and now < cached[0]:
-            return cached[1]
+        cached = self._cached(digest, now)
+        if cached is not None:
+            return cached
         found: TokenState = fold_token(_pairs(self.store.read_stream(token_stream(digest))))
         if not found.active or found.principal is None:
             raise Unauthorized()
@@ -319,7 +318,19 @@ class AccessService:
                 self._cache[digest] = (now + self.cache_ttl, principal)
         return principal
 
+    def cached_principal(self, token: str) -> Principal | None:
+        """What :meth:`authenticate` would answer from its cache, without reading the
+        store: ``None`` when it would have to read it (``Unauthorized`` for a malformed
+        token, as there). The HTTP edge asks this on its event loop first."""
+        check_token_shape(token)
+        return self._cached(token_digest(token), self.clock.now())
+
     # -- helpers ---------------------------------------------------------------------------
+
+    def _cached(self, digest: str, now: datetime) -> Principal | None:
+        with self._lock:
+            cached = self._cache.get(digest)
+        return cached[1] if cached is not None and now < cached[0] else None
 
     def _at(self) -> str:
         return format_instant(self.clock.now())

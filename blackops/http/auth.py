@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from blackops.application import Application
 from domain.access import Action, Principal, check_access
@@ -53,14 +54,22 @@ def served(request: Request) -> Served:
     return found
 
 
-def application(request: Request) -> Application:
+async def application(request: Request) -> Application:
+    # async: FastAPI runs a plain-def dependency in the thread pool (a hop per request).
     return served(request).application
 
 
-def caller(
+async def caller(
     request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_BEARER)
 ) -> Caller:
-    return authenticate(served(request), credentials.credentials if credentials else "")
+    """The request's caller: on the event loop when no store read is needed (the system
+    token, a principal the access cache holds), else looked up in the thread pool. A
+    plain-def dependency would take a thread hop on every request for a dict look-up."""
+    state, supplied = served(request), credentials.credentials if credentials else ""
+    found = known_caller(state, supplied)
+    if found is not None:
+        return found
+    return await run_in_threadpool(authenticate, state, supplied)
 
 
 def stream_caller(
@@ -74,13 +83,25 @@ def stream_caller(
 
 def authenticate(state: Served, supplied: str) -> Caller:
     """The principal of a bearer token (``unauthorized`` for none or an unknown one)."""
+    found = known_caller(state, supplied)
+    if found is not None:
+        return found
+    return _caller_of(state.application.access.authenticate(supplied))
+
+
+def known_caller(state: Served, supplied: str) -> Caller | None:
+    """:func:`authenticate` where it needs no store read, else ``None``."""
     if not supplied:
         raise Unauthorized()
     token = state.system_token
     if token and hmac.compare_digest(supplied.encode(), token.encode()):
         return SYSTEM_CALLER
-    found = state.application.access.authenticate(supplied)
-    return Caller(found, Actor(found.id, "admin" if found.system else "principal"))
+    found = state.application.access.cached_principal(supplied)
+    return None if found is None else _caller_of(found)
+
+
+def _caller_of(principal: Principal) -> Caller:
+    return Caller(principal, Actor(principal.id, "admin" if principal.system else "principal"))
 
 
 def check_space(app: Application, who: Caller, space: str, action: Action) -> None:

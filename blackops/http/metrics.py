@@ -16,7 +16,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from blackops.http.auth import caller
+from blackops.http.auth import authenticate, served
 from blackops.observability.hub import Observability
 from blackops.observability.metrics import CONTENT_TYPE
 from domain.access import check_system
@@ -43,7 +43,7 @@ def metrics_reader(
         and hmac.compare_digest(supplied.encode(), metrics_token.encode())
     ):
         return
-    check_system(caller(request, credentials).principal, "reading the metrics")
+    check_system(authenticate(served(request), supplied).principal, "reading the metrics")
 
 
 @router.get("/metrics", include_in_schema=False, dependencies=[Depends(metrics_reader)])

@@ -39,7 +39,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import Send
 
 from blackops.application import Application
-from blackops.http.auth import Caller, application, check_space, stream_caller
+from blackops.http.auth import Caller, application, check_space, served, stream_caller
 from blackops.http.journal import After, tenant_of
 from blackops.http.openapi import errors
 from blackops.http.params import SpacePath
@@ -182,7 +182,7 @@ def stream_state(request: Request) -> JournalWakes:
     wakes: JournalWakes | None = getattr(state, "blackops_stream", None)
     if wakes is None:
         settings = getattr(state, "blackops_stream_settings", None) or StreamSettings()
-        wakes = JournalWakes(application(request), settings)
+        wakes = JournalWakes(served(request).application, settings)
         state.blackops_stream = wakes
     return wakes
 

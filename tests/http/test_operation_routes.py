@@ -239,3 +239,36 @@ def test_framework_errors_use_the_taxonomy_body(app: Application) -> None:
         assert crash.status_code == 500
         assert crash.json()["error"]["code"] == "internal_error"
         assert "secret" not in crash.text
+
+
+def test_a_cached_principal_is_authenticated_without_a_thread_hop(
+    client: TestClient, app: Application, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The caller dependency reads the access cache on the event loop; only a cache miss
+    (a store read) goes to the thread pool, and a revoked token is still refused at once."""
+    from starlette.concurrency import run_in_threadpool
+
+    from domain.access import Role
+    from domain.context import Actor
+
+    actor = Actor("ops", "cli")
+    app.access.create_principal("ana", app.access_context(actor, "acme"))
+    app.access.grant("ana", "acme", Role.OPERATOR, app.access_context(actor, "acme"))
+    token, record = app.access.issue_token("ana", app.access_context(actor, "acme"))
+    lookups: list[str] = []
+
+    async def counted(function: Any, *args: Any) -> Any:
+        lookups.append(function.__name__)
+        return await run_in_threadpool(function, *args)
+
+    monkeypatch.setattr("blackops.http.auth.run_in_threadpool", counted)
+    as_ana = {"Authorization": f"Bearer {token}", "Prefer": "respond-async"}
+    for _ in range(3):
+        answer = client.post("/v1/spaces/acme/operations/greeting.say", headers=as_ana)
+        assert answer.status_code == 202, answer.text
+    assert lookups == ["authenticate"]  # the first request only: the cache had no entry
+    assert client.post("/v1/spaces/acme/operations/greeting.say", headers=AUTH).status_code == 200
+    assert lookups == ["authenticate"]  # the system token needs no look-up either
+    app.access.revoke_token("ana", record["tokenId"], app.access_context(actor, "acme"))
+    refused = client.post("/v1/spaces/acme/operations/greeting.say", headers=as_ana)
+    assert refused.status_code == 401

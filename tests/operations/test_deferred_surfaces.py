@@ -393,3 +393,34 @@ def test_a_worker_that_cannot_renew_abandons_before_the_lease_ends(
         release["go"] = True
         worker.stop(1)
         app.close()
+
+
+def test_a_busy_in_process_worker_claims_a_burst_of_submits_together(store_url: str) -> None:
+    """Under load the coordinator's turns begin at least ``wake_delay`` apart: submits
+    arriving right after a turn that claimed are claimed by one later transaction, not
+    one each (each submit still wakes the worker, and an idle worker claims at once)."""
+    app = Application(store_url)
+    app.operation("t.noop")(lambda ctx, params: None)
+    claims: list[int] = []  # attempt.started events per committed transaction
+
+    def observe(appends: Any, members: int, seconds: float) -> None:
+        started = sum(e.type == "attempt.started" for a in appends for e in a.events)
+        if started:
+            claims.append(started)
+
+    app.runtime.add_commit_observer(observe)
+    worker = app.worker(concurrency=8, wake_delay=0.5, poll_seconds=5).start()
+    try:
+        first = app.submit("t.noop", {}, actor="a", tenant="t")
+        wait_for(lambda: bool(claims), what="the first claim")  # idle: claimed at once
+        burst = [app.submit("t.noop", {"n": n}, actor="a", tenant="t") for n in range(10)]
+        wait_for(
+            lambda: all(app.status(i)["status"] == "completed" for i in [first, *burst]),
+            what="11 operations",
+        )
+    finally:
+        worker.stop(5)
+        app.close()
+    assert claims[0] == 1
+    assert sum(claims[1:]) == 10
+    assert len(claims[1:]) <= 2, claims  # one transaction per submit without the pacing
