@@ -62,26 +62,40 @@ class BlackOpsPostgresRecorder(
         self.work_channel = "blackops_work_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
         # The payload names the waking topics committed (a listener can tell whose work).
         self._notify_work = SQL("SELECT pg_notify(%s, %s)")
-        self._idle_limit = SQL("SET LOCAL idle_in_transaction_session_timeout = '10s'")
         self._hint_commit = SQL("SET LOCAL synchronous_commit = off")
         self._begin, self._commit = SQL("BEGIN"), SQL("COMMIT")
         self._create_leaves = SQL(
             "CREATE TABLE IF NOT EXISTS {}.blackops_leaves "
             "(position bigint PRIMARY KEY, leaf bytea NOT NULL)"
         ).format(Identifier(schema))
-        self._insert_leaves = self._sql(
-            "INSERT INTO {schema}.blackops_leaves (position, leaf) "
+        # The insert, its Merkle leaves (journal/leaves.py, built in SQL from the rows just
+        # inserted) and the due-work index's tracked position in one statement: the
+        # client sends and the server plans one statement instead of three, and the leaves
+        # are built from the inserted rows rather than read back through the sequence.
+        # Rows come back in position order, which is the order they were given in (the
+        # table lock makes this transaction's positions one run, taken row by row).
+        self._insert_with_leaves = SQL(
+            "WITH ins AS (INSERT INTO {schema}.{table} AS t "
+            "(originator_id, originator_version, topic, state) "
+            "SELECT originator_id, originator_version, topic, state "
+            "FROM unnest(%s::{schema}.{row_type}[]) "
+            "RETURNING notification_id, originator_id, originator_version, topic, state), "
+            "leaves AS (INSERT INTO {schema}.blackops_leaves (position, leaf) "
             "SELECT notification_id, sha256('\\x00'::bytea "
             "|| substring(state from 1 for octet_length(state) - 1) "
             "|| convert_to(',\"position\":' || notification_id::text "
             '|| \',"stream":"\' || originator_id::text '
             '|| \'","type":"\' || topic '
-            "|| '\",\"version\":' || originator_version::text || '}}', 'UTF8')) "
-            # A scalar subquery runs once (currval is volatile: compared row by row it
-            # would scan the whole table), so the index on notification_id is used.
-            "FROM {schema}.{table} WHERE notification_id > (SELECT "
-            "currval(pg_get_serial_sequence('" + f"{schema}.{self.events_table_name}" + "', "
-            "'notification_id')) - %s)"
+            "|| '\",\"version\":' || originator_version::text || '}}', 'UTF8')) FROM ins), "
+            "tracked AS (INSERT INTO {positions} (name, position) "
+            "SELECT %s, max(notification_id) FROM ins "
+            "ON CONFLICT (name) DO UPDATE SET position = excluded.position) "
+            "SELECT notification_id FROM ins ORDER BY notification_id"
+        ).format(
+            schema=Identifier(schema),
+            table=Identifier(self.events_table_name),
+            row_type=Identifier(self.stored_event_type_name),
+            positions=SQL(self.work.positions),  # the table WorkTables tracks it in
         )
         self._select_leaves = self._sql(
             "SELECT position, leaf FROM {schema}.blackops_leaves WHERE position > %s "
@@ -92,18 +106,43 @@ class BlackOpsPostgresRecorder(
         # round trip to look at the count). A predecessor disappears only in a retention
         # purge, which appends a tombstone (a later version) first, so a racing append
         # then meets the primary key. Staleness is the key's job.
-        self._gap_check = self._sql(
-            "SELECT 1 / (CASE WHEN count(*) = %s THEN 1 ELSE 0 END) AS found "
-            "FROM {schema}.{table} t "
+        # One predecessor (a lone append) is a primary-key probe whose generic plan the
+        # server keeps; several are joined with the arrays (planned per call).
+        self._gap_one = (
+            "EXISTS (SELECT 1 FROM {schema}.{table} "
+            "WHERE originator_id = %s AND originator_version = %s)"
+        )
+        self._gap_many = (
+            "(SELECT count(*) FROM {schema}.{table} t "
             "JOIN unnest(%s::text[], %s::bigint[]) AS p(id, v) "
-            "ON t.originator_id = p.id AND t.originator_version = p.v"
+            "ON t.originator_id = p.id AND t.originator_version = p.v) = %s"
         )
         # Likewise: a stream this append starts must have no rows (a purged history keeps
         # its tombstone), or version 1 of a purged stream could be written again.
-        self._fresh_check = self._sql(
-            "SELECT 1 / (CASE WHEN count(*) = 0 THEN 1 ELSE 0 END) AS fresh "
-            "FROM {schema}.{table} WHERE originator_id = ANY(%s)"
+        self._fresh = "NOT EXISTS (SELECT 1 FROM {schema}.{table} WHERE originator_id = ANY(%s))"
+        # The transaction's settings ride the same statement (set_config(..., true) is SET
+        # LOCAL): a writer stopped mid-transaction (SIGSTOP, a debugger) must not hold the
+        # lock every writer needs for ever, so the server ends such a session; the lock
+        # waits as long as eventsourcing's own append would (its lock_timeout).
+        self._settings = (
+            "set_config('idle_in_transaction_session_timeout', '10s', true), "
+            f"set_config('lock_timeout', '{int(self.datastore.lock_timeout)}s', true)"
         )
+        # Keyed by (predecessors: none, one, several; starts a stream).
+        self._checks = {
+            (gaps, starts): self._checks_statement(gaps, starts)
+            for gaps in (0, 1, 2)
+            for starts in (False, True)
+        }
+        self._lock = self._sql("LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE")
+        self._reserve_tails = self.snapshots.reserve_tails_statement(self.work.due)
+
+    def _checks_statement(self, gaps: int, starts: bool) -> Composed:
+        tests = [self._gap_one] if gaps == 1 else [self._gap_many] if gaps else []
+        tests += [self._fresh] if starts else []
+        verdict = " AND ".join(tests)
+        found = f", 1 / (CASE WHEN {verdict} THEN 1 ELSE 0 END) AS found" if tests else ""
+        return self._sql("SELECT " + self._settings + found)
 
     def create_table(self) -> None:
         super().create_table()
@@ -179,30 +218,35 @@ class BlackOpsPostgresRecorder(
             conn.cursor() as inserted,
         ):
             curs.execute(self._begin)
-            if needed:
-                streams, versions = [s for s, _ in needed], [v for _, v in needed]
-                curs.execute(self._gap_check, (len(needed), streams, versions), prepare=True)
-            if fresh:
-                curs.execute(self._fresh_check, (fresh,), prepare=True)
-            # A writer stopped mid-transaction (SIGSTOP, a debugger) must not hold the
-            # lock every writer needs for ever: the server ends such a session.
-            curs.execute(self._idle_limit)
-            for statement in self.lock_table_statements:
-                curs.execute(statement, prepare=True)
+            checks, arguments = self._checks_for(needed, fresh)
+            curs.execute(checks, arguments, prepare=True)
+            curs.execute(self._lock, prepare=True)
             if wake:
                 curs.execute(self._notify_work, (self.work_channel, wake), prepare=True)
-            inserted.execute(self.insert_events_statement, (rows,), prepare=True)
-            self.work.apply(curs, changes, None)  # position: the sequence's value just used
+            inserted.execute(self._insert_with_leaves, (rows, work_index.NAME), prepare=True)
+            self.work.apply(curs, changes, None)  # the insert moved the tracked position
             self.retention.apply(curs, kept)
-            # The Merkle leaves of the rows just inserted (journal/leaves.py, built in SQL:
-            # the table lock makes this transaction's positions the sequence's last n).
-            curs.execute(self._insert_leaves, (len(rows),), prepare=True)
             curs.execute(self._commit)
             pipeline.sync()
             positions = [row["notification_id"] for row in inserted.fetchall()]
         if len(positions) != len(rows):
             raise IntegrityError("the journal did not return a position for every event")
         return positions
+
+    def _checks_for(
+        self, needed: list[tuple[str, int]], fresh: list[str]
+    ) -> tuple[Composed, tuple[Any, ...]]:
+        """The statement setting the transaction's limits and checking that the append
+        leaves no gap and restarts no stream (it divides by zero if not), and its
+        arguments."""
+        arguments: tuple[Any, ...] = ()
+        if len(needed) == 1:
+            arguments = needed[0]
+        elif needed:
+            arguments = ([s for s, _ in needed], [v for _, v in needed], len(needed))
+        if fresh:
+            arguments = (*arguments, fresh)
+        return self._checks[min(len(needed), 2), bool(fresh)], arguments
 
     def delete_stream_events(self, stream: str, upto_version: int) -> int:
         statement = self._sql(
@@ -270,15 +314,23 @@ class BlackOpsPostgresRecorder(
 
         The reservation is a hint (the claim's append decides), so its commit does not
         wait for the WAL flush: a reservation lost in a crash is a row due again at once.
+        BEGIN, the setting, the statement and COMMIT are pipelined: one round trip, not
+        four (an error skips the rest, COMMIT included, and the block is rolled back).
         """
-        with self.datastore.transaction(commit=True) as curs:
-            curs.execute(self._hint_commit, prepare=False)
-            curs.execute(
-                self.snapshots.reserve_tails_statement(self.work.due),
-                (hold_until, worker, now, list(types), limit),
-                prepare=True,
+        with (
+            self.datastore.get_connection() as conn,
+            conn.pipeline() as pipeline,
+            conn.cursor() as curs,
+            conn.cursor() as reserved,
+        ):
+            curs.execute(self._begin)
+            curs.execute(self._hint_commit, prepare=True)
+            reserved.execute(
+                self._reserve_tails, (hold_until, worker, now, list(types), limit), prepare=True
             )
-            return tails(curs.fetchall())
+            curs.execute(self._commit)
+            pipeline.sync()
+            return tails(reserved.fetchall())
 
     def renew_leases(
         self, leases: Sequence[tuple[str, int]], worker: str, now: int, until: int
@@ -287,7 +339,9 @@ class BlackOpsPostgresRecorder(
             return self.work.renew(curs, leases, worker, now, until)
 
     def held_leases(self, leases: Sequence[tuple[str, int]], worker: str) -> list[str]:
-        with self.datastore.transaction(commit=False) as curs:
+        # One statement, autocommitted (its own snapshot): a runner asks this every 50 ms
+        # while it holds contexts, so no BEGIN and ROLLBACK round trips around it.
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
             return self.work.held(curs, leases, worker)
 
     def next_due(self, types: Sequence[str]) -> int | None:

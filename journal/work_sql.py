@@ -54,14 +54,6 @@ class WorkTables:
             f"INSERT INTO {self.positions} (name, position) VALUES (%s, %s) "
             "ON CONFLICT (name) DO UPDATE SET position = excluded.position"
         )
-        # PostgreSQL: the last position this transaction took from the events' sequence
-        # (the table lock makes it the highest), so the client need not wait for it.
-        self._position_from_sequence = (
-            f"INSERT INTO {self.positions} (name, position) VALUES "
-            "(%s, currval(pg_get_serial_sequence(%s, 'notification_id'))) "
-            "ON CONFLICT (name) DO UPDATE SET position = excluded.position"
-        )
-        self._events_table = events_table
         self.reserve_and_read_statement = (
             f"WITH r AS (UPDATE {self.due} SET due_at = %s, worker = %s "
             f"WHERE operation_id IN (SELECT operation_id FROM {self.due} "
@@ -85,7 +77,8 @@ class WorkTables:
 
     def apply(self, cursor: Cursor, changes: Sequence[RowChange], position: int | None) -> None:
         """Apply one append's net changes and move the tracked position to ``position``
-        (``None``: the value this transaction last took from the events' sequence)."""
+        (``None``: the caller's own statement moves it, as the PostgreSQL append's insert
+        does in the same transaction)."""
         deletes = [(c.operation_id,) for c in changes if c.delete]
         inserts = [
             (c.operation_id, *c.create, c.due_at, c.fencing_token, c.worker)
@@ -102,9 +95,7 @@ class WorkTables:
                 cursor.executemany(statement, rows)
         if updates:
             cursor.executemany(self._update, updates)
-        if position is None:
-            cursor.execute(self._position_from_sequence, (NAME, self._events_table))
-        else:
+        if position is not None:
             cursor.execute(self._position, (NAME, position))
 
     def clear(self, cursor: Cursor) -> None:

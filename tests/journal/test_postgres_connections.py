@@ -69,3 +69,37 @@ def test_a_connection_the_server_closed_is_replaced(store: EventStore) -> None:
     [[position]] = store.append(Append("s", 1, [ev(2)]))
     assert [e.position for e in store.read_stream("s")][-1] == position
     assert lent_backend(store)[0] not in pids
+
+
+def settings(store: EventStore) -> tuple[str, str, str, TransactionStatus]:
+    """The lent connection's session values of the settings appends and reservations
+    change for their own transaction only."""
+    with datastore(store).get_connection() as conn:
+        names = ("synchronous_commit", "lock_timeout", "idle_in_transaction_session_timeout")
+        shown = [conn.execute("SELECT current_setting(%s) AS v", (n,)).fetchone() for n in names]
+        values = [str(row["v"]) for row in shown if row is not None]  # dict rows
+        return values[0], values[1], values[2], conn.info.transaction_status
+
+
+def test_appends_and_reservations_set_their_limits_for_their_own_transaction(
+    store: EventStore,
+) -> None:
+    before = settings(store)
+    created = NewEvent(
+        type="workflow.created",
+        at="2026-01-01T00:00:00Z",
+        context={"tenant": "acme"},
+        data={"workflow": "wf-1"},
+    )
+    store.append(Append("wf-a", 0, [created]), Append("s", 0, [ev(1)]))
+    store.append(Append("s", 1, [ev(2)]))
+    assert settings(store) == before  # set_config(..., true) is SET LOCAL
+    now, hold = 2_000_000_000_000_000, 2_000_000_005_000_000
+    reserved = store.reserve_due_tails(now, hold, "w1", ["workflow:wf-1"], 5)
+    assert list(reserved) == ["wf-a"]
+    assert settings(store) == before and before[3] is TransactionStatus.IDLE
+    # The pipelined reservation committed: the row is held, another worker finds nothing.
+    assert store.reserve_due_tails(now, hold, "w2", ["workflow:wf-1"], 5) == {}
+    assert [(r.operation_id, r.worker, r.due_at) for r in store.work_rows()] == [
+        ("wf-a", "w1", hold)
+    ]

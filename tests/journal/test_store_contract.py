@@ -838,6 +838,31 @@ class EventStoreContract(ABC):
             store.append(Append("p", 0, [ev(9)]))
         assert [e.version for e in store.read_stream("p")] == [3]
 
+    def test_one_append_starting_and_continuing_streams_passes_only_both_checks(
+        self, store: EventStore
+    ) -> None:
+        """The gap and fresh checks of one append are one verdict (PostgreSQL sends them
+        as one statement): each failing alone refuses the whole append."""
+        store.append(Append("p", 0, [ev(1), ev(2)]), Append("q", 0, [ev(1)]))
+        store.append(Append("p", 2, [ev(3, kind="tomb.stone")]))
+        store.delete_stream_events("p", 2)
+        last = store.last_position()
+        refused = [
+            (Append("q", 1, [ev(2)]), Append("p", 0, [ev(9)])),  # restarts a purged stream
+            (Append("q", 3, [ev(2)]), Append("n", 0, [ev(9)])),  # a gap in q
+            (Append("q", 1, [ev(2)]), Append("p", 5, [ev(9)]), Append("n", 0, [ev(9)])),
+        ]
+        for appends in refused:
+            with pytest.raises(FencingError):
+                store.append(*appends)
+        assert store.last_position() == last and store.read_stream("n") == []
+        written = store.append(
+            Append("q", 1, [ev(2)]), Append("p", 3, [ev(4)]), Append("n", 0, [ev(1)])
+        )
+        assert [len(positions) for positions in written] == [1, 1, 1]
+        assert store.work_position() == store.last_position() == written[-1][-1]
+        assert [e.version for e in store.read_stream("q")] == [1, 2]
+
     def test_positions_are_never_reused_after_the_newest_events_are_deleted(
         self, store: EventStore
     ) -> None:
