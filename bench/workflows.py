@@ -495,9 +495,11 @@ def worker_child(url: str, processes: int) -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     WORKER_APP.use_store(url)
-    WORKER_APP.store.last_position()
+    # Built before anything opens the store, as `blackops worker` does: its executors are
+    # forked before the store's client library is imported (decisions F80).
+    worker = WORKER_APP.worker(workflow_processes=processes)
     baseline = proc_status(os.getpid()).get("VmRSS", 0)
-    worker = WORKER_APP.worker(workflow_processes=processes).start()
+    worker.start()
     print(json.dumps({"pid": os.getpid(), "baseline_rss_kb": baseline}), flush=True)
     while not stop.wait(0.2):
         pass

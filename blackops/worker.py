@@ -35,7 +35,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from blackops.operations.deferred import Attempt, DeferredEngine, Ending
 from blackops.runtime import Runtime
 from blackops.workflows.engine import WorkflowEngine
-from blackops.workflows.executor import WorkflowRunner
+from blackops.workflows.executor import EarlyExecutors, WorkflowRunner
 from blackops.workflows.in_process import run_due_contexts
 from domain.errors import BlackOpsError, InvalidRequest
 from journal.leases import check_lease_seconds, check_worker_id
@@ -89,7 +89,34 @@ class Worker:
         self.prefetch = concurrency if prefetch is None else prefetch
         if type(self.prefetch) is not int or not 0 <= self.prefetch <= 10_000:
             raise InvalidRequest("prefetch must be an integer from 0 to 10000")
-        # Everything is checked: only now may the store open.
+        # Everything is checked: only now may the store open, and just before it does, the
+        # executors of the workflows registered here are forked (decisions F80).
+        early = _early_executors(runtime, workflow_processes)
+        try:
+            self._build(runtime, concurrency, grace_seconds, poll_seconds, wake_delay)
+            #: Workflow contexts run in executor processes (blackops/workflows/executor.py).
+            self.workflows: WorkflowRunner | None = WorkflowRunner(
+                workflow_engine(runtime, self.id, self.lease_seconds),
+                signals=runtime.signals,
+                processes=workflow_processes,
+                contexts_per_process=contexts_per_process,
+                heartbeat_seconds=self.heartbeat_seconds,
+                poll_seconds=self.poll_seconds,
+                early=early,
+            )
+        except BaseException:
+            if early is not None:  # e.g. the store did not open: no executor outlives this
+                early.close()
+            raise
+
+    def _build(
+        self,
+        runtime: Runtime,
+        concurrency: int,
+        grace_seconds: float,
+        poll_seconds: float | None,
+        wake_delay: float,
+    ) -> None:
         self.runtime = runtime
         self.concurrency = concurrency
         self.engine = deferred_engine(runtime, self.id, self.lease_seconds)
@@ -111,17 +138,6 @@ class Worker:
         self._last_renewal = time.monotonic()
         self._next_heartbeat = 0.0
         self.completed = 0  # attempt ends committed by this worker (for reports)
-        #: Workflow contexts run in executor processes (blackops/workflow_worker.py).
-        self.workflows: WorkflowRunner | None = None
-        if workflow_processes > 0:  # executors start once a workflow exists
-            self.workflows = WorkflowRunner(
-                workflow_engine(runtime, self.id, self.lease_seconds),
-                signals=runtime.signals,
-                processes=workflow_processes,
-                contexts_per_process=contexts_per_process,
-                heartbeat_seconds=self.heartbeat_seconds,
-                poll_seconds=self.poll_seconds,
-            )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -155,6 +171,8 @@ class Worker:
         self.request_stop()
         if self._thread is None:  # never started: nothing to drain
             self._pool.shutdown(wait=False)
+            if self.workflows is not None:
+                self.workflows.stop(0)  # its early executors, if any
             self._stopped.set()
         self.join()
 
@@ -349,6 +367,17 @@ class Worker:
             self._wake.set()
         if self.workflows is not None and (topics is None or topics & WORKFLOW_WAKING_TOPICS):
             self.workflows.wake()
+
+
+def _early_executors(runtime: Runtime, processes: int) -> EarlyExecutors | None:
+    """Executors forked now, while the store is not open in this process, for the workflows
+    registered here; None when the store is open already (its client library would be in
+    them anyway) or only Workflow resources may come (they are in the store: executors then
+    start once one exists, as before)."""
+    provider = runtime.code_provider
+    if runtime.store_opened or provider is None or not provider.local_workflows():
+        return None
+    return EarlyExecutors(provider, processes)
 
 
 def deferred_engine(runtime: Runtime, worker_id: str, lease_seconds: float) -> DeferredEngine:

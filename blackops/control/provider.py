@@ -49,6 +49,9 @@ class ResourceProvider:
     def workflows(self) -> list[str]:
         return sorted({*self.local.workflows(), *self._catalog()})
 
+    def local_workflows(self) -> list[str]:
+        return self.local.workflows()  # Workflow resources are in the store
+
     def pick(self, workflow: str) -> WorkflowCode:
         if not _is_resource(workflow):
             return self.local.pick(workflow)

@@ -51,6 +51,11 @@ class CodeProvider(Protocol):
         """The uids of the workflows whose contexts this provider can run."""
         ...
 
+    def local_workflows(self) -> list[str]:
+        """The workflows it serves that are known without opening the store (registered in
+        this process): a worker forks its executors early for them (decisions F80)."""
+        ...
+
     def pick(self, workflow: str) -> WorkflowCode:
         """The Version a new context of ``workflow`` pins (called once per context)."""
         ...
@@ -130,6 +135,9 @@ class LocalProvider:
 
     def workflows(self) -> list[str]:
         return sorted(self._code)
+
+    def local_workflows(self) -> list[str]:
+        return self.workflows()
 
     def pick(self, workflow: str) -> WorkflowCode:
         return self._code[workflow]

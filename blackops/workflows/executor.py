@@ -15,6 +15,11 @@ limit) the coordinator SIGKILLs its executor and waits for it to exit; only then
 with the worker (``PR_SET_PDEATHSIG``), so a worker killed with SIGKILL leaves no
 context running: after its lease ends, the stop is proven by that.
 
+A worker built before its store opens forks its first executors at once
+(:class:`EarlyExecutors`): they do not carry the store's client library (psycopg, its
+bundled libpq and OpenSSL: ~8 MB that RSS counts again in every executor; decisions F80).
+The thread that forks them then runs the coordinator's loop, as if the loop had forked them.
+
 One module, one thing: the coordinator's loop (:class:`WorkflowRunner`) and the handle of
 each executor it supervises; the executor's own side is ``executor_process.py``.
 """
@@ -22,17 +27,20 @@ each executor it supervises; the executor's own side is ``executor_process.py``.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import multiprocessing
 import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from blackops.observability.signals import NO_SIGNALS, Signals
+from blackops.workflows.code import CodeProvider
 from blackops.workflows.context import ContextEnd
 from blackops.workflows.engine import HeldContext, WorkflowEngine
 from blackops.workflows.executor_process import executor_main
@@ -66,6 +74,72 @@ class Executor:
         self.conn.close()
 
 
+def spawn_executor(provider: CodeProvider) -> Executor:
+    """Fork one executor process of ``provider``'s code (from the calling thread)."""
+    mp = multiprocessing.get_context("fork")
+    parent, child = mp.Pipe()
+    deadline = mp.Value("d", 0.0, lock=False)
+    process = mp.Process(target=executor_main, args=(child, provider, deadline), daemon=True)
+    process.start()
+    child.close()
+    return Executor(process, parent, deadline)
+
+
+def _trim_heap() -> None:
+    """Give the C heap's free pages back (glibc ``malloc_trim``): what is resident when an
+    executor is forked counts in its RSS too, once per executor."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+class EarlyExecutors:
+    """The first executors, forked before the worker's store opens, and their thread.
+
+    The thread forks ``processes`` executors at once, then waits to be handed the runner's
+    loop and runs it: ``PR_SET_PDEATHSIG`` ties an executor to the thread that forked it,
+    so they die when that loop ends, exactly as the ones it forks itself later. If a fork
+    fails, none are kept and the runner forks its executors itself, as without this.
+    """
+
+    def __init__(self, provider: CodeProvider, processes: int) -> None:
+        self.executors: list[Executor] = []
+        self._loop: Callable[[], None] | None = None
+        self._handed = threading.Event()
+        forked = threading.Event()
+
+        def main() -> None:
+            _trim_heap()
+            try:
+                for _ in range(processes):
+                    self.executors.append(spawn_executor(provider))
+            except Exception:
+                log.exception("executors could not be forked early; forking them later")
+                for executor in self.executors:
+                    executor.kill()
+                self.executors = []
+            finally:
+                forked.set()
+            self._handed.wait()
+            if self._loop is not None:
+                self._loop()
+
+        self.thread = threading.Thread(target=main, name="blackops-workflows", daemon=True)
+        self.thread.start()
+        forked.wait()
+
+    def hand(self, loop: Callable[[], None]) -> None:
+        """Run ``loop`` (the runner's) on the thread that forked the executors."""
+        self._loop = loop
+        self._handed.set()
+
+    def close(self) -> None:
+        """Never handed a loop (the worker was not started, or not even built): kill the
+        executors and end their thread."""
+        for executor in self.executors:
+            executor.kill()
+        self._handed.set()
+
+
 def _end_of_stop(reply: tuple[Any, ...] | None, held: HeldContext) -> ContextEnd | None:
     """How a context killed for ignoring the host's stop ended: what the stop said."""
     reason = reply[1] if reply else "fenced"
@@ -89,6 +163,7 @@ class WorkflowRunner:
         fence_check_seconds: float = 0.05,
         contexts_per_process: int | None = None,
         signals: Signals = NO_SIGNALS,
+        early: EarlyExecutors | None = None,
     ) -> None:
         self.engine = engine
         self.signals = signals
@@ -99,8 +174,9 @@ class WorkflowRunner:
         self.heartbeat_seconds = heartbeat_seconds
         self.poll_seconds = poll_seconds
         self.fence_check_seconds = fence_check_seconds
-        self._mp = multiprocessing.get_context("fork")
-        self._executors: list[Executor] = []
+        #: Forked before the store opened (their thread runs the loop), or None.
+        self._early = early
+        self._executors: list[Executor] = list(early.executors) if early else []
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         self._stop = threading.Event()
@@ -120,6 +196,10 @@ class WorkflowRunner:
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> WorkflowRunner:
+        if self._early is not None:
+            self._thread = self._early.thread
+            self._early.hand(self._main)
+            return self
         self._thread = threading.Thread(target=self._main, name="blackops-workflows", daemon=True)
         self._thread.start()
         return self
@@ -134,6 +214,8 @@ class WorkflowRunner:
         self.wake()
         if self._thread is not None:
             self._stopped.wait()
+        elif self._early is not None:  # never started: its early executors end here
+            self._early.close()
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -143,14 +225,7 @@ class WorkflowRunner:
         return sum(1 for e in self._executors if e.held is not None)
 
     def _spawn(self) -> Executor:
-        parent, child = self._mp.Pipe()
-        deadline = self._mp.Value("d", 0.0, lock=False)
-        process = self._mp.Process(
-            target=executor_main, args=(child, self.engine.provider, deadline), daemon=True
-        )
-        process.start()
-        child.close()
-        return Executor(process, parent, deadline)
+        return spawn_executor(self.engine.provider)
 
     def _extend(self, executors: list[Executor], since: float) -> None:
         """A renewal succeeded at ``since``: the executors may run until 0.8 x lease."""
