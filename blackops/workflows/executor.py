@@ -103,6 +103,10 @@ class EarlyExecutors:
 
     def __init__(self, provider: CodeProvider, processes: int) -> None:
         self.executors: list[Executor] = []
+        self._provider = provider
+        #: What the forks inherited: a workflow registered (or replaced) after them is not
+        #: in them, so `stale` tells the runner to fork its executors itself, as before.
+        self._inherited = self._registered()
         self._loop: Callable[[], None] | None = None
         self._handed = threading.Event()
         forked = threading.Event()
@@ -126,6 +130,17 @@ class EarlyExecutors:
         self.thread = threading.Thread(target=main, name="blackops-workflows", daemon=True)
         self.thread.start()
         forked.wait()
+
+    def _registered(self) -> list[tuple[str, object]]:
+        return [(name, self._provider.pick(name)) for name in self._provider.local_workflows()]
+
+    def stale(self) -> bool:
+        """Was a workflow registered or replaced in this process since the forks?"""
+        now = self._registered()
+        return len(now) != len(self._inherited) or any(
+            name != was or code is not was_code
+            for (name, code), (was, was_code) in zip(now, self._inherited, strict=True)
+        )
 
     def hand(self, loop: Callable[[], None]) -> None:
         """Run ``loop`` (the runner's) on the thread that forked the executors."""
@@ -196,6 +211,9 @@ class WorkflowRunner:
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> WorkflowRunner:
+        if self._early is not None and self._early.stale():
+            self._early.close()  # they lack code registered since: fork afresh, as before
+            self._early, self._executors = None, []
         if self._early is not None:
             self._thread = self._early.thread
             self._early.hand(self._main)

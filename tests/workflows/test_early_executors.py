@@ -132,3 +132,38 @@ def test_a_worker_whose_store_does_not_open_leaves_no_executor() -> None:
     with pytest.raises(BackendUnavailable):
         app.worker(workflow_processes=2)
     assert wait_for_exit(children() - before) == set()
+
+
+class Late:
+    def __init__(self, env: object) -> None:
+        self.env = env
+
+    async def run(self, event: object, step: object) -> dict[str, str]:
+        return {"ran": "late"}
+
+
+def test_a_workflow_registered_after_the_worker_was_built_still_runs(store_url: str) -> None:
+    """The early executors do not hold a workflow registered after they were forked: the
+    worker forks its executors afresh at start, and the late workflow's instance completes."""
+    import asyncio
+
+    app = Application(store_url)
+    app.register_workflow(Idle)
+    before = children()
+    worker = app.worker(workflow_processes=1, lease_seconds=5)
+    early = children() - before
+    assert len(early) == 1
+    late = app.register_workflow(Late)
+    worker.start()
+    try:
+        instance = asyncio.run(late.create())
+        deadline = time.monotonic() + 60
+        while (status := asyncio.run(instance.status()))["status"] != "complete":
+            assert status["status"] not in ("errored", "terminated"), status
+            assert time.monotonic() < deadline, status
+            time.sleep(0.05)
+        assert status["output"] == {"ran": "late"}
+        assert wait_for_exit(early) == set()  # the stale forks were replaced
+    finally:
+        worker.stop(1)
+        app.close()
