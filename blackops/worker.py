@@ -207,13 +207,15 @@ class Worker:
             # Under load, turns begin at least wake_delay apart, so the submits and ends
             # arriving meanwhile are claimed and committed as one group, not one
             # transaction (and one due-work read) per operation; an idle worker turns at once.
-            pause = busy + self.wake_delay - time.monotonic()
+            # The pause never outlasts a tenth of the lease: renewals come between turns.
+            pause = min(busy + self.wake_delay - time.monotonic(), self.lease_seconds / 10)
             if pause > 0:
                 self._stop_requested.wait(pause)
             self._wake.clear()
             self._next_due = None
             began, completed = time.monotonic(), self.completed
-            claimed = self._turn(claim=True)
+            # A stop during the pause: commit what finished, claim nothing more.
+            claimed = self._turn(claim=not self._stop_requested.is_set())
             if claimed or self.completed != completed:
                 busy = began
             self._heartbeat()
