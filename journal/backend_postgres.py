@@ -7,24 +7,23 @@ import logging
 import select
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import psycopg
 from eventsourcing.persistence import (
-    DataError,
     IntegrityError,
     InterfaceError,
     Notification,
     OperationalError,
+    ProgrammingError,
     StoredEvent,
 )
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import retry
-from psycopg.errors import DivisionByZero
 from psycopg.sql import SQL, Composed, Identifier
 from psycopg_pool import ConnectionPool
 
-from journal import retention_index, topic_sql, work_index
+from journal import append_sql, lease_sql, retention_index, topic_sql, work_index
 from journal.backend_common import new_streams, notification, predecessors
 from journal.locator import postgres_connect
 from journal.marks import MarkRecorder, MarkTables
@@ -35,14 +34,12 @@ from journal.work_sql import WorkTables
 
 log = logging.getLogger("blackops.journal")
 
-
-class Columns(NamedTuple):
-    """An append's events as the insert's four parameter arrays, in the events' order."""
-
-    streams: list[str]
-    versions: list[int]
-    topics: list[str]
-    states: list[bytes]
+#: Parameters: schema, name. Whether one of our functions is there (no lock taken).
+FUNCTION_EXISTS = (
+    "SELECT count(*) AS found FROM pg_catalog.pg_proc p "
+    "JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
+    "WHERE n.nspname = %s AND p.proname = %s"
+)
 
 
 class BlackOpsPostgresRecorder(
@@ -69,94 +66,40 @@ class BlackOpsPostgresRecorder(
         self._topic_index_name = f"{schema}.{topic_sql.INDEX}"
         # One wake-up channel per schema: workers of other journals are not disturbed.
         self.work_channel = "blackops_work_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
-        # The payload names the waking topics committed (a listener can tell whose work).
-        self._notify_work = SQL("SELECT pg_notify(%s, %s)")
-        self._hint_commit = SQL("SET LOCAL synchronous_commit = off")
-        self._begin, self._commit = SQL("BEGIN"), SQL("COMMIT")
         self._create_leaves = SQL(
             "CREATE TABLE IF NOT EXISTS {}.blackops_leaves "
             "(position bigint PRIMARY KEY, leaf bytea NOT NULL)"
         ).format(Identifier(schema))
-        # The insert, its Merkle leaves (journal/leaves.py, built in SQL from the rows just
-        # inserted) and the due-work index's tracked position in one statement: the
-        # client sends and the server plans one statement instead of three, and the leaves
-        # are built from the inserted rows rather than read back through the sequence.
-        # Rows come back in position order, which is the order they were given in (the
-        # table lock makes this transaction's positions one run, taken row by row).
-        self._insert_with_leaves = SQL(
-            "WITH ins AS (INSERT INTO {schema}.{table} AS t "
-            "(originator_id, originator_version, topic, state) "
-            "SELECT originator_id, originator_version, topic, state "
-            # Four arrays in binary, not one array of the composite row type: psycopg writes
-            # a composite array as text in Python (the state hex-escaped), ~10x the client
-            # CPU per event for a large append (decisions F93).
-            "FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::bytea[]) "
-            "AS r(originator_id, originator_version, topic, state) "
-            "RETURNING notification_id, originator_id, originator_version, topic, state), "
-            "leaves AS (INSERT INTO {schema}.blackops_leaves (position, leaf) "
-            "SELECT notification_id, sha256('\\x00'::bytea "
-            "|| substring(state from 1 for octet_length(state) - 1) "
-            "|| convert_to(',\"position\":' || notification_id::text "
-            '|| \',"stream":"\' || originator_id::text '
-            '|| \'","type":"\' || topic '
-            "|| '\",\"version\":' || originator_version::text || '}}', 'UTF8')) FROM ins), "
-            "tracked AS (INSERT INTO {positions} (name, position) "
-            "SELECT %s, max(notification_id) FROM ins "
-            "ON CONFLICT (name) DO UPDATE SET position = excluded.position) "
-            "SELECT notification_id FROM ins ORDER BY notification_id"
-        ).format(
-            schema=Identifier(schema),
-            table=Identifier(self.events_table_name),
-            positions=SQL(self.work.positions),  # the table WorkTables tracks it in
-        )
         self._select_leaves = self._sql(
             "SELECT position, leaf FROM {schema}.blackops_leaves WHERE position > %s "
             "ORDER BY position LIMIT %s"
         )
-        # Sent in the same pipeline as the insert, before the table lock: a missing
-        # predecessor divides by zero, which aborts the whole transaction (no extra
-        # round trip to look at the count). A predecessor disappears only in a retention
-        # purge, which appends a tombstone (a later version) first, so a racing append
-        # then meets the primary key. Staleness is the key's job.
-        # One predecessor (a lone append) is a primary-key probe whose generic plan the
-        # server keeps; several are joined with the arrays (planned per call).
-        self._gap_one = (
-            "EXISTS (SELECT 1 FROM {schema}.{table} "
-            "WHERE originator_id = %s AND originator_version = %s)"
+        # The append is one call of a function created on open (journal/append_sql.py).
+        self.append_tables = append_sql.Tables(
+            schema=schema,
+            events=self.events_table_name,
+            leaves="blackops_leaves",
+            positions=self.work.positions.removeprefix(f"{schema}."),
+            due=self.work.due.removeprefix(f"{schema}."),
+            retention=self.retention.table.removeprefix(f"{schema}."),
+            channel=self.work_channel,
+            tracked=work_index.NAME,
         )
-        self._gap_many = (
-            "(SELECT count(*) FROM {schema}.{table} t "
-            "JOIN unnest(%s::text[], %s::bigint[]) AS p(id, v) "
-            "ON t.originator_id = p.id AND t.originator_version = p.v) = %s"
-        )
-        # Likewise: a stream this append starts must have no rows (a purged history keeps
-        # its tombstone), or version 1 of a purged stream could be written again.
-        # A count, not NOT EXISTS: planned generically, an EXISTS expects to meet a row soon
-        # and scans the whole table (seconds at 2M events: decisions F94).
-        self._fresh = "(SELECT count(*) FROM {schema}.{table} WHERE originator_id = ANY(%s)) = 0"
-        # The transaction's settings ride the same statement (set_config(..., true) is SET
-        # LOCAL): a writer stopped mid-transaction (SIGSTOP, a debugger) must not hold the
-        # lock every writer needs for ever, so the server ends such a session; the lock
-        # waits as long as eventsourcing's own append would (its lock_timeout).
-        self._settings = (
-            "set_config('idle_in_transaction_session_timeout', '10s', true), "
-            f"set_config('lock_timeout', '{int(self.datastore.lock_timeout)}s', true)"
-        )
-        # Keyed by (predecessors: none, one, several; starts a stream).
-        self._checks = {
-            (gaps, starts): self._checks_statement(gaps, starts)
-            for gaps in (0, 1, 2)
-            for starts in (False, True)
+        self._append = append_sql.call_statement(schema)
+        # The lock waits as long as eventsourcing's own append would (its lock_timeout).
+        self._lock_wait = f"{int(self.datastore.lock_timeout)}s"
+        self._hint_commit = SQL("SET LOCAL synchronous_commit = off")
+        self._begin, self._commit = SQL("BEGIN"), SQL("COMMIT")
+        # Server-side functions this version calls, created on open if missing.
+        self.functions = {
+            append_sql.NAME: append_sql.create_statement(self.append_tables),
+            lease_sql.RESERVE: lease_sql.reserve_create_statement(
+                schema, self.snapshots.reserve_tails_statement(self.work.due)
+            ),
+            lease_sql.RENEW: lease_sql.renew_create_statement(schema, self.work.due),
         }
-        self._lock = self._sql("LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE")
-        self._reserve_tails = self.snapshots.reserve_tails_statement(self.work.due)
-
-    def _checks_statement(self, gaps: int, starts: bool) -> Composed:
-        tests = [self._gap_one] if gaps == 1 else [self._gap_many] if gaps else []
-        tests += [self._fresh] if starts else []
-        verdict = " AND ".join(tests)
-        found = f", 1 / (CASE WHEN {verdict} THEN 1 ELSE 0 END) AS found" if tests else ""
-        return self._sql("SELECT " + self._settings + found)
+        self._reserve_tails = lease_sql.reserve_call_statement(schema)
+        self._renew_leases = lease_sql.renew_call_statement(schema)
 
     def create_table(self) -> None:
         super().create_table()
@@ -180,89 +123,71 @@ class BlackOpsPostgresRecorder(
             found = curs.fetchone()
             if not (found and (found["found"] if isinstance(found, dict) else found[0])):
                 curs.execute(self._topic_index, prepare=False)
+        for name, statement in self.functions.items():
+            self._create_function(name, statement)
+
+    def _create_function(self, name: str, statement: str) -> None:
+        """One of this version's functions, if the schema lacks it (a new journal, or one
+        written by an older release). Looked up first, without a lock; created in its own
+        transaction, which locks no table (a PL/pgSQL body names tables without opening
+        them), so it never queues behind appenders (decisions F55, F122). Openers of one
+        journal hold its setup lock (journal/setup.py); one that raced without it meets
+        the catalog's unique key, and finding the function there is success."""
+        if self._has_function(name):
+            return
+        try:
+            with self.datastore.transaction(commit=True) as curs:
+                curs.execute(statement, prepare=False)
+        except (ProgrammingError, IntegrityError):  # duplicate_function, unique_violation
+            if not self._has_function(name):
+                raise
+
+    def _has_function(self, name: str) -> bool:
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(FUNCTION_EXISTS, (self.datastore.schema, name))
+            found = curs.fetchone()
+        return bool(found and found["found"])
 
     @retry((InterfaceError, OperationalError), max_attempts=3, wait=0.2)
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        """One transaction: gap check, table lock, insert, due-work index, position.
+        """One statement, autocommitted, is the append's whole transaction: the function
+        (journal/append_sql.py) checks, locks the events table, notifies, inserts with
+        the leaves and the tracked position, and writes the due-work and retention rows.
 
-        Pipelined, COMMIT included: every statement from BEGIN to COMMIT is sent at once
-        and the client waits once, so the events-table lock, which serialises all
-        writers, is held for server time only, never across this process's turnaround
-        (decisions F30). An error at any step makes the server skip the rest, COMMIT
-        included, and the transaction is rolled back: nothing half-done is ever
-        committed. A retry after a lost acknowledgement meets the primary key, and the
-        store reconciles it.
+        The events-table lock is held for server time only: the server has the whole call
+        before it starts, and commits before it answers (decisions F30, F120). An error
+        anywhere rolls the whole call back: nothing half-done is ever committed. A retry
+        after a lost acknowledgement meets the primary key, and the store reconciles it.
         """
+        if not stored_events:
+            return []
         triples = [(str(s.originator_id), s.topic, s.state) for s in stored_events]
-        changes = work_index.changes(triples)
-        kept = retention_index.changes(triples)
         wake = ",".join(sorted({s.topic for s in stored_events} & work_index.WAKING_TOPICS))
-        rows = Columns(
+        arguments = (
             [stream for stream, _, _ in triples],
             [s.originator_version for s in stored_events],
             [topic for _, topic, _ in triples],
             [state for _, _, state in triples],
+            *append_sql.checks(predecessors(stored_events), list(new_streams(stored_events))),
+            wake or None,
+            self._lock_wait,
+            append_sql.work_rows(work_index.changes(triples)),
+            append_sql.retention_rows(retention_index.changes(triples)),
         )
-        needed = list(predecessors(stored_events))
-        fresh = list(new_streams(stored_events))
         try:
-            return self._insert_pipelined(rows, changes, kept, wake, needed, fresh)
-        except (DivisionByZero, DataError) as error:
-            gap = isinstance(error, DivisionByZero) or isinstance(error.__cause__, DivisionByZero)
-            if not gap:
-                raise
-            raise IntegrityError("an append would leave a gap or restart a stream") from None
-
-    def _insert_pipelined(
-        self,
-        rows: Columns,
-        changes: list[work_index.RowChange],
-        kept: dict[str, dict[str, Any]],
-        wake: str,
-        needed: list[tuple[str, int]],
-        fresh: list[str],
-    ) -> list[int]:
-        # On any error the pool's connection context rolls the open block back.
-        # The pool's connections are in autocommit mode: the block is ours to open and
-        # close, and COMMIT travels in the same pipeline as the statements it commits.
-        with (
-            self.datastore.get_connection() as conn,
-            conn.pipeline() as pipeline,
-            conn.cursor() as curs,
-            conn.cursor() as inserted,
-        ):
-            curs.execute(self._begin)
-            checks, arguments = self._checks_for(needed, fresh)
-            curs.execute(checks, arguments, prepare=True)
-            curs.execute(self._lock, prepare=True)
-            if wake:
-                curs.execute(self._notify_work, (self.work_channel, wake), prepare=True)
-            inserted.execute(self._insert_with_leaves, (*rows, work_index.NAME), prepare=True)
-            self.work.apply(curs, changes, None)  # the insert moved the tracked position
-            self.retention.apply(curs, kept)
-            curs.execute(self._commit)
-            pipeline.sync()
-            positions = [row["notification_id"] for row in inserted.fetchall()]
-        if len(positions) != len(rows.versions):
+            with self.datastore.get_connection() as conn, conn.cursor() as curs:
+                curs.execute(self._append, arguments, prepare=True)
+                row = curs.fetchone()
+        except IntegrityError as error:
+            if getattr(error.__cause__, "sqlstate", None) == append_sql.GAP_OR_RESTART:
+                raise IntegrityError(append_sql.GAP_MESSAGE) from None
+            raise
+        positions: list[int] | None = row["positions"] if row else None
+        if positions is None or len(positions) != len(stored_events):
             raise IntegrityError("the journal did not return a position for every event")
         return positions
-
-    def _checks_for(
-        self, needed: list[tuple[str, int]], fresh: list[str]
-    ) -> tuple[Composed, tuple[Any, ...]]:
-        """The statement setting the transaction's limits and checking that the append
-        leaves no gap and restarts no stream (it divides by zero if not), and its
-        arguments."""
-        arguments: tuple[Any, ...] = ()
-        if len(needed) == 1:
-            arguments = needed[0]
-        elif needed:
-            arguments = ([s for s, _ in needed], [v for _, v in needed], len(needed))
-        if fresh:
-            arguments = (*arguments, fresh)
-        return self._checks[min(len(needed), 2), bool(fresh)], arguments
 
     def delete_stream_events(self, stream: str, upto_version: int) -> int:
         statement = self._sql(
@@ -326,33 +251,42 @@ class BlackOpsPostgresRecorder(
     def reserve_and_select_tails(
         self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
     ) -> dict[str, Tail]:
-        """Reserve due rows and read their streams from their snapshots on (one round trip).
+        """Reserve due rows and read their streams from their snapshots on: one call of a
+        function (journal/lease_sql.py), autocommitted, whose commit does not wait for
+        the WAL flush (the reservation is a hint)."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            arguments = (hold_until, worker, now, list(types), limit)
+            curs.execute(self._reserve_tails, arguments, prepare=True)
+            return tails(curs.fetchall())
 
-        The reservation is a hint (the claim's append decides), so its commit does not
-        wait for the WAL flush: a reservation lost in a crash is a row due again at once.
-        BEGIN, the setting, the statement and COMMIT are pipelined: one round trip, not
-        four (an error skips the rest, COMMIT included, and the block is rolled back).
-        """
+    def write_snapshot(self, stream: str, version: int, digest: str, body: bytes) -> None:
+        """A cache row, committed without waiting for the WAL flush: BEGIN, the setting,
+        the write and COMMIT pipelined, one round trip instead of four (an error skips
+        the rest, COMMIT included, and the block is rolled back)."""
         with (
             self.datastore.get_connection() as conn,
             conn.pipeline() as pipeline,
             conn.cursor() as curs,
-            conn.cursor() as reserved,
         ):
             curs.execute(self._begin)
             curs.execute(self._hint_commit, prepare=True)
-            reserved.execute(
-                self._reserve_tails, (hold_until, worker, now, list(types), limit), prepare=True
+            curs.execute(
+                self.snapshots.write_statement, (digest, body, stream, version), prepare=True
             )
             curs.execute(self._commit)
             pipeline.sync()
-            return tails(reserved.fetchall())
 
     def renew_leases(
         self, leases: Sequence[tuple[str, int]], worker: str, now: int, until: int
     ) -> list[str]:
-        with self.datastore.transaction(commit=True) as curs:
-            return self.work.renew(curs, leases, worker, now, until)
+        """``WorkTables.renew`` in one call of a function (journal/lease_sql.py): one
+        round trip, not BEGIN, one UPDATE per lease and COMMIT, each its own."""
+        if not leases:
+            return []
+        ids, tokens = [i for i, _ in leases], [t for _, t in leases]
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(self._renew_leases, (ids, tokens, worker, now, until), prepare=True)
+            return [str(row["renewed"]) for row in curs.fetchall()]
 
     def held_leases(self, leases: Sequence[tuple[str, int]], worker: str) -> list[str]:
         # One statement, autocommitted (its own snapshot): a runner asks this every 50 ms

@@ -59,7 +59,7 @@ class RetentionTables:
         if not changes:
             return
         cursor.executemany(self._insert, [(key,) for key in changes])
-        cursor.executemany(self._update, [(*_set(c), key) for key, c in changes.items()])
+        cursor.executemany(self._update, [(*update_values(c), key) for key, c in changes.items()])
 
     def write(self, cursor: Cursor, rows: Sequence[RetentionRow], position: int) -> None:
         """A rebuild: the table replaced by ``rows``, built up to ``position``."""
@@ -132,8 +132,9 @@ class RetentionTables:
         return [_row(r) for r in cursor.fetchall()]
 
 
-def _set(change: dict[str, Any]) -> tuple[Any, ...]:
-    """The UPDATE's parameters: each column's new value, None where unchanged."""
+def update_values(change: dict[str, Any]) -> tuple[Any, ...]:
+    """The UPDATE's parameters but the id: each column's new value, None where unchanged
+    (``terminal_us`` and ``completed_us`` follow their instants)."""
     values: list[Any] = []
     for name in COLUMNS:
         value = change.get(name)

@@ -654,6 +654,14 @@ class EventStoreContract(ABC):
         assert the_row(store, "op-2").due_at == expiry
         assert store.renew_leases([], "w1", us(2), us(100)) == []
 
+    def test_renew_leases_renews_many_at_once_in_the_order_given(self, store: EventStore) -> None:
+        ops = [Deferred(f"op-{n}") for n in range(5)]
+        store.append(*(op.accept(0) for op in ops))
+        store.append(*(op.claim(1, "w1" if n != 2 else "w2") for n, op in enumerate(ops)))
+        leases = [("op-4", 1), ("op-2", 1), ("op-0", 1), ("op-3", 2), ("op-1", 1)]
+        assert store.renew_leases(leases, "w1", us(2), us(100)) == ["op-4", "op-0", "op-1"]
+        assert [r.due_at == us(100) for r in store.work_rows()] == [True, True, False, False, True]
+
     def test_held_leases_reports_which_leases_the_worker_still_holds(
         self, store: EventStore
     ) -> None:
@@ -1232,6 +1240,10 @@ def test_store_urls_are_parsed_strictly(tmp_path: Path, monkeypatch: pytest.Monk
         "sqlite://",
         "sqlite:///",
         "postgresql://h/db?schema=Bad-Name",
+        "postgresql://h/db?schema=order",  # keywords break eventsourcing's unquoted SQL
+        "postgresql://h/db?schema=user",
+        "postgresql://h/db?schema=between",  # a column-name keyword: no type name either
+        "postgresql://h/db?schema=pg_mine",
         "postgresql:///db",
     ):
         with pytest.raises(InvalidRequest):
