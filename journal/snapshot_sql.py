@@ -52,7 +52,7 @@ class SnapshotTables:
         ]
         # Bound to the stored event: nothing is written if (stream, version) is not there.
         # A newer snapshot is never replaced by an older one (two workers may race).
-        self._write = self._q(
+        self.write_statement = self._q(
             f"INSERT INTO {table} (stream, version, position, digest, body) "
             f"SELECT originator_id, originator_version, {position}, %s, %s FROM {events_table} "
             "WHERE originator_id = %s AND originator_version = %s "
@@ -88,7 +88,7 @@ class SnapshotTables:
     def write(self, cursor: Cursor, stream: str, version: int, digest: str, body: bytes) -> None:
         if not self.sqlite:  # a cache: its commit need not wait for the WAL flush
             cursor.execute("SET LOCAL synchronous_commit = off")
-        cursor.execute(self._write, (digest, body, stream, version))
+        cursor.execute(self.write_statement, (digest, body, stream, version))
 
     def delete(self, cursor: Cursor, stream: str) -> None:
         cursor.execute(self._delete, (stream,))

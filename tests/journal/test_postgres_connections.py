@@ -103,3 +103,32 @@ def test_appends_and_reservations_set_their_limits_for_their_own_transaction(
     assert [(r.operation_id, r.worker, r.due_at) for r in store.work_rows()] == [
         ("wf-a", "w1", hold)
     ]
+    store.write_snapshot("wf-a", 1, "digest", b"{}")  # pipelined: BEGIN, SET LOCAL, write
+    assert settings(store) == before
+    recorder: Any = store._recorder
+    assert recorder.select_tails(["wf-a"])["wf-a"].snapshot is not None
+    assert store.renew_leases([("wf-a", 0)], "w1", now, hold + 1) == ["wf-a"]
+    assert settings(store) == before
+
+
+def test_a_reservation_commits_without_waiting_for_the_flush(store: EventStore) -> None:
+    """The reservation function sets ``synchronous_commit`` off for its own transaction
+    (seen here inside a transaction opened around the call, then rolled back)."""
+    created = NewEvent(
+        type="workflow.created",
+        at="2026-01-01T00:00:00Z",
+        context={"tenant": "acme"},
+        data={"workflow": "wf-1"},
+    )
+    store.append(Append("wf-a", 0, [created]))
+    recorder: Any = store._recorder
+    now, hold = 2_000_000_000_000_000, 2_000_000_005_000_000
+    with datastore(store).get_connection() as conn, conn.transaction(force_rollback=True):
+        rows = conn.execute(
+            recorder._reserve_tails, (hold, "w1", now, ["workflow:wf-1"], 5)
+        ).fetchall()
+        assert [row["event_stream"] for row in rows] == ["wf-a"]
+        shown = conn.execute("SELECT current_setting('synchronous_commit') AS v").fetchone()
+        assert shown is not None and shown["v"] == "off"
+    assert settings(store)[0] == "on"
+    assert [r.worker for r in store.work_rows()] == [None]  # rolled back
