@@ -16,6 +16,27 @@ if TYPE_CHECKING:
 
 DEFAULT_STORE = "sqlite:///.blackops/journal.sqlite3"
 _SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+#: PostgreSQL keywords that cannot name a type (`pg_get_keywords()`, categories R, T and C,
+#: PostgreSQL 15-17): eventsourcing writes the schema's name unquoted in its SQL, e.g. the
+#: type `order.stored_event_text`, which they break. (`pg_` names are the server's own.)
+_KEYWORDS_TEXT = """
+    all analyse analyze and any array as asc asymmetric authorization between bigint binary
+    bit boolean both case cast char character check coalesce collate collation column
+    concurrently constraint create cross current_catalog current_date current_role
+    current_schema current_time current_timestamp current_user dec decimal default
+    deferrable desc distinct do else end except exists extract false fetch float for
+    foreign freeze from full grant greatest group grouping having ilike in initially inner
+    inout int integer intersect interval into is isnull join json json_array json_arrayagg
+    json_exists json_object json_objectagg json_query json_scalar json_serialize json_table
+    json_value lateral leading least left like limit localtime localtimestamp merge_action
+    national natural nchar none normalize not notnull null nullif numeric offset on only or
+    order out outer overlaps overlay placing position precision primary real references
+    returning right row select session_user setof similar smallint some substring symmetric
+    system_user table tablesample then time timestamp to trailing treat trim true union
+    unique user using values varchar variadic verbose when where window with xmlattributes
+    xmlconcat xmlelement xmlexists xmlforest xmlnamespaces xmlparse xmlpi xmlroot
+    xmlserialize xmltable"""
+_SQL_KEYWORDS = frozenset(_KEYWORDS_TEXT.split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +92,10 @@ def _postgres(url: str) -> StoreLocation:
     schema = query.get("schema", ["public"])[-1]
     if not _SCHEMA.fullmatch(schema):
         raise InvalidRequest("postgresql schema must be a lower-case SQL identifier")
+    if schema in _SQL_KEYWORDS:
+        raise InvalidRequest(f"postgresql schema must not be an SQL keyword ({schema!r})")
+    if schema.startswith("pg_"):
+        raise InvalidRequest("postgresql schema names starting with pg_ are the server's")
     settings = {
         "PERSISTENCE_MODULE": "eventsourcing.postgres",
         "POSTGRES_DBNAME": dbname,
