@@ -23,6 +23,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
 from domain.documents import canonical_json
 from domain.events import RecordedEvent
 from domain.json_text import load_canonical
@@ -30,8 +32,9 @@ from domain.workflow import InstanceState, QueuedEvent, StepRecord, fold
 from journal.snapshot_sql import StoredSnapshot
 from journal.store import EventStore
 
-#: Bump when the fold's meaning or InstanceState's fields change: older rows are ignored.
-FORMAT = 1
+#: Bump when the fold's meaning, InstanceState's fields or the body's layout change: older
+#: rows are ignored. 2: step configs are written once each and named by index.
+FORMAT = 2
 #: A suspension writes a snapshot once this many events follow the last one (or the
 #: start): shorter histories fold faster than a snapshot is written.
 SNAPSHOT_EVERY = 64
@@ -45,6 +48,11 @@ _INSTANTS: tuple[str, ...] = ("created_at", "lifetime_ends_at", "terminal_at")
 _INSTANTS += ("lease_expires_at", "termination_requested_at")
 _HEX = re.compile("-?[0-9a-f]{1,16}")
 _STEP_INSTANT = _STEP_FIELDS.index("due_at")
+#: A step's config (its retry policy, a wait's event type) is mostly the same for every
+#: step: the body lists each distinct one once and a step names it by index. A thousand
+#: steps then decode to a few shared (read-only) dicts, not a thousand, and the plan an
+#: executor is sent pickles each once.
+_STEP_CONFIG = _STEP_FIELDS.index("config")
 _QUEUE_INSTANT = _QUEUE_FIELDS.index("accepted_at")
 
 
@@ -69,8 +77,17 @@ def encode(state: InstanceState) -> tuple[str, bytes]:
     steps = document["steps"] = [
         [getattr(r, f) for f in _STEP_FIELDS] for r in state.steps.values()
     ]
+    indexes: dict[bytes, int] = {}
+    configs = document["configs"] = []
     for values in steps:
         values[_STEP_INSTANT] = _text(values[_STEP_INSTANT])
+        config = values[_STEP_CONFIG]
+        # Keyed by orjson's text, which is at least as fine as the canonical bytes (it
+        # tells 1.0 from 1, they do not): at worst an equal config is listed twice.
+        index = indexes.setdefault(orjson.dumps(config, option=orjson.OPT_SORT_KEYS), len(configs))
+        if index == len(configs):
+            configs.append(config)
+        values[_STEP_CONFIG] = index
     queue = document["queue"] = [[getattr(e, f) for f in _QUEUE_FIELDS] for e in state.queue]
     for values in queue:
         values[_QUEUE_INSTANT] = _text(values[_QUEUE_INSTANT])
@@ -87,7 +104,7 @@ def decode(stream: str, snapshot: StoredSnapshot) -> InstanceState | None:
         if (
             type(document) is not dict
             or document.get("format") != FORMAT
-            or set(document) != {*_SCALARS, "format", "steps", "queue"}
+            or set(document) != {*_SCALARS, "format", "steps", "queue", "configs"}
             or document["stream"] != stream
             or document["version"] != snapshot.version
         ):
@@ -97,11 +114,18 @@ def decode(stream: str, snapshot: StoredSnapshot) -> InstanceState | None:
             setattr(state, name, document[name])
         for name in _INSTANTS:
             setattr(state, name, _micros(document[name]))
+        configs = document["configs"]
+        if type(configs) is not list or any(type(config) is not dict for config in configs):
+            return None
         state.steps = {}
         for values in document["steps"]:
             if type(values) is not list or len(values) != len(_STEP_FIELDS):
                 return None
             values[_STEP_INSTANT] = _micros(values[_STEP_INSTANT])
+            index = values[_STEP_CONFIG]
+            if type(index) is not int or not 0 <= index < len(configs):
+                return None
+            values[_STEP_CONFIG] = configs[index]
             record = StepRecord(*values)
             state.steps[record.name] = record
         queue = []

@@ -12,7 +12,7 @@ import hashlib
 import threading
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 import pytest
@@ -25,6 +25,7 @@ from domain.json_text import load_canonical
 from domain.workflow import InstanceState
 from journal import instance_snapshots
 from journal.instances import instance_stream, load_instance
+from journal.snapshot_sql import StoredSnapshot
 from journal.store import EventStore
 
 FIRST = instance_snapshots.SNAPSHOT_EVERY + 16  # steps before the wait: a snapshot is written
@@ -110,6 +111,23 @@ def waiting_instance(app: Application, name: str) -> tuple[Any, str]:
     return instance, instance_stream(binding.resource.uid, name)
 
 
+class Snapshotted(NamedTuple):
+    """An instance of ``Long`` waiting for its event, and the snapshot row written for it."""
+
+    store: EventStore
+    instance: Any
+    stream: str
+    row: tuple[int, int, str, bytes]
+
+
+@pytest.fixture
+def snapshotted(long_app: Application) -> Snapshotted:
+    instance, stream = waiting_instance(long_app, "waiting")
+    row = snapshot_row(long_app.store, stream)
+    assert row is not None
+    return Snapshotted(long_app.store, instance, stream, row)
+
+
 def finish(app: Application, clock: FakeClock, instance: Any) -> dict[str, Any]:
     send(instance, "go", {"n": 1})
     work(app)
@@ -129,13 +147,9 @@ EXPECTED = {
 
 
 def test_a_long_history_resumes_from_its_snapshot_as_from_the_full_fold(
-    long_app: Application, clock: FakeClock
+    long_app: Application, clock: FakeClock, snapshotted: Snapshotted
 ) -> None:
-    store = long_app.store
-    instance, stream = waiting_instance(long_app, "intact")
-    row = snapshot_row(store, stream)
-    assert row is not None
-    version, position, _, _ = row
+    store, instance, stream, (version, position, _, _) = snapshotted
     stored = store.read_stream(stream)
     assert (version, position) == (stored[-1].version, stored[-1].position)  # the suspension
     state, since = claimed_state(store, stream)
@@ -151,6 +165,21 @@ def test_a_long_history_resumes_from_its_snapshot_as_from_the_full_fold(
     clock.advance(61)
     work(long_app)
     assert status(instance) == EXPECTED
+
+
+def test_a_snapshot_holds_each_distinct_step_config_once(snapshotted: Snapshotted) -> None:
+    """The body lists every distinct config once (steps name it by index); decoded, the
+    steps share those dicts, and the state is the full fold's all the same."""
+    store, _, stream, (version, position, digest, body) = snapshotted
+    document = load_canonical(body)
+    full = load_instance(store, stream)
+    distinct = {canonical_json(record.config) for record in full.steps.values()}
+    assert len(full.steps) > len(distinct)  # the case this layout is for
+    assert sorted(canonical_json(c) for c in document["configs"]) == sorted(distinct)
+    assert all(type(values[6]) is int for values in document["steps"])
+    state = instance_snapshots.decode(stream, StoredSnapshot(version, position, digest, body))
+    assert state is not None and repr(state) == repr(full)
+    assert len({id(record.config) for record in state.steps.values()}) == len(distinct)
 
 
 def _corrupt(body: bytes) -> bytes:
@@ -170,6 +199,12 @@ def _another_result(body: bytes) -> bytes:
     return canonical_json(document)
 
 
+def _config_out_of_range(body: bytes) -> bytes:
+    document = load_canonical(body)
+    document["steps"][0][6] = len(document["configs"])  # names a config the body lacks
+    return canonical_json(document)
+
+
 def _another_stream(body: bytes) -> bytes:
     document = load_canonical(body)
     document["stream"] = "wf-" + "0" * 40
@@ -182,6 +217,7 @@ TAMPERING: dict[str, Callable[[tuple[int, int, str, bytes]], tuple[int, int, byt
     "a format this code does not read": lambda r: (r[0], r[1], _reformat(r[3]), False),
     "its body names another version": lambda r: (r[0], r[1], _another_result(r[3]), False),
     "another stream's state": lambda r: (r[0], r[1], _another_stream(r[3]), False),
+    "a step naming a config it lacks": lambda r: (r[0], r[1], _config_out_of_range(r[3]), False),
     "bound to another position": lambda r: (r[0], r[1] + 10**6, r[3], False),
     "a version the stream never had": lambda r: (r[0] + 50, r[1], r[3], False),
     "an earlier version than it saw": lambda r: (r[0] - 3, r[1], r[3], False),
@@ -190,12 +226,9 @@ TAMPERING: dict[str, Callable[[tuple[int, int, str, bytes]], tuple[int, int, byt
 
 @pytest.mark.parametrize("how", TAMPERING)
 def test_a_tampered_snapshot_cannot_change_the_claim_or_the_run(
-    long_app: Application, clock: FakeClock, how: str
+    long_app: Application, clock: FakeClock, snapshotted: Snapshotted, how: str
 ) -> None:
-    store = long_app.store
-    instance, stream = waiting_instance(long_app, how)
-    row = snapshot_row(store, stream)
-    assert row is not None
+    store, instance, stream, row = snapshotted
     version, position, body, corrupt_digest = TAMPERING[how](row)
     set_row(store, stream, version, position, body)
     if corrupt_digest:
@@ -207,13 +240,10 @@ def test_a_tampered_snapshot_cannot_change_the_claim_or_the_run(
 
 
 def test_the_engine_claim_path_ignores_a_tampered_snapshot(
-    long_app: Application, clock: FakeClock
+    long_app: Application, snapshotted: Snapshotted
 ) -> None:
     """Through reserve_due_tails (one statement on PostgreSQL) rather than select_tails."""
-    store = long_app.store
-    instance, stream = waiting_instance(long_app, "engine")
-    row = snapshot_row(store, stream)
-    assert row is not None
+    store, instance, stream, row = snapshotted
     set_row(store, stream, row[0], row[1], _another_result(row[3]).replace(b"1000000", b"7"))
     send(instance, "go", {"n": 1})
     engine = long_app.workflow_engine("snapshot-test")
@@ -225,10 +255,10 @@ def test_the_engine_claim_path_ignores_a_tampered_snapshot(
     assert held_state.version == full.version and held_state.steps == full.steps
 
 
-def test_a_purge_deletes_the_snapshot(long_app: Application, clock: FakeClock) -> None:
-    store = long_app.store
-    instance, stream = waiting_instance(long_app, "purged")
-    assert snapshot_row(store, stream) is not None
+def test_a_purge_deletes_the_snapshot(
+    long_app: Application, clock: FakeClock, snapshotted: Snapshotted
+) -> None:
+    store, instance, stream, _ = snapshotted
     assert finish(long_app, clock, instance) == EXPECTED
     clock.advance(31 * 86_400)
     work(long_app)  # retention: the worker purges the terminal instance (DW-RET-1)
