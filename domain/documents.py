@@ -112,16 +112,18 @@ def canonical_document(value: object) -> bytes:
     return _canonical(value, _DOCUMENT)
 
 
-def canonical_loaded_document(value: object) -> bytes | None:
-    """`canonical_document`'s bytes for a tree `orjson.loads` has just built, or ``None``.
+def canonical_loaded_document(value: object, text: bytes) -> bytes | None:
+    """`canonical_document`'s bytes for a tree `orjson.loads` has just built from ``text``,
+    or ``None``.
 
-    For parsers only: the tree must be orjson's, untouched (exact built-ins, nothing shared),
-    which spares the type walk. ``None`` (a limit may be exceeded, or a spelling is not
-    vouched for) means `canonical_document` decides, refusals included.
+    For parsers only: the tree must be orjson's reading of ``text``, untouched (exact
+    built-ins, nothing shared), which spares the type walk. ``None`` (a limit may be
+    exceeded, or a spelling is not vouched for) means `canonical_document` decides,
+    refusals included. Whether orjson dropped a duplicate key is the caller's to prove.
     """
     if type(value) is not dict:
         return None
-    return native_canonical_loaded(value, _DOCUMENT)
+    return native_canonical_loaded(value, text, _DOCUMENT)
 
 
 def canonical_document_reference(value: object) -> bytes:

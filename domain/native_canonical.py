@@ -1,21 +1,20 @@
-"""The native path to RFC 8785 bytes: C-level checks, then orjson writes the whole document.
+"""The native path to RFC 8785 bytes: cheap checks, then orjson writes the whole document.
 
 `native_canonical` returns the canonical bytes of a document only when it can vouch for
 them, else ``None`` (the caller's slower, exact paths then decide, refusals included):
 
-1. **Types, depth, key counts, size floor**, level by level without a Python loop over the
-   values: `gc.get_referents` lists the values of every container of one level (a dict
-   whose keys are all exact ``str`` yields its values only; any other dict also yields its
-   keys, whose types are then checked too), ``set(map(type, ...))`` says which types occur,
-   and only exact ``dict``, ``list``, ``str``, ``int``, ``float``, ``bool`` and ``None`` may.
-   No hook of any value can run: only exact built-in containers are traversed, and types are
-   hashed only once their metaclass is known to be ``type`` (a metaclass's ``__hash__`` or
-   ``__eq__`` never runs).
+1. **Types, depth, key counts, size floor** (`_vouch`): a Python loop over each
+   container's values, level by level, with identity tests of exact types only: ``dict``,
+   ``list``, ``str``, ``int``, ``float``, ``bool`` and ``None`` pass. No hook of any value
+   (nor of its type's metaclass) can run: only exact built-in containers are iterated, and
+   nothing is hashed, compared or asked its length but exact built-ins. The keys of every
+   object are joined in one C call (their characters for the size floor, and whether any
+   holds an astral or a U+E000..U+FFFF character, see step 2).
 2. **orjson** writes the document with ``OPT_SORT_KEYS | OPT_STRICT_INTEGER``: it refuses
-   non-``str`` keys, lone surrogates and integers beyond ±(2**53 − 1) itself. Its string
-   escapes are ECMAScript's, and its key order (UTF-8 bytes, i.e. code points) is RFC 8785's
-   (UTF-16 code units) unless a key holds an astral character and another key one of
-   U+E000..U+FFFF; then we give up.
+   non-``str`` keys (subclasses too), lone surrogates and integers beyond ±(2**53 − 1)
+   itself. Its string escapes are ECMAScript's, and its key order (UTF-8 bytes, i.e. code
+   points) is RFC 8785's (UTF-16 code units) unless a key holds an astral character and
+   another one of U+E000..U+FFFF; then we give up (the fragment path sorts those).
 3. **Floats**: orjson writes the shortest digits that round-trip, correctly rounded. That
    decimal is unique for every double (an exact tie between two shortest candidates cannot
    occur: see the comment below), so its digits are ECMAScript's; only the notation differs.
@@ -30,9 +29,13 @@ them, else ``None`` (the caller's slower, exact paths then decide, refusals incl
    the whole exponent range against the exact formatter: an orjson release that spelled any
    of them otherwise turns the float part of this path off.
 
-`native_canonical_loaded` is the same path for a tree `orjson.loads` has just built (a parser's
-result): step 1 has nothing to find there but the depth and key counts, found by a walk of
-one pass per level that also gathers the floats.
+`native_canonical_loaded` is the same path for a tree `orjson.loads` has just built from a
+text (a parser's result): step 1 has nothing to find there but the depth, the key counts and
+the floats. A text with few brackets and colons bounds the first two by itself; otherwise a
+walk of slices decides them (`_loaded_within_limits`). The floats are not gathered: what
+could be spelled unlike ECMAScript is found in orjson's writing and kept only outside the
+strings (`_spell_found`); only when that cannot decide are they gathered (`_floats_of`).
+Whether orjson dropped a duplicate key is proven by counting colons (`members_kept`).
 """
 
 from __future__ import annotations
@@ -42,8 +45,8 @@ import math
 import random
 import re
 from collections.abc import Callable
-from itertools import chain, compress, repeat
-from operator import is_
+from itertools import accumulate, chain, compress, repeat
+from operator import and_, not_
 from typing import Any, Final, NamedTuple
 
 import orjson
@@ -56,15 +59,19 @@ class Limits(NamedTuple):
 
 
 _OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
-_ALLOWED: Final = frozenset({dict, list, str, int, float, bool, type(None)})
-#: orjson writes at most 254 levels; beyond that the slower paths decide.
+#: orjson writes at most 254 levels of containers; beyond that the slower paths decide.
 _ORJSON_MAX_DEPTH: Final = 254
-#: Values of one level looked at before giving up (a shared, exponential structure).
-_MAX_VALUES: Final = 2_000_000
+#: Values looked at (repeats included) before giving up on a shared, exponential structure.
+_MAX_VALUES: Final = 8_000_000
+#: Values of one level looked at together: their objects stay in the CPU's caches.
+_SLICE: Final = 512
 #: orjson reads an integer literal outside [-2**63, 2**64) as a float, of magnitude 2**63 or
 #: more: no float that large from a text is vouched for (the exact path reads an integer).
 _INTEGER_AS_FLOAT: Final = 2.0**63
 _ASTRAL_LEADS: Final = (b"\xf0", b"\xf1", b"\xf2", b"\xf3", b"\xf4")
+_HIGH_BMP_LEADS: Final = (b"\xee", b"\xef")
+_ASTRAL: Final = re.compile("[\U00010000-\U0010ffff]")
+_HIGH_BMP: Final = re.compile("[\ue000-\uffff]")
 
 # Why orjson's digits are ECMAScript's (checked by the calibration and the property tests):
 # both pick the fewest significant digits k such that some k-digit decimal reads back as the
@@ -77,14 +84,29 @@ _ASTRAL_LEADS: Final = (b"\xf0", b"\xf1", b"\xf2", b"\xf3", b"\xf4")
 
 #: Integral floats: ``.0`` directly before a delimiter (never in a float ECMAScript writes).
 _INTEGRAL: Final = re.compile(rb"\.0(?=[,\]}])")
+#: Negative exponents ECMAScript writes in full (e-1..e-6), in a writing with strings.
+_FOREIGN_NEGATIVE: Final = re.compile(rb"e-[1-6][,\]}]")
+#: Up to this many integral floats, `_spell_found` looks at each in a Python loop.
+_FEW_POINTS: Final = 16
 #: Positive exponents ECMAScript writes in full (below e+21), and unsigned ones.
 _FOREIGN_POSITIVE: Final = re.compile(rb"e(?:[0-9]|\+(?:[0-9]|1[0-9]|20)[,\]])")
-#: In a list of floats: digits 1-6 become "a", other digits "b", "]" becomes ",", so that
-#: ``e-a,`` finds every exponent from e-1 to e-6 (ECMAScript writes those in full).
-_EXPONENT_CLASSES: Final = bytes.maketrans(b"1234560789]", b"aaaaaabbbb,")
+#: Digits 1-6 become "a", other digits "b", "]" and "}" become ",", so that ``e-a,`` finds
+#: every exponent from e-1 to e-6 before a delimiter (ECMAScript writes those in full).
+_EXPONENT_CLASSES: Final = bytes.maketrans(b"1234560789]}", b"aaaaaabbbb,,")
+#: orjson releases before 3.11 write positive exponents unsigned (``1e21``): RFC 8785 never.
+_UNSIGNED_EXPONENTS: Final = b"+" not in orjson.dumps(1e300)
+#: A list of floats this long or shorter is searched once for every spelling given up on:
+#: ``null``, ``-0.0``, e-1..e-6, e+1..e+20 (and unsigned exponents), as the checks below.
+_SHORT: Final = 512
+_GIVEN_UP: Final = re.compile(
+    rb"n|-0\.0|e-[1-6][,\]]|e\+(?:[0-9]|1[0-9]|20)[,\]]"
+    + (rb"|e[0-9]" if _UNSIGNED_EXPONENTS else b"")
+)
 
 _float_reference: Callable[[float], str] | None = None
 _floats_trusted: bool | None = None
+
+_referents: Final = gc.get_referents
 
 
 def use_float_reference(formatter: Callable[[float], str]) -> None:
@@ -102,111 +124,209 @@ def native_canonical(value: object, limits: Limits) -> bytes | None:
         out = orjson.dumps(value, option=_OPTIONS)
     except orjson.JSONEncodeError:
         return None
-    if not out.isascii() and utf16_order_may_differ(out):
-        return None
     if floats:
         return _spell_floats(out, floats) if _float_rules_hold() else None
     return out
 
 
-def native_canonical_loaded(value: dict[str, Any], limits: Limits) -> bytes | None:
-    """`native_canonical` for a tree `orjson.loads` has just built and nothing has touched.
+def native_canonical_loaded(value: dict[str, Any], text: bytes, limits: Limits) -> bytes | None:
+    """`native_canonical` for a tree `orjson.loads` has just built from ``text``.
 
     Such a tree holds only exact built-ins, shares no container and holds no NaN or infinity
-    (orjson refuses those literals), so `_vouch`'s type and size walk has nothing to find:
-    only the depth, each object's key count and the floats (for their spelling) are looked
-    at, by `_loaded_floats`. ``None`` means a slower path must decide, as in `native_canonical`.
+    (orjson refuses those literals), so no type or size walk has anything to find: what is
+    left is whether orjson dropped a member (`members_kept`), the depth, each object's key
+    count and the floats' spelling. A text of at most ``max_keys`` colons holds no wider
+    object (every member writes one; strings may add more) and one of at most ``max_depth``
+    brackets nests no deeper; any other is walked (`_loaded_within_limits`). The floats are
+    spelled by `_spell_found`, or, when it cannot decide, from the floats themselves. ``None``
+    means a slower path must decide, as in `native_canonical`.
     """
     try:
         out = orjson.dumps(value, option=_OPTIONS)
     except orjson.JSONEncodeError:  # an integer beyond ±(2**53 - 1), or too deep for orjson
         return None
-    if not out.isascii() and utf16_order_may_differ(out):
+    colons = members_kept(text, out)
+    if colons is None or not _float_rules_hold():
         return None
-    # Every member writes one ':' (strings may add more): few colons, no wide object.
-    floats = _loaded_floats(value, limits, wide=out.count(b":") > limits.max_keys)
-    if floats is None:
+    small = colons <= limits.max_keys and text.count(b"[") + text.count(b"{") <= limits.max_depth
+    if not small and not _loaded_within_limits(value, limits):
         return None
-    if floats:
+    spelled = _spell_found(out)
+    if spelled is None:  # a spelling to look at closer: the floats themselves decide
+        floats = _floats_of(value)
+        if not floats:
+            spelled = out  # what looked like one was inside strings
         # An integer literal orjson read as a float; the exact path refuses the integer.
-        if max(floats) >= _INTEGER_AS_FLOAT or min(floats) <= -_INTEGER_AS_FLOAT:
+        elif max(floats) >= _INTEGER_AS_FLOAT or min(floats) <= -_INTEGER_AS_FLOAT:
             return None
-        spelled = _spell_floats(out, floats) if _float_rules_hold() else None
-        if spelled is None:
-            return None
-        out = spelled
-    return out if len(out) <= limits.max_bytes else None
+        else:
+            spelled = _spell_floats(out, floats)
+    if spelled is None or len(spelled) > limits.max_bytes:
+        return None
+    if not spelled.isascii() and utf16_order_may_differ(spelled):
+        return None
+    return spelled
 
 
-def _loaded_floats(root: dict[str, Any], limits: Limits, wide: bool) -> list[float] | None:
-    """Every float of a tree `orjson.loads` built, or ``None`` past the depth or key limit.
+def members_kept(text: bytes, written: bytes) -> int | None:
+    """The colons of ``written`` if orjson kept every member of ``text``, else ``None``.
 
-    Level by level like `_vouch`, but with one pass per level: the types need no proof (exact
-    built-ins only, so no code of theirs can run), and the walk ends
-    at the first level without children (scalars have none) instead of looking for
-    containers. ``wide``: some object may hold more than ``limits.max_keys`` members, so the
-    objects of big levels are measured.
+    ``written`` is orjson's writing of what it read from ``text``; orjson keeps the last of
+    duplicate keys. The text's colons are its members' separators plus the colons inside
+    its strings (literal, or escaped as ``\\u003a``); the writing has one separator per
+    member kept plus the same strings' colons (orjson never escapes ':'; sorting keys and
+    dropping ``.0`` move none). So the counts are equal exactly when no member was dropped:
+    a dropped member takes at least its separator with it, and escapes are never
+    undercounted (a ``\\\\u003a`` that is not an escape only makes the counts differ).
     """
-    referents = gc.get_referents
+    colons = text.count(b":")
+    if b"\\" in text and b"\\u" in text:  # one byte is found much faster than two
+        colons += text.count(b"\\u003a") + text.count(b"\\u003A")
+    return colons if colons == written.count(b":") else None
+
+
+# -- step 1 for any object ----------------------------------------------------------------------
+
+
+def _vouch(  # builtins bound as locals: the loop below runs once per value
+    root: object,
+    limits: Limits,
+    _type: type[type] = type,
+    _len: Callable[[Any], int] = len,
+    _str: type[str] = str,
+    _int: type[int] = int,
+    _bool: type[bool] = bool,
+    _float: type[float] = float,
+    _dict: type[dict[Any, Any]] = dict,
+    _list: type[list[Any]] = list,
+) -> list[float] | None:
+    """Every float of ``root`` (with repeats) if its types, depth, key counts and size floor
+    pass, level by level.
+
+    A Python loop over each container's values: they lie together in memory, so each value
+    is read once, from the cache line its neighbours brought in. (Passes of C-level
+    primitives over whole levels, ``map(type, ...)``, ``bytes.translate`` selectors and
+    ``itertools.compress``, were measured no faster on the largest documents and three
+    times slower on small ones: they read every value several times, level by level, across
+    the whole heap.) Only identity tests of exact types: no hook of any value, nor of its
+    metaclass, can run. The floor counts one byte per value plus every string's and key's
+    characters, checked as it grows, so a structure that shares objects (and would expand
+    when written) stops before orjson runs.
+    """
+    if _type(root) is not _dict:
+        return None
+    max_depth = min(limits.max_depth, _ORJSON_MAX_DEPTH)
+    max_keys, max_bytes = limits.max_keys, limits.max_bytes
     floats: list[float] = []
-    level: list[Any] = [root]
-    depth = 1  # of the values in ``level``
-    while True:
-        children = referents(*level)  # the values of its containers (their keys are all str)
-        if not children:
-            return floats
-        # A dict's values are among the children: only a big level can hold a wide dict.
-        big = wide and len(children) > limits.max_keys
-        if big and max([len(c) for c in level if type(c) is dict], default=0) > limits.max_keys:
+    add = floats.append
+    dicts: list[dict[Any, Any]] = []
+    keep = dicts.append
+    size = seen = 0
+    level: list[Any] = [root]  # the containers at ``depth``
+    depth = 1
+    while level:
+        if depth > max_depth or seen > _MAX_VALUES:
             return None
-        floats += [child for child in children if type(child) is float]  # faster than compress
+        children: list[Any] = []
+        push = children.append
+        for container in level:
+            count = _len(container)
+            size += count
+            if size > max_bytes:
+                return None
+            if _type(container) is _dict:
+                if count > max_keys:
+                    return None
+                keep(container)
+                container = container.values()
+            for item in container:
+                kind = _type(item)
+                if kind is _str:
+                    size += _len(item)
+                elif kind is _int or kind is _bool or item is None:
+                    pass
+                elif kind is _float:
+                    add(item)
+                elif kind is _dict or kind is _list:
+                    push(item)
+                else:
+                    return None
+        seen += _len(children)
         level = children
         depth += 1
-        if depth > limits.max_depth and any(map(isinstance, level, repeat((dict, list)))):
-            return None
+    try:  # orjson refuses keys that are str subclasses itself
+        keys = "".join(chain.from_iterable(dicts))
+    except TypeError:  # a key that is no string at all
+        return None
+    if size + len(keys) > max_bytes:
+        return None
+    if not keys.isascii() and _ASTRAL.search(keys) and _HIGH_BMP.search(keys):
+        return None  # code-point and UTF-16 order may differ: the fragment path sorts
+    return floats
 
 
-def _vouch(root: object, limits: Limits) -> list[float] | None:
-    """Every float of ``root`` (with repeats) if its types, depth, key counts and size floor
-    pass. The floor counts one byte per value plus every string's and key's characters, so a
-    structure that shares objects (and would expand when written) stops before orjson runs."""
-    max_depth = min(limits.max_depth, _ORJSON_MAX_DEPTH)
-    referents = gc.get_referents
+# -- step 1 for a tree orjson has just read -----------------------------------------------------
+
+
+def _floats_of(root: dict[str, Any]) -> list[float]:
+    """Every float of a small tree `orjson.loads` built: a Python walk (the calls of a level
+    walk cost more on a few dozen values); its depth and widths are known to be within the
+    limits."""
     floats: list[float] = []
-    level: list[Any] = [root]
-    kinds: list[type] = [dict]
-    depth = size = 0
-    while True:
-        depth += 1  # the containers of ``level`` are at this depth
-        if depth > max_depth:
-            return None
-        dicts = list(compress(level, map(is_, kinds, repeat(dict)))) if depth > 1 else level
-        children = referents(*level)  # values (and non-str keys) of its containers
-        size += len(children)
-        if size > limits.max_bytes or len(children) > _MAX_VALUES:
-            return None
-        # A dict's values are among the children: only a big level can hold a wide dict.
-        if len(children) > limits.max_keys and max(map(len, dicts), default=0) > limits.max_keys:
-            return None
-        kinds = list(map(type, children))
-        # Hash the types only once their metaclass is known to be ``type`` (whose hash is
-        # identity): a metaclass's own __hash__ or __eq__ never runs.
-        if not all(map(is_, map(type, kinds), repeat(type))):
-            return None
-        present = set(kinds)
-        if not present <= _ALLOWED:
-            return None
-        try:  # keys are exact str, or (listed among the children) exact int, float, ...
-            size += sum(map(len, chain.from_iterable(dicts)))
-        except TypeError:  # a key that is not a string: orjson would refuse it
-            return None
-        if str in present:
-            size += sum(map(len, compress(children, map(is_, kinds, repeat(str)))))
-        if float in present:
-            floats += compress(children, map(is_, kinds, repeat(float)))
-        if dict not in present and list not in present:
-            return None if size > limits.max_bytes else floats
-        level = children
+    add = floats.append
+    stack: list[Any] = [root]
+    push = stack.append
+    while stack:
+        container = stack.pop()
+        for item in container.values() if type(container) is dict else container:
+            kind = type(item)
+            if kind is float:
+                add(item)
+            elif kind is dict or kind is list:
+                push(item)
+    return floats
+
+
+def _loaded_within_limits(root: dict[str, Any], limits: Limits) -> bool:
+    """Does a tree `orjson.loads` built nest at most ``max_depth`` levels, and hold no object
+    of more than ``max_keys`` members?
+
+    Level by level, a slice of `_SLICE` values at a time, each slice's subtrees before the
+    next slice (what a slice's values point to is then still in the cache), with no type to
+    prove (exact built-ins only, so no code of theirs can run): one `gc.get_referents` call
+    per slice, no Python step per value. A dict's members are among its slice's children, so only
+    a slice with more than ``max_keys`` children can hold a wide dict, and only its dicts
+    are measured. A container deeper than ``max_depth`` is looked for only past it.
+    """
+    stack: list[tuple[list[Any], int]] = [([root], 1)]
+    while stack:
+        level, depth = stack.pop()
+        if len(level) > _SLICE:
+            starts = range(len(level) - (len(level) - 1) % _SLICE - 1, -1, -_SLICE)
+            stack += [(level[start : start + _SLICE], depth) for start in starts]
+            continue
+        if depth > limits.max_depth and any(map(isinstance, level, repeat((dict, list)))):
+            return False
+        children = _referents(*level)  # the values of its containers (and some dicts' keys)
+        if not children:
+            continue
+        if len(children) > limits.max_keys and _widest(level, limits.max_keys) > limits.max_keys:
+            return False
+        stack.append((children, depth + 1))
+    return True
+
+
+def _widest(level: list[Any], max_keys: int) -> int:
+    """The most members any dict of ``level`` (exact built-ins) has, when over ``max_keys``."""
+    try:  # a slice of containers and strings only (of objects, say) is measured in C
+        if max(map(len, level)) <= max_keys:
+            return 0
+    except TypeError:  # a number, bool or None among them: the dicts are picked out
+        pass
+    return max([len(item) for item in level if type(item) is dict], default=0)
+
+
+# -- step 2: code-point and UTF-16 key order ----------------------------------------------------
 
 
 def utf16_order_may_differ(out: bytes) -> bool:
@@ -216,11 +336,13 @@ def utf16_order_may_differ(out: bytes) -> bool:
     ``:``; from a character inside a string, the string ends at the first quote not escaped
     (a quote inside a string is only ever written ``\\"``).
     """
-    if out.isascii() or not any(lead in out for lead in _ASTRAL_LEADS):
+    if out.isascii():
+        return False
+    if not (b"\xf0" in out or b"\xf1" in out or b"\xf2" in out or b"\xf3" in out or b"\xf4" in out):
         return False
     if b"\xee" not in out and b"\xef" not in out:
         return False
-    return _in_a_key(out, _ASTRAL_LEADS) and _in_a_key(out, (b"\xee", b"\xef"))
+    return _in_a_key(out, _ASTRAL_LEADS) and _in_a_key(out, _HIGH_BMP_LEADS)
 
 
 def _in_a_key(out: bytes, leads: tuple[bytes, ...]) -> bool:
@@ -246,23 +368,78 @@ def _escaped(out: bytes, quote: int) -> bool:
     return (quote - before) % 2 == 1
 
 
+# -- step 3: ECMAScript's spelling of the floats ------------------------------------------------
+
+
 def _spell_floats(out: bytes, floats: list[float]) -> bytes | None:
-    """``out`` with ECMAScript's spelling of ``floats`` (all of its floats), or ``None``."""
+    """``out`` with ECMAScript's spelling of ``floats`` (all of its floats), or ``None``.
+
+    Every search is for a byte sequence whose last byte is rare in a list of numbers (the
+    search skips ahead on it) or a single byte (``memchr``).
+    """
     written = orjson.dumps(floats)
-    if b"n" in written or b"-0.0," in written or written.endswith(b"-0.0]"):
+    if len(written) <= _SHORT:  # one search costs less than several calls
+        if _GIVEN_UP.search(written):
+            return None
+    elif b"n" in written or b"-0.0" in written:
         return None  # null: NaN or an infinity; -0.0 is written 0
-    exponents = written.count(b"e")
-    if exponents:
-        negative = written.count(b"e-")
-        if negative and b"e-a," in written.translate(_EXPONENT_CLASSES):
+    elif b"e" in written:
+        if b"e-" in written and b"e-a," in written.translate(_EXPONENT_CLASSES):
             return None
-        if exponents > negative and _FOREIGN_POSITIVE.search(written):
+        if (b"e+" in written or _UNSIGNED_EXPONENTS) and _FOREIGN_POSITIVE.search(written):
             return None
-    integral = written.count(b".0,") + written.endswith(b".0]")
-    if not integral:
+    if b".0" not in written:
         return out
+    return _drop_point_zeros(out, written.count(b".0,") + written.endswith(b".0]"))
+
+
+def _spell_found(out: bytes) -> bytes | None:
+    """`_spell_floats` for a tree orjson read from a text, without gathering its floats.
+
+    What could be a float spelled unlike ECMAScript is looked for in ``out`` itself: any
+    ``e+`` (e+16..e+20 are written in full, and a float of 2**63 or more may be an integer
+    literal orjson read as one) or e-1..e-6 gives up (strings too: a false alarm only costs
+    the floats' own look). A ``.0`` before a delimiter with an even number of quotes before
+    it lies outside every string (no quote may be escaped, else ``None``): it ends an
+    integral float and is removed (``-0.0`` gives up); one inside a string stays. C-level
+    loops only, but for a few points (one Python step each costs less than building maps).
+    """
+    if _UNSIGNED_EXPONENTS or (b"+" in out and b"e+" in out):
+        return None
+    if b"\\" in out and b'\\"' in out:  # one byte is found much faster than two
+        return None
+    if _FOREIGN_NEGATIVE.search(out):
+        return None
+    points = [found.start() for found in _INTEGRAL.finditer(out)]
+    if not points:
+        return out
+    if len(points) <= _FEW_POINTS:
+        quotes = before = 0
+        for point in points:
+            quotes += out.count(b'"', before, point)
+            before = point
+            if quotes & 1:
+                break  # some are inside strings: sorted out below
+            if out[point - 2 : point] == b"-0":
+                return None  # -0.0 is written 0
+        else:
+            return _INTEGRAL.sub(b"", out)  # every one ends a number
+    quotes_before = accumulate(map(out.count, repeat(b'"'), [0, *points], points))
+    numbers = list(compress(points, map(not_, map(and_, quotes_before, repeat(1)))))
+    if not numbers:
+        return out
+    if any(map(out.startswith, repeat(b"-0"), [point - 2 for point in numbers])):
+        return None  # -0.0 is written 0
+    # The pieces between the points, each without its point's ".0".
+    starts = [0, *[point + 2 for point in numbers]]
+    return b"".join(map(out.__getitem__, map(slice, starts, [*numbers, None])))
+
+
+def _drop_point_zeros(out: bytes, integral: int) -> bytes | None:
+    """``out`` without the ``.0`` of its ``integral`` integral floats, or ``None`` when a
+    string holds ``.0`` before a delimiter too (one regular expression pass: byte counts and
+    replacements would scan ``out`` twice per delimiter)."""
     fixed, removed = _INTEGRAL.subn(b"", out)
-    # Every integral float is one removal; any other removal was inside a string.
     return fixed if removed == integral else None
 
 
@@ -292,13 +469,14 @@ def _calibrate(reference: Callable[[float], str]) -> bool:
     Checked in groups: a group `_spell_floats` gives up on is checked value by value.
     """
     sample = calibration_sample()
-    for start in range(0, len(sample), 64):
-        group = sample[start : start + 64]
-        verdict = _spelled_as(group, reference)
-        if verdict is None:  # some value is given up on: look at each one
-            verdict = all(_spelled_as([value], reference) is not False for value in group)
-        if not verdict:
-            return False
+    for size in (64, 8):  # long and short lists: `_spell_floats` checks each its own way
+        for start in range(0, len(sample), size):
+            group = sample[start : start + size]
+            verdict = _spelled_as(group, reference)
+            if verdict is None:  # some value is given up on: look at each one
+                verdict = all(_spelled_as([value], reference) is not False for value in group)
+            if not verdict:
+                return False
     return True
 
 

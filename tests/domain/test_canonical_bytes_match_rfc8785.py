@@ -361,3 +361,33 @@ def test_json_text_with_duplicate_keys_is_refused(
     else:
         parsed = parse_document(text.encode())
         assert parsed == json.loads(text)
+
+
+# -- larger documents: a few hundred values beside each generated one ---------------------------
+
+large_documents = st.tuples(
+    documents, st.lists(st.one_of(scalars, values), min_size=260, max_size=400)
+).map(lambda pair: {**pair[0], "\U0010ffff pad": pair[1]})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(large_documents)
+def test_dw_doc_3_larger_documents_are_byte_identical_to_rfc8785(
+    document: dict[str, Any],
+) -> None:
+    expected = rfc8785.dumps(document)
+    native = native_canonical(document, documents_module._DOCUMENT)
+    assert native is None or native == expected
+    assert canonical_document(document) == expected
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(texts, bad_values, max_size=6), st.integers(260, 300))
+def test_dw_doc_5_larger_documents_report_the_same_error(
+    document: dict[str, Any], padding: int
+) -> None:
+    document = {**document, "\U0010ffff pad": list(range(padding))}
+    fast = outcome(canonical_document, document)
+    assert fast == outcome(canonical_document_reference, document)
+    if fast[0] != "ok":
+        assert native_canonical(document, documents_module._DOCUMENT) is None

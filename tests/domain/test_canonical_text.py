@@ -189,26 +189,79 @@ def test_duplicate_keys_are_refused(text: str) -> None:
             read(text.encode())
 
 
-def test_one_pass_is_taken_for_ordinary_text(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A client's compact text with floats, integral floats and non-ASCII strings is written
-    by the one pass: the two calls are never made."""
-    document: dict[str, Any] = {"b": [1.5, 16.0, 1e-9, "é😀"], "a": {"x": None, "y": True, "z": -3}}
+def forbid_the_two_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if the slow path (parse, then canonicalise the tree) is taken."""
 
     def not_called(*args: object, **kwargs: object) -> None:
         raise AssertionError("the slow path was taken")
 
     monkeypatch.setattr(jsonbody, "parse_document", not_called)
     monkeypatch.setattr(jsonbody, "canonical_document", not_called)
+
+
+def test_one_pass_is_taken_for_ordinary_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client's compact text with floats, integral floats and non-ASCII strings is written
+    by the one pass: the two calls are never made."""
+    document: dict[str, Any] = {"b": [1.5, 16.0, 1e-9, "é😀"], "a": {"x": None, "y": True, "z": -3}}
+
+    forbid_the_two_calls(monkeypatch)
     value, canonical = parse_canonical_document(orjson.dumps(document))
     assert value == document
     assert canonical == rfc8785.dumps(document)
 
 
+def loaded(text: bytes) -> bytes | None:
+    return canonical_loaded_document(orjson.loads(text), text)
+
+
 def test_a_loaded_tree_is_vouched_for_only_within_the_limits() -> None:
-    assert canonical_loaded_document(orjson.loads(b'{"a":[1.0,2.5]}')) == b'{"a":[1,2.5]}'
-    deep = orjson.loads('{"a":' * (MAX_DEPTH + 1) + "1" + "}" * (MAX_DEPTH + 1))
-    assert canonical_loaded_document(deep) is None
-    wide = orjson.loads(orjson.dumps({"w": {str(i): i for i in range(MAX_KEYS + 1)}}))
-    assert canonical_loaded_document(wide) is None
-    assert canonical_loaded_document(orjson.loads(b'{"a":-9.3e18}')) is None
-    assert canonical_loaded_document([1]) is None
+    assert loaded(b'{"a":[1.0,2.5]}') == b'{"a":[1,2.5]}'
+    deep = ('{"a":' * (MAX_DEPTH + 1) + "1" + "}" * (MAX_DEPTH + 1)).encode()
+    assert loaded(deep) is None
+    wide = orjson.dumps({"w": {str(i): i for i in range(MAX_KEYS + 1)}})
+    assert loaded(wide) is None
+    assert loaded(b'{"a":-9.3e18}') is None
+    assert canonical_loaded_document([1], b"[1]") is None
+
+
+#: Strings that look like the floats `_spell_found` looks for, beside floats that are.
+FLOAT_LIKE = [".0,", ".0]", ".0}", "-0.0", "e+5", "1e-6,", "e-6]", '\\".0,', '"', "\\", "2.0"]
+
+
+@EXAMPLES
+@given(
+    st.lists(st.sampled_from(FLOAT_LIKE), max_size=8),
+    st.lists(
+        st.sampled_from([1.0, 2.0, -3.0, 0.0, -0.0, 16.0, 1e-6, 1.5e-7, 1e16, 1e21, 0.5]),
+        max_size=40,
+    ),
+    st.booleans(),
+)
+def test_floats_are_found_outside_strings_only(
+    strings: list[str], floats: list[float], wide: bool
+) -> None:
+    """Integral floats lose ``.0`` and only they (more than `_FEW_POINTS` of them too, and
+    in documents walked for their widths); look-alikes inside strings are kept as written."""
+    document: dict[str, Any] = {
+        "s": strings,
+        "f": floats,
+        "m": dict(zip(strings, floats, strict=False)),
+    }
+    if wide:
+        document["w"] = [{"k": index, "f": 1.0} for index in range(MAX_KEYS)]
+    text = orjson.dumps(document)
+    assert_same(text)
+    assert parse_canonical_document(text)[1] == rfc8785.dumps(document)
+
+
+def test_the_one_pass_walks_a_wide_document_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More colons than ``MAX_KEYS`` and brackets than ``MAX_DEPTH``: depth and widths are
+    walked, not handed to the two calls; integral floats among strings holding ".0,"."""
+    document: dict[str, Any] = {
+        "items": [{"n": float(index), "s": f"{index}.0,", "i": index} for index in range(2000)]
+    }
+
+    forbid_the_two_calls(monkeypatch)
+    value, canonical = parse_canonical_document(orjson.dumps(document))
+    assert value == document
+    assert canonical == rfc8785.dumps(document)

@@ -9,14 +9,17 @@ import decimal
 import enum
 import json
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import orjson
 import pydantic
 import pytest
 import rfc8785
 
 from domain import documents
+from domain import native_canonical as native_canonical_module
 from domain.documents import (
     MAX_BYTES,
     MAX_DEPTH,
@@ -206,6 +209,8 @@ REFUSED_VALUES: dict[str, object] = {
     "date": datetime.date(2024, 1, 1),
     "object": object(),
     "type": dict,
+    "UUID": uuid.UUID(int=1),
+    "orjson.Fragment": orjson.Fragment(b"1"),
 }
 
 
@@ -662,3 +667,97 @@ def test_envelopes_follow_every_rule_but_the_document_size() -> None:
     with pytest.raises(DocumentError) as nan:
         canonical_envelope({"a": float("nan")})
     assert nan.value.code == "invalid_params"
+
+
+# -- the native path's own walk (`_vouch`), beside many other values --------------------------
+
+
+def vouch(document: object) -> list[float] | None:
+    return native_canonical_module._vouch(document, documents._DOCUMENT)
+
+
+def padded(inner: object) -> dict[str, Any]:
+    """``inner`` a few levels down, beside a few hundred other values."""
+    return {"z": {"y": [inner]}, "a": list(range(300)), "b": [{"c": 1.5}] * 100}
+
+
+@pytest.mark.parametrize("value", REFUSED_VALUES.values(), ids=REFUSED_VALUES.keys())
+def test_the_native_walk_refuses_every_foreign_type(value: object) -> None:
+    assert vouch(padded(value)) is None
+    assert refused(canonical_document, padded(value)).path == "$.z.y[0]"
+
+
+def test_the_native_walk_calls_no_hook() -> None:
+    value, key = Hooks(), Hooks()
+    for inner in (value, {key: 1}, [value], {"k": {key: value}}):
+        assert vouch(padded(inner)) is None
+        refused(canonical_document, padded(inner))
+    assert value.calls == key.calls == []
+    LoudMeta.calls.clear()
+    assert vouch(padded(Loud())) is None
+    assert LoudMeta.calls == []
+
+
+class HookedStr(str):
+    """A key that would record any comparison, hash, length or conversion of it."""
+
+    calls: list[str] = []  # noqa: RUF012 - shared on purpose
+
+    def __lt__(self, other: object) -> bool:
+        HookedStr.calls.append("__lt__")
+        return str.__lt__(self, str(other))
+
+    def __eq__(self, other: object) -> bool:
+        HookedStr.calls.append("__eq__")
+        return str.__eq__(self, other)
+
+    def __hash__(self) -> int:
+        HookedStr.calls.append("__hash__")
+        return str.__hash__(self)
+
+    def __len__(self) -> int:
+        HookedStr.calls.append("__len__")
+        return 0
+
+    def __str__(self) -> str:
+        HookedStr.calls.append("__str__")
+        return ""
+
+
+def test_a_str_subclass_key_runs_none_of_its_hooks(encode: Encoder) -> None:
+    for document in ({"a": 1, HookedStr("b"): 2}, padded({"a": 1, HookedStr("b"): 2})):
+        HookedStr.calls.clear()  # building the dict hashed the key
+        refused(encode, document)
+        assert vouch(document) is None or HookedStr.calls == []
+        assert native_canonical(document, documents._DOCUMENT) is None
+        assert HookedStr.calls == []
+
+
+@pytest.mark.parametrize("key", [1, None, (1,), 1.5, True, EmptyStr("k"), Mode.FAST], ids=str)
+def test_the_native_path_refuses_keys_that_are_not_exactly_str(key: object) -> None:
+    assert native_canonical(padded({key: 1}), documents._DOCUMENT) is None
+    assert refused(canonical_document, padded({"b": 1, key: 2})).path == "$.z.y[0]"
+
+
+def test_the_native_walk_holds_every_limit() -> None:
+    wide = {str(index): index for index in range(MAX_KEYS + 1)}
+    assert vouch(padded(wide)) is None
+    wide.pop("0")
+    assert vouch(padded(wide)) is not None
+    deep: Any = []
+    for _ in range(MAX_DEPTH - 4):  # the root, "z", "y"'s list and the innermost list
+        deep = [deep]
+    assert vouch(padded(deep)) is not None
+    assert canonical_document_reference(padded(deep)) == rfc8785.dumps(padded(deep))
+    assert vouch(padded([deep])) is None
+    refused(canonical_document_reference, padded([deep]))
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    assert vouch(padded(cycle)) is None
+    assert vouch(padded("x" * MAX_BYTES)) is None
+    assert vouch(padded(["x" * 1000] * 2000)) is None  # a floor of 2 MB from a 1 KB string
+    assert vouch(padded({"k" * 1000: 1})) is not None
+    assert vouch({"k": [{"k" * 1000: 1}] * 2000}) is None  # a long key, shared
+    clash = {"\U0001f600": 1, "\ue000": 2}
+    assert vouch(padded(clash)) is None
+    assert canonical_document(padded(clash)) == rfc8785.dumps(padded(clash))
