@@ -48,6 +48,7 @@ from journal.store import EventStore
 from projections.catalog import Projections
 
 if TYPE_CHECKING:
+    from blackops.jsonbody import ParsedDocument
     from blackops.worker import Worker
 
 F = TypeVar("F", bound=Handler)
@@ -147,7 +148,7 @@ class Application:
     def run(
         self,
         type: str,
-        params: dict[str, Any],
+        params: dict[str, Any] | ParsedDocument,
         *,
         actor: Actor | str | dict[str, Any],
         tenant: str,
@@ -158,7 +159,9 @@ class Application:
         """Run ``type`` Inline in this process and return its result.
 
         Everything is validated before any side effect: a bad type, tenant, actor or
-        params document raises and records nothing (decisions O3).
+        params document raises and records nothing (decisions O3). ``params`` may be a
+        ``blackops.jsonbody.ParsedDocument`` (JSON text read with its canonical bytes in one
+        pass): its bytes are not made again (decisions F132).
         """
         return self._operations.run(
             type,
@@ -173,7 +176,7 @@ class Application:
     def submit(
         self,
         type: str,
-        params: dict[str, Any],
+        params: dict[str, Any] | ParsedDocument,
         *,
         actor: Actor | str | dict[str, Any],
         tenant: str,
@@ -204,7 +207,7 @@ class Application:
     def submit_accepted(
         self,
         type: str,
-        params: dict[str, Any],
+        params: dict[str, Any] | ParsedDocument,
         *,
         actor: Actor | str | dict[str, Any],
         tenant: str,
@@ -215,7 +218,8 @@ class Application:
     ) -> tuple[str, str]:
         """:meth:`submit`, also returning the public status the acceptance knows:
         ``pending`` for a new operation, the named operation's for a replayed key (the
-        HTTP 202 body, built without reading the journal again)."""
+        HTTP 202 body, built without reading the journal again). ``params``: as for
+        :meth:`run`."""
         return self._operations.submit(
             type,
             params,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gc
 import json
-from typing import Any
+from typing import Any, final
 
 import orjson
 
@@ -17,6 +17,7 @@ from domain.documents import (
     canonical_json,
     canonical_loaded_document,
 )
+from domain.native_canonical import members_kept
 
 #: Raw input may carry whitespace the canonical form drops; beyond this it cannot fit.
 MAX_RAW_BYTES = 4 * MAX_BYTES
@@ -69,20 +70,60 @@ def parse_canonical_document(
     """``parse_document(raw)`` and its ``canonical_document`` bytes: the same value, bytes and
     refusals as calling the two, in one orjson read and one write when the text allows it.
 
-    The tree orjson reads needs no type walk (`canonical_loaded_document`); what the text
-    could still hide, a duplicate key orjson dropped, is ruled out by `_nothing_dropped`
-    against the canonical bytes (sorting keys and dropping ``.0`` move no colon). Anything
-    not vouched for is decided by the two calls themselves.
+    The tree orjson reads needs no type walk; what the text could still hide, a duplicate key
+    orjson dropped, is ruled out by the colon count (`members_kept`): both are
+    `canonical_loaded_document`'s. Anything not vouched for is decided by the two calls
+    themselves, so the answer, and every refusal's code, message and path, is theirs.
     """
     if len(raw) <= MAX_RAW_BYTES:
         loaded = _load(raw)
         if loaded is not None:
             data, value = loaded
-            canonical = canonical_loaded_document(value)
-            if canonical is not None and _nothing_dropped(data, canonical):
+            canonical = canonical_loaded_document(value, data)
+            if canonical is not None:
                 return value, canonical
     value = parse_document(raw, empty_is=empty_is)
     return value, canonical_document(value)
+
+
+@final
+class ParsedDocument:
+    """A document read from JSON text with its canonical bytes, made in one pass
+    (:func:`parse_canonical_document`): what the HTTP routes and CLI ``--params`` hand to
+    ``Application.run`` / ``submit`` so the params are not canonicalised again (decisions
+    F132). It exists only by parsing, so its value and bytes always agree; read-only."""
+
+    __slots__ = ("_canonical", "_value")
+    _value: dict[str, Any]
+    _canonical: bytes
+
+    def __init__(self, raw: bytes | str, *, empty_is: dict[str, Any] | None = None) -> None:
+        value, canonical = parse_canonical_document(raw, empty_is=empty_is)
+        object.__setattr__(self, "_value", value)
+        object.__setattr__(self, "_canonical", canonical)
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        # A subclass could answer other bytes than its parse made: run/submit trust these.
+        raise TypeError("ParsedDocument cannot be subclassed")
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("a ParsedDocument is read-only")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("a ParsedDocument is read-only")
+
+    def __reduce__(self) -> tuple[type[ParsedDocument], tuple[bytes]]:
+        """Copied and pickled by parsing its canonical bytes again, never by setting its
+        slots: the same bytes and an equal value (a ``1.0`` reads back as ``1``)."""
+        return (ParsedDocument, (self._canonical,))
+
+    @property
+    def value(self) -> dict[str, Any]:
+        return self._value
+
+    @property
+    def canonical(self) -> bytes:
+        return self._canonical
 
 
 def _load(raw: bytes | str) -> tuple[bytes, dict[str, Any]] | None:
@@ -93,22 +134,6 @@ def _load(raw: bytes | str) -> tuple[bytes, dict[str, Any]] | None:
     except (UnicodeEncodeError, orjson.JSONDecodeError):
         return None
     return (data, value) if type(value) is dict else None
-
-
-def _nothing_dropped(data: bytes, written: bytes) -> bool:
-    """Did orjson keep every member of ``data``, given ``written``, its writing of what it read?
-
-    orjson keeps the last of duplicate keys. The text's colons are its members' separators
-    plus the colons inside its strings (literal, or escaped as ``\\u003a``); orjson's own
-    writing of what it read has one separator per member kept plus the same strings'
-    colons (it never escapes ':'). So the counts are equal exactly when no member was
-    dropped: a dropped member takes at least its separator with it, and escapes are never
-    undercounted (a ``\\\\u003a`` that is not an escape only makes the counts differ).
-    """
-    colons = data.count(b":")
-    if b"\\" in data and b"\\u" in data:  # one byte is found much faster than two
-        colons += data.count(b"\\u003a") + data.count(b"\\u003A")
-    return colons == written.count(b":")
 
 
 def _parse_fast(raw: bytes | str) -> Any:
@@ -123,7 +148,7 @@ def _parse_fast(raw: bytes | str) -> Any:
         written = orjson.dumps(value)
     except orjson.JSONEncodeError:
         return None
-    return value if _nothing_dropped(data, written) else None
+    return value if members_kept(data, written) is not None else None
 
 
 def _parse_strict(raw: bytes | str, empty_is: dict[str, Any] | None) -> Any:

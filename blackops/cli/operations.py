@@ -88,13 +88,14 @@ def register(commands: Commands) -> None:
 def cmd_op_run(args: argparse.Namespace) -> int:
     import orjson
 
-    from blackops.jsonbody import parse_document
+    from blackops.operations.service import read_params
 
     application = app_of(args)
-    params = parse_document(args.params)
+    params = read_params(args.params)
     result = application.run(
-        args.type, params, actor=cli_actor(args), tenant=args.tenant, traceparent=args.traceparent
-    )
+        args.type, params, actor=cli_actor(args), tenant=args.tenant,
+        traceparent=args.traceparent,
+    )  # fmt: skip
     body = result.to_dict()
 
     def human() -> str:
@@ -110,10 +111,10 @@ def cmd_op_run(args: argparse.Namespace) -> int:
 
 
 def cmd_op_submit(args: argparse.Namespace) -> int:
-    from blackops.jsonbody import parse_document
+    from blackops.operations.service import read_params
 
     application = app_of(args)
-    params = parse_document(args.params)
+    params = read_params(args.params)
     operation_id = application.submit(
         args.type,
         params,

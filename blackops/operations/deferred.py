@@ -97,6 +97,9 @@ class DeferredEngine:
         self.clock = clock
         self.worker_id = worker_id
         self.lease = timedelta(seconds=lease_seconds)
+        #: Due operations the last claim found (claimed or not): fewer than its limit
+        #: means nothing more was due then.
+        self.last_found = 0
 
     @property
     def types(self) -> list[str]:
@@ -154,6 +157,7 @@ class DeferredEngine:
         streams = self.store.reserve_due_streams(
             moment_micros(now), moment_micros(hold), self.worker_id, self.types, limit
         )
+        self.last_found = len(streams)
         group: list[tuple[list[Append], Attempt | None]] = []
         for operation_id, events in streams.items():
             if not events or not events[0].type.startswith("operation."):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from blackops.ids import derived_id
+from blackops.jsonbody import ParsedDocument, parse_document
 from blackops.operations.contexts import (
     check_idempotency_key,
     check_operation_id,
@@ -20,12 +21,34 @@ from blackops.operations.reads import OperationReads
 from blackops.operations.results import OperationResult
 from domain.clock import format_instant
 from domain.context import Actor, ExecutionContext
-from domain.documents import canonical_document
+from domain.documents import DocumentError, canonical_document
 from domain.errors import Conflict, FencingError, InvalidRequest
 from domain.json_text import load_canonical
 from domain.lifecycle import EventType, Mode, State
 from domain.operation import Operation
 from domain.supervision import OperationRejected
+
+
+def read_params(
+    text: bytes | str, *, empty_is: dict[str, Any] | None = None
+) -> ParsedDocument | dict[str, Any]:
+    """A params document from JSON text (an HTTP body, CLI ``--params``): a
+    :class:`ParsedDocument` (its canonical bytes made in the same pass, not made again by
+    ``run`` / ``submit``), or the parsed value alone when the text is JSON but no document
+    (too large once canonical, an unsafe integer, ...): the service then refuses it after
+    its own checks (the operation type first), in the order a caller passing the value
+    alone meets them.
+    """
+    try:
+        return ParsedDocument(text, empty_is=empty_is)
+    except DocumentError:
+        return parse_document(text, empty_is=empty_is)
+
+
+def _canonical_params(params: dict[str, Any] | ParsedDocument) -> bytes:
+    if isinstance(params, ParsedDocument):
+        return params.canonical
+    return canonical_document(params)
 
 
 class OperationService(OperationReads):
@@ -34,7 +57,7 @@ class OperationService(OperationReads):
     def run(
         self,
         type: str,
-        params: dict[str, Any],
+        params: dict[str, Any] | ParsedDocument,
         *,
         actor: Actor | str | dict[str, Any],
         tenant: str,
@@ -45,7 +68,7 @@ class OperationService(OperationReads):
         """Run ``type`` Inline in this process; everything is validated before any side
         effect: a bad type, tenant, actor or params document records nothing (O3)."""
         spec = self.runtime.handlers.public(type)
-        canonical = canonical_document(params)
+        canonical = _canonical_params(params)
         ctx = operation_context(
             self.runtime.clock,
             spec.operation_type,
@@ -60,7 +83,7 @@ class OperationService(OperationReads):
     def submit(
         self,
         type: str,
-        params: dict[str, Any],
+        params: dict[str, Any] | ParsedDocument,
         *,
         actor: Actor | str | dict[str, Any],
         tenant: str,
@@ -73,7 +96,7 @@ class OperationService(OperationReads):
         and the public status the acceptance knows (``pending``, or for a replayed key the
         status of the operation it names), without reading the journal again."""
         spec = self.runtime.handlers.public(type)
-        canonical = canonical_document(params)
+        canonical = _canonical_params(params)
         key = check_idempotency_key(idempotency_key)
         tenant = check_tenant(tenant)
         operation_id = derived_id("idempotency", tenant, spec.operation_type, key) if key else None
@@ -87,10 +110,11 @@ class OperationService(OperationReads):
             correlation_id,
             operation_id=operation_id,
         )
-        try:
-            spec.parse_params(load_canonical(canonical))
-        except OperationRejected as invalid:
-            raise InvalidRequest(invalid.message, code="invalid_params") from None
+        if spec.params_model is not None:  # without one, any document is the handler's input
+            try:
+                spec.parse_params(load_canonical(canonical))
+            except OperationRejected as invalid:
+                raise InvalidRequest(invalid.message, code="invalid_params") from None
         data = received_data(spec, ctx, canonical, Mode.DEFERRED)
         if key:
             data["idempotency_key"] = key
