@@ -12,6 +12,7 @@ from blackops.audit.checkpoints import CheckpointService
 from blackops.console.app import install as install_console
 from blackops.http import access, audit, instances, journal, metrics, operations, resources, stream
 from blackops.http.auth import SYSTEM_CALLER, Caller, Served
+from blackops.http.lean import serve_lean
 from blackops.http.openapi import publish
 from blackops.http.responses import install_error_handlers
 from blackops.http.stream import StreamSettings
@@ -53,6 +54,7 @@ def create_http_app(
     for module in (operations, journal, audit, instances, access, resources, metrics):
         api.include_router(module.router)
     api.add_middleware(metrics.TimingMiddleware, observability=api.state.observability)
+    serve_lean(api, "POST", operations.RUN_PATH, operations.run_operation_lean)
     stream.install(api, stream_settings)
     install_console(api)  # /ui/: the web console, not in the schema (decisions U1)
 

@@ -38,7 +38,8 @@ class Caller:
 SESSION_COOKIE = "blackops_session"
 #: The operator's configured token: the system principal (every Space, whole journal).
 SYSTEM_CALLER = Caller(Principal("dev", system=True), Actor("dev", "token"))
-_BEARER = HTTPBearer(auto_error=False)
+#: The bearer scheme every route declares (and the lean routes call, as FastAPI would).
+BEARER = HTTPBearer(auto_error=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +61,7 @@ async def application(request: Request) -> Application:
 
 
 async def caller(
-    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_BEARER)
+    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(BEARER)
 ) -> Caller:
     """The request's caller: on the event loop when no store read is needed (the system
     token, a principal the access cache holds), else looked up in the thread pool. A
@@ -73,7 +74,7 @@ async def caller(
 
 
 def stream_caller(
-    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_BEARER)
+    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(BEARER)
 ) -> Caller:
     """The bearer token, else the console's session cookie (the live streams only)."""
     if credentials and credentials.credentials:

@@ -10,7 +10,7 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from blackops.application import Application
-from blackops.http.auth import Caller, application, caller, check_space
+from blackops.http.auth import BEARER, Caller, application, caller, check_space
 from blackops.http.bodies import idempotency_key, prefers_async, read_body, reason_of
 from blackops.http.models import (
     Accepted,
@@ -29,9 +29,10 @@ from blackops.http.models import (
 from blackops.http.openapi import document_body, errors, request_body
 from blackops.http.params import SPACE_PATTERN, SpacePath, TypePath
 from blackops.http.responses import JSON, result_response
-from blackops.jsonbody import parse_document
+from blackops.operations.contexts import IDEMPOTENCY_KEY
 from blackops.operations.registry import OPERATION_TYPE
 from blackops.operations.results import OperationResult
+from blackops.operations.service import read_params
 from domain.access import Action
 from domain.context import TRACEPARENT, Actor, check_traceparent
 from domain.errors import InvalidRequest, NotFound
@@ -63,8 +64,11 @@ def operation_of(
     return status
 
 
+RUN_PATH = "/v1/spaces/{space}/operations/{type}"
+
+
 @router.post(
-    "/v1/spaces/{space}/operations/{type}",
+    RUN_PATH,
     summary="Run an operation: Inline (200) or, with Prefer: respond-async, Deferred (202)",
     openapi_extra=document_body("The operation's params document; an empty body is {}."),
     response_model=InlineResult,
@@ -86,7 +90,7 @@ async def run_operation(
         str | None,
         Header(
             alias="Idempotency-Key",
-            pattern=r"^[\x21-\x7e]{1,255}$",
+            pattern=IDEMPOTENCY_KEY.pattern,
             description="Deferred only: the same key (per Space and type) is the same operation",
         ),
     ] = None,
@@ -101,6 +105,35 @@ async def run_operation(
     who: Caller = Depends(caller),
     app: Application = Depends(application),
 ) -> Response:
+    return await _run(app, who, space, type, request, prefer, traceparent)
+
+
+async def run_operation_lean(request: Request) -> Response:
+    """:func:`run_operation` as served (decisions F130): the same dependencies, called in
+    FastAPI's order, and the same header check, without its per-request parameter
+    machinery. ``tests/http/test_lean_routes.py`` holds it equal to the documented route."""
+    who = await caller(request, await BEARER(request))
+    app = await application(request)
+    headers = request.headers
+    key = headers.get("idempotency-key")
+    if key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
+        raise InvalidRequest("invalid request: header.Idempotency-Key")
+    params = request.path_params
+    return await _run(
+        app, who, params["space"], params["type"], request, headers.get("prefer"),
+        headers.get("traceparent"),
+    )  # fmt: skip
+
+
+async def _run(
+    app: Application,
+    who: Caller,
+    space: str,
+    type: str,
+    request: Request,
+    prefer: str | None,
+    traceparent: str | None,
+) -> Response:
     check_space(app, who, space, Action.OPERATE)
     actor = who.actor
     deferred = prefers_async(prefer or "")
@@ -108,17 +141,17 @@ async def run_operation(
     if key is not None and not deferred:
         raise InvalidRequest("Idempotency-Key applies to Deferred operations only")
     raw = await read_body(request)
-    traceparent = received_traceparent(traceparent)
+    trace = received_traceparent(traceparent)
 
     if deferred:
 
         def parse_and_submit() -> tuple[str, str]:
-            params = parse_document(raw, empty_is={})
+            params = read_params(raw, empty_is={})
             # The acceptance knows the status (a replayed key: the operation it names,
             # which may have moved on since); the journal is not read again.
             return app.submit_accepted(
                 type, params, actor=actor, tenant=space, idempotency_key=key,
-                traceparent=traceparent,
+                traceparent=trace,
             )  # fmt: skip
 
         operation_id, status = await run_in_threadpool(parse_and_submit)
@@ -129,8 +162,8 @@ async def run_operation(
 
     def parse_and_run() -> OperationResult:
         # Off the event loop: parsing a 4 MiB body and the run itself both block.
-        params = parse_document(raw, empty_is={})
-        return app.run(type, params, actor=actor, tenant=space, traceparent=traceparent)
+        params = read_params(raw, empty_is={})
+        return app.run(type, params, actor=actor, tenant=space, traceparent=trace)
 
     return result_response(await run_in_threadpool(parse_and_run))
 

@@ -5,7 +5,8 @@ Version's replay report against the recorded histories, and appends nothing."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -38,22 +39,47 @@ def post(client: TestClient, path: str, body: Any) -> Any:
     return client.post(path, content=json.dumps(body).encode(), headers=headers)
 
 
-def test_the_dry_run_answers_the_report_and_appends_nothing(
-    app: Application, client: TestClient
-) -> None:
+@dataclass(frozen=True)
+class Deployment:
+    """A Worker with its Version deployed at 100 % and a reconciled Workflow on it."""
+
+    worker: str
+    version: str
+    uid: str  # the Workflow's
+    path: str  # the dry run's route
+
+    def run(self, app: Application, instance_id: str, params: Any = None) -> Any:
+        """An instance created and worked until it completes or waits; its handle."""
+        instance = sync(app.workflow(self.uid).create(id=instance_id, params=params))
+        work(app)
+        return instance
+
+    def candidate(self, app: Application, change: Callable[[str], str]) -> str:
+        """A Version whose ``flows`` module is ``change(flows)``, verified; its id."""
+        modules = bundle()["modules"]
+        flows = change(modules["flows"])
+        version = upload(app, self.worker, {**bundle(), "modules": {**modules, "flows": flows}})
+        work(app)
+        return version
+
+
+@pytest.fixture
+def deployment(app: Application) -> Deployment:
     app.access.create_space(SPACE, app.access_context(ACTOR, SPACE))
     deployed = deployed_worker(app)
     view = create_workflow(app, deployed.worker)
     work(app)
-    uid = view["resource"]["uid"]
-    instance = sync(app.workflow(uid).create(id="i-1"))
-    work(app)
-    assert sync(instance.status())["status"] == "complete"
-    flows = bundle()["modules"]["flows"].replace('step.do("b"', 'step.do("b2"')
-    renamed = upload(app, deployed.worker, {**bundle(), "modules": {**bundle()["modules"],
-                     "flows": flows}})  # fmt: skip
-    work(app)
     path = f"/v1/spaces/{SPACE}/workers/{deployed.worker}/deployment/check"
+    return Deployment(deployed.worker, deployed.version, view["resource"]["uid"], path)
+
+
+def test_the_dry_run_answers_the_report_and_appends_nothing(
+    app: Application, client: TestClient, deployment: Deployment
+) -> None:
+    uid, path = deployment.uid, deployment.path
+    instance = deployment.run(app, "i-1")
+    assert sync(instance.status())["status"] == "complete"
+    renamed = deployment.candidate(app, lambda flows: flows.replace('step.do("b"', 'step.do("b2"'))
     before = app.store.last_position()
 
     bad = post(client, path, {"allocation": [{"version": renamed, "weight": 100}]})
@@ -68,7 +94,7 @@ def test_the_dry_run_answers_the_report_and_appends_nothing(
     assert (finding["kind"], finding["step"], finding["stepKind"]) == (
         "new_step_inside_history", "b2", "do"
     )  # fmt: skip
-    good = post(client, path, {"allocation": [{"version": deployed.version, "weight": 100}],
+    good = post(client, path, {"allocation": [{"version": deployment.version, "weight": 100}],
                                "terminalHistories": 0})  # fmt: skip
     assert good.status_code == 200 and good.json()["compatible"] is True
     assert good.json()["versions"][0]["report"]["checked"] == 0  # no terminal one asked for
@@ -93,7 +119,11 @@ with open(LOOT, "a") as _loot:
 
 
 def test_a_version_checked_over_http_reaches_no_secret_of_the_server(
-    app: Application, store_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+    app: Application,
+    deployment: Deployment,
+    store_url: str,
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Decisions C13: the Version's code runs only in a fresh interpreter, with no
     BLACKOPS_* variable, no store URL and none of the server's objects."""
@@ -107,23 +137,13 @@ def test_a_version_checked_over_http_reaches_no_secret_of_the_server(
     monkeypatch.setenv("BLACKOPS_SYSTEM_TOKEN", TOKEN)
     monkeypatch.setenv("BLACKOPS_STORE", store_url)
     loot = tmp_path / "loot.jsonl"
-    app.access.create_space(SPACE, app.access_context(ACTOR, SPACE))
-    deployed = deployed_worker(app)
-    view = create_workflow(app, deployed.worker)
-    work(app)
-    uid = view["resource"]["uid"]
-    sync(app.workflow(uid).create(id="i-1", params={"mode": "wait"}))
-    work(app)
-    evil = THIEF.replace("LOOT", repr(str(loot))) + bundle()["modules"]["flows"]
-    vid = upload(app, deployed.worker, {**bundle(), "modules": {**bundle()["modules"],
-                 "flows": evil}})  # fmt: skip
-    work(app)
+    deployment.run(app, "i-1", {"mode": "wait"})
+    vid = deployment.candidate(app, lambda flows: THIEF.replace("LOOT", repr(str(loot))) + flows)
     loot.unlink(missing_ok=True)  # what the ABI verifier's child saw is not the point here
     api = create_http_app(app, TOKEN, checkpoints=CheckpointService(app.store, key, app.clock))
     before = app.store.last_position()
     with TestClient(api) as client:
-        path = f"/v1/spaces/{SPACE}/workers/{deployed.worker}/deployment/check"
-        answer = post(client, path, {"allocation": [{"version": vid, "weight": 100}]})
+        answer = post(client, deployment.path, {"allocation": [{"version": vid, "weight": 100}]})
     assert answer.status_code == 200, answer.text
     assert answer.json()["versions"][0]["report"]["checked"] == 1
     runs = [json.loads(line) for line in loot.read_text().splitlines()]
@@ -138,23 +158,14 @@ def test_a_version_checked_over_http_reaches_no_secret_of_the_server(
 
 
 def test_the_dry_run_of_a_version_that_drops_a_live_class_says_incompatible(
-    app: Application, client: TestClient
+    app: Application, client: TestClient, deployment: Deployment
 ) -> None:
     """Decisions C12 over HTTP: the renamed class is ``class_missing``, not "no histories"."""
-    app.access.create_space(SPACE, app.access_context(ACTOR, SPACE))
-    deployed = deployed_worker(app)
-    view = create_workflow(app, deployed.worker)
-    work(app)
-    uid = view["resource"]["uid"]
-    sync(app.workflow(uid).create(id="i-2", params={"mode": "wait"}))
-    work(app)
-    flows = bundle()["modules"]["flows"].replace("class Flow:", "class Flow2:")
-    renamed = upload(app, deployed.worker, {**bundle(), "modules": {**bundle()["modules"],
-                     "flows": flows}})  # fmt: skip
-    work(app)
-    path = f"/v1/spaces/{SPACE}/workers/{deployed.worker}/deployment/check"
+    uid = deployment.uid
+    deployment.run(app, "i-2", {"mode": "wait"})
+    renamed = deployment.candidate(app, lambda flows: flows.replace("class Flow:", "class Flow2:"))
     before = app.store.last_position()
-    answer = post(client, path, {"allocation": [{"version": renamed, "weight": 100}]})
+    answer = post(client, deployment.path, {"allocation": [{"version": renamed, "weight": 100}]})
     assert answer.status_code == 200, answer.text
     doc = answer.json()
     assert doc["compatible"] is False
