@@ -7,7 +7,9 @@ Handlers run on a thread pool of ``concurrency`` threads; up to ``prefetch`` mor
 attempts wait in its queue (their leases are renewed too), so claims and commits come in
 groups even when handlers are instant. The coordinator sleeps until a handler finishes,
 new work is announced (PostgreSQL LISTEN/NOTIFY, or an in-process signal), the next
-known due time, the next heartbeat, or the polling fallback.
+known due time, the next heartbeat, or the polling fallback. A busy coordinator's turns
+are paced (``wake_delay`` under load, ``gather_seconds`` under a trickle of this process's
+submits) so that claims and ends share transactions (decisions F111, F131).
 
 A worker that cannot renew a lease abandons that attempt before the lease ends: its
 result is never committed, and a new claimant records ``attempt.claim_lost``. A
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import queue
 import random
@@ -38,10 +41,14 @@ from blackops.workflows.engine import WorkflowEngine
 from blackops.workflows.executor import EarlyExecutors, WorkflowRunner
 from blackops.workflows.in_process import run_due_contexts
 from domain.errors import BlackOpsError, InvalidRequest
+from domain.lifecycle import EventType
 from journal.leases import check_lease_seconds, check_worker_id
 from journal.work_index import OPERATION_WAKING_TOPICS, WORKFLOW_WAKING_TOPICS, moment_micros
 
 log = logging.getLogger("blackops.worker")
+#: Events that make a new operation due at once (a retry, the other waking topic, may be
+#: due later).
+SUBMIT_TOPICS = frozenset({EventType.ACCEPTED.value})
 
 
 def default_worker_id() -> str:
@@ -61,6 +68,7 @@ class Worker:
         grace_seconds: float = 30.0,
         worker_id: str | None = None,
         wake_delay: float = 0.005,
+        gather_seconds: float = 0.02,
         workflow_processes: int = 4,
         contexts_per_process: int | None = None,
     ) -> None:
@@ -72,6 +80,7 @@ class Worker:
             ("poll_seconds", poll_seconds),
             ("heartbeat_seconds", heartbeat_seconds),
             ("wake_delay", wake_delay),
+            ("gather_seconds", gather_seconds),
         ):
             if value is not None and (type(value) not in (int, float) or not 0 < value <= 86_400):
                 raise InvalidRequest(f"{name} must be a positive number of seconds")
@@ -93,7 +102,9 @@ class Worker:
         # executors of the workflows registered here are forked (decisions F80).
         early = _early_executors(runtime, workflow_processes)
         try:
-            self._build(runtime, concurrency, grace_seconds, poll_seconds, wake_delay)
+            self._build(
+                runtime, concurrency, grace_seconds, poll_seconds, wake_delay, gather_seconds
+            )
             #: Workflow contexts run in executor processes (blackops/workflows/executor.py).
             self.workflows: WorkflowRunner | None = WorkflowRunner(
                 workflow_engine(runtime, self.id, self.lease_seconds),
@@ -116,6 +127,7 @@ class Worker:
         grace_seconds: float,
         poll_seconds: float | None,
         wake_delay: float,
+        gather_seconds: float,
     ) -> None:
         self.runtime = runtime
         self.concurrency = concurrency
@@ -130,6 +142,15 @@ class Worker:
         self._notified = threading.Event()  # woken by LISTEN/NOTIFY (another process)
         self._next_due: int | None = None
         self.wake_delay = wake_delay
+        # This process's submits since the last turn began, when the last came and how
+        # long after the one before it: under a trickle of submits a busy worker's turns
+        # are spaced `gather_seconds` apart, not `wake_delay` (decisions F131).
+        self.gather_seconds = max(gather_seconds, wake_delay)
+        self._submits = 0
+        self._submitted_at = -math.inf
+        self._submit_gap = math.inf
+        self._last_claim_full = False
+        self._paced = threading.Event()  # a submit or a stop, during a pause
         self._stop_requested = threading.Event()
         self._stopped = threading.Event()
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix=f"blackops-{self.id}")
@@ -146,7 +167,10 @@ class Worker:
             raise RuntimeError("this worker was already started")
         # Not for workflow events: the runner has its own loop, and a Deferred look after
         # every instance created or woken was a due-work query (and the GIL) for nothing.
-        self.runtime.store.add_wake_listener(self._wake.set, OPERATION_WAKING_TOPICS)
+        self.runtime.store.add_wake_listener(self._on_submit, SUBMIT_TOPICS)
+        self.runtime.store.add_wake_listener(
+            self._wake.set, OPERATION_WAKING_TOPICS - SUBMIT_TOPICS
+        )
         if self.workflows is not None:
             # Not for operation submits: an idle runner costs nothing per append.
             self.runtime.store.add_wake_listener(self.workflows.wake, WORKFLOW_WAKING_TOPICS)
@@ -162,6 +186,7 @@ class Worker:
     def request_stop(self) -> None:
         """Stop claiming and begin the grace period (safe from a signal handler)."""
         self._stop_requested.set()
+        self._paced.set()
         self._wake.set()
 
     def stop(self, grace_seconds: float | None = None) -> None:
@@ -192,6 +217,7 @@ class Worker:
         except Exception:  # a bug: never die silently with claims held
             log.exception("worker %s stopped by an unexpected error", self.id)
         finally:
+            self.runtime.store.remove_wake_listener(self._on_submit)
             self.runtime.store.remove_wake_listener(self._wake.set)
             self._pool.shutdown(wait=False, cancel_futures=True)
             if self.workflows is not None:
@@ -202,24 +228,24 @@ class Worker:
             self._stopped.set()
 
     def _work(self) -> None:
-        busy = -self.wake_delay  # when the last turn that claimed or committed began
+        busy = -math.inf  # when the last turn that claimed or committed began
         while not self._stop_requested.is_set():
-            # Under load, turns begin at least wake_delay apart, so the submits and ends
-            # arriving meanwhile are claimed and committed as one group, not one
-            # transaction (and one due-work read) per operation; an idle worker turns at once.
-            # The pause never outlasts a tenth of the lease: renewals come between turns.
-            pause = min(busy + self.wake_delay - time.monotonic(), self.lease_seconds / 10)
-            if pause > 0:
-                self._stop_requested.wait(pause)
+            self._pace(busy)
             self._wake.clear()
-            self._next_due = None
+            submits, self._submits = self._submits, 0
             began, completed = time.monotonic(), self.completed
             # A stop during the pause: commit what finished, claim nothing more.
-            claimed = self._turn(claim=not self._stop_requested.is_set())
+            claim = not self._stop_requested.is_set()
+            claimed = self._turn(claim=claim, submitted=submits > 0)
             if claimed or self.completed != completed:
                 busy = began
             self._heartbeat()
-            if claimed or not self._finished.empty():
+            # After a claim that took all there was, nothing more is due: wait for a wake
+            # (a handler's end, a submit) rather than turn again to read the index. A stop
+            # that came during the pause was heard there (its wake is spent): drain now.
+            if self._stop_requested.is_set() or not self._finished.empty():
+                continue
+            if claimed and self._last_claim_full:
                 continue
             self._wake.wait(self._idle_timeout())
             if self._notified.is_set() and self._finished.empty():
@@ -229,23 +255,66 @@ class Worker:
                 self._stop_requested.wait(self.wake_delay * (1 + random.random()))
             self._notified.clear()
 
+    def _pace(self, busy: float) -> None:
+        """Wait before the turn after a busy one (``busy``: when it began).
+
+        Under load, turns begin at least ``wake_delay`` apart, so the submits and ends
+        arriving meanwhile are claimed and committed as one group, not one transaction
+        (and one due-work read) per operation (decisions F111). Under a trickle (submits
+        coming at most ``gather_seconds`` apart, the last claim leaving room) they begin
+        ``gather_seconds`` apart, or as soon as this process's submits fill the room: at
+        one submit at a time the attempts' ends then ride with the next claims (F131). An
+        idle worker turns at once. A stop ends the pause; the pause never outlasts a
+        tenth of the lease, so renewals come between turns.
+        """
+        now = time.monotonic()
+        until = min(busy + self._spacing(now), now + self.lease_seconds / 10)
+        while (left := until - now) > 0 and not self._stop_requested.is_set():
+            self._paced.wait(left)
+            self._paced.clear()
+            now = time.monotonic()
+            until = min(until, busy + self._spacing(now))
+
+    def _spacing(self, now: float) -> float:
+        trickle = (
+            not self._last_claim_full
+            and self._submit_gap <= self.gather_seconds
+            and now - self._submitted_at <= self.gather_seconds
+        )
+        if trickle and self._submits < self._claim_room():
+            return self.gather_seconds
+        return self.wake_delay
+
+    def _on_submit(self) -> None:
+        """This process committed a submit (a store wake listener)."""
+        now = time.monotonic()
+        self._submit_gap, self._submitted_at = now - self._submitted_at, now
+        self._submits += 1
+        self._paced.set()
+        self._wake.set()
+
     def _claim_room(self) -> int:
         """Claim again once the queue in front of the threads has drained."""
         if len(self._running) > self.concurrency or self._lease_in_doubt():
             return 0
         return self.concurrency + self.prefetch - len(self._running)
 
-    def _turn(self, *, claim: bool) -> int:
-        """Commit what finished together with new claims; returns how many were claimed."""
+    def _turn(self, *, claim: bool, submitted: bool = False) -> int:
+        """Commit what finished together with new claims; returns how many were claimed.
+
+        ``submitted``: this process committed a submit since the last turn, so there is
+        something to claim (unless another worker takes it): no due-work read first.
+        """
         while not self._finished.empty():
             ending = self._finished.get()
             self._running.pop(ending.attempt, None)
             self._unsaved.append(ending)
         room = self._claim_room() if claim else 0
-        if room and not self._unsaved and not self._anything_due():
+        if room and not self._unsaved and not submitted and not self._anything_due():
             return 0  # a read, not a write: idle polling never commits
         if not self._unsaved and not room:
             return 0
+        began = moment_micros(self.runtime.clock.now())  # the claim reads its own, later
         try:
             committed, attempts = self.engine.cycle(self._unsaved, room)
         except BlackOpsError as error:
@@ -258,6 +327,9 @@ class Worker:
             return 0
         self.completed += len(committed)
         self._unsaved.clear()
+        self._last_claim_full = room > 0 and self.engine.last_found >= room
+        if room and not self._last_claim_full:
+            self._forget_passed_due(began)  # this claim took all that was due by then
         for attempt in attempts:
             future = self._pool.submit(self.engine.execute, attempt)
             self._running[attempt] = future
@@ -310,6 +382,17 @@ class Worker:
     def _doubt_deadline(self) -> float:
         return self._last_renewal + 0.8 * self.lease_seconds
 
+    def _forget_passed_due(self, claimed_by: int) -> None:
+        """The earliest due time read last (``_next_due``) is kept across the turns that do
+        not read it (a submit's, a commit's): a retry or a sleep due later is then still
+        woken for on time. Once a claim begun at ``claimed_by`` has taken everything due,
+        a time up to then is spent; a later one stays a hint (if another worker took that
+        row meanwhile, waking for it costs one read). Not the time after the commit: a
+        row falling due during the claim's round trip was not taken."""
+        due = self._next_due
+        if due is not None and due <= claimed_by:
+            self._next_due = None
+
     def _anything_due(self) -> bool:
         try:
             self._next_due = self.runtime.store.next_due(self.engine.types)
@@ -324,8 +407,8 @@ class Worker:
             now = time.monotonic()
             next_check = min(self._next_heartbeat, self._doubt_deadline())
             timeout = min(timeout, max(0.0, next_check - now))
-        due = self._next_due  # read this turn, when it found nothing due
-        if due is not None:
+        due = self._next_due  # the last read's earliest due time (see _forget_passed_due)
+        if due is not None and self._claim_room():  # with no room, a handler's end wakes us
             now = moment_micros(self.runtime.clock.now())
             timeout = min(timeout, max(0.0, (due - now) / 1_000_000))
         return max(timeout, 0.005)

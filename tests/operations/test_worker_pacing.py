@@ -1,26 +1,45 @@
-"""The busy Deferred coordinator's pause (decisions F111) against a stop and the lease."""
+"""The Deferred coordinator's pacing: the busy pause (decisions F111) against a stop and the
+lease; turns woken by this process's submits, and the spacing under a trickle (F131)."""
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
 import time
+from collections.abc import Iterator, Sequence
+from functools import partial
+from typing import Any
 
+import pytest
+from worker_fleet import wait_for
+
+from blackops import Application, Retryable, Supervision
 from blackops.worker import Worker
+from journal.store import Append
 
 
 class BusyCoordinator:
     """What `Worker._work` reads of its worker, with every turn claiming something."""
 
+    _pace = Worker._pace
+    _spacing = Worker._spacing
+
     def __init__(self, wake_delay: float, lease_seconds: float = 30.0) -> None:
         self.wake_delay, self.lease_seconds = wake_delay, lease_seconds
-        self._stop_requested = threading.Event()
+        self.gather_seconds = wake_delay
+        self._stop_requested, self._paced = threading.Event(), threading.Event()
         self._wake, self._notified = threading.Event(), threading.Event()
         self._finished: queue.Queue[object] = queue.Queue()
-        self.completed, self._next_due = 0, None
+        self.completed, self._next_due, self._submits = 0, None, 0
+        # Busy: every turn claims all the room it has.
+        self._last_claim_full, self._submit_gap, self._submitted_at = True, math.inf, -math.inf
         self.turns: list[tuple[float, bool, bool]] = []  # (when, claim, stop requested)
 
-    def _turn(self, *, claim: bool) -> int:
+    def _claim_room(self) -> int:
+        return 8
+
+    def _turn(self, *, claim: bool, submitted: bool) -> int:
         self.turns.append((time.monotonic(), claim, self._stop_requested.is_set()))
         return 1
 
@@ -36,6 +55,7 @@ def run(coordinator: BusyCoordinator, seconds: float) -> None:
     thread.start()
     time.sleep(seconds)
     coordinator._stop_requested.set()  # what request_stop() does
+    coordinator._paced.set()
     coordinator._wake.set()
     thread.join(5)
     assert not thread.is_alive()
@@ -53,3 +73,204 @@ def test_the_pause_never_outlasts_a_tenth_of_the_lease() -> None:
     run(coordinator, 0.55)
     starts = [at for at, _, stop in coordinator.turns if not stop]
     assert len(starts) >= 4, starts  # about one turn every 0.1 s, not one a minute
+
+
+# -- a real worker -----------------------------------------------------------------------------
+
+
+class Transactions:
+    """What each committed transaction held: claims, ends, submits (a commit observer)."""
+
+    def __init__(self, app: Application) -> None:
+        self.seen: list[dict[str, int]] = []
+        app.runtime.add_commit_observer(self.committed)
+
+    def committed(self, appends: Sequence[Append], members: int, seconds: float) -> None:
+        types = [event.type for append in appends for event in append.events]
+        self.seen.append(
+            {
+                "claims": types.count("attempt.started"),
+                "ends": types.count("operation.completed"),
+                "submits": types.count("operation.accepted"),
+            }
+        )
+
+    def worker_turns(self) -> list[dict[str, int]]:
+        return [t for t in self.seen if t["claims"] or t["ends"]]
+
+
+@pytest.fixture
+def noop_app(store_url: str) -> Iterator[Application]:
+    app = Application(store_url)
+    app.operation("t.noop")(lambda ctx, params: None)
+    yield app
+    app.close()
+
+
+def completed(app: Application, ids: list[str]) -> bool:
+    return all(app.status(i)["status"] == "completed" for i in ids)
+
+
+def test_a_turn_woken_by_a_submit_here_claims_without_a_due_work_read(
+    noop_app: Application, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The submit's commit says there is work: the turn goes straight to the claim (the
+    read stays for wakes that do not say so: polling, NOTIFY, retries)."""
+    app = noop_app
+    worker = app.worker(poll_seconds=30)
+    # NOTIFY (PostgreSQL) echoes this process's submits too: such a wake does not say
+    # whose work it is, and its turn reads the index. Not heard here.
+    monkeypatch.setattr(worker, "_announced", lambda topics: None)
+    worker.start()
+    reads: list[object] = []
+    original = app.store.next_due
+
+    def next_due(types: Any) -> int | None:
+        reads.append(types)
+        return original(types)
+
+    try:
+        time.sleep(0.2)  # its first turn (a read: nothing is due yet) is over
+        monkeypatch.setattr(app.store, "next_due", next_due)
+        for n in range(3):
+            submitted = app.submit("t.noop", {"n": n}, actor="a", tenant="t")
+            wait_for(partial(completed, app, [submitted]), 30, "the operation")
+    finally:
+        worker.stop(5)
+    assert reads == []
+
+
+def test_under_a_trickle_ends_ride_with_the_next_claims(noop_app: Application) -> None:
+    """Submits one at a time, closer together than gather_seconds: claimed together, and
+    their ends committed in the transaction of the next submit's claim, instead of a claim
+    and an end each. The first submit after a quiet spell is claimed at once."""
+    app = noop_app
+    turns = Transactions(app)
+    worker = app.worker(gather_seconds=1.0, poll_seconds=30).start()
+    try:
+        first = app.submit("t.noop", {}, actor="a", tenant="t")
+        wait_for(lambda: completed(app, [first]), 30, "the first operation")
+        assert turns.worker_turns()[0] == {"claims": 1, "ends": 0, "submits": 0}  # at once
+        pair = [app.submit("t.noop", {"n": n}, actor="a", tenant="t") for n in range(2)]
+        wait_for(lambda: turns.worker_turns()[-1]["claims"] == 2, 30, "the pair's claim")
+        last = app.submit("t.noop", {"n": 2}, actor="a", tenant="t")
+        wait_for(lambda: completed(app, [*pair, last]), 30, "four operations")
+    finally:
+        worker.stop(5)
+    seen = turns.worker_turns()
+    assert {"claims": 1, "ends": 2, "submits": 0} in seen, seen  # the pair's ends rode along
+    assert sum(t["claims"] for t in seen) == 4 and sum(t["ends"] for t in seen) == 4
+
+
+def test_submits_filling_the_room_end_the_gathering(noop_app: Application) -> None:
+    """With room for two claims, the second submit of a trickle starts the turn at once,
+    not after gather_seconds (an hour here)."""
+    app = noop_app
+    turns = Transactions(app)
+    worker = app.worker(
+        concurrency=1, prefetch=1, gather_seconds=3600, lease_seconds=600, poll_seconds=30
+    )
+    worker.start()
+    try:
+        first = app.submit("t.noop", {}, actor="a", tenant="t")
+        wait_for(lambda: bool(turns.worker_turns()), 30, "the first claim")
+        pair = [app.submit("t.noop", {"n": n}, actor="a", tenant="t") for n in range(2)]
+        wait_for(lambda: completed(app, [first, *pair]), 30, "three operations")
+    finally:
+        worker.stop(5)
+    assert sum(t["claims"] for t in turns.worker_turns()) == 3
+
+
+def test_a_stop_ends_the_gathering_and_commits_what_finished(noop_app: Application) -> None:
+    """A submit right after a claim waits for the gathering (an hour here); a stop ends
+    it at once: the attempt that finished meanwhile is committed, the submit not claimed."""
+    app = noop_app
+    app.operation("t.slow")(lambda ctx, params: time.sleep(0.3))
+    # A long lease: the pause is capped at a tenth of it (a minute here, not 3 s).
+    worker = app.worker(gather_seconds=3600, lease_seconds=600, poll_seconds=30).start()
+    slow = app.submit("t.slow", {}, actor="a", tenant="t")
+    wait_for(lambda: worker.running == 1, 30, "the claim")
+    # Past the claim turn's own wake_delay pause (a submit landing in those 5 ms is
+    # claimed when it ends), well before the slow attempt's end.
+    time.sleep(0.1)
+    waiting = app.submit("t.noop", {}, actor="a", tenant="t")  # a trickle: gathered
+    time.sleep(0.6)  # the slow attempt has finished; its end waits for the next turn
+    assert app.status(slow)["status"] == "running"
+    stopping = threading.Thread(target=worker.stop, args=(5,))
+    stopping.start()
+    stopping.join(30)
+    assert not stopping.is_alive()  # not an hour
+    assert app.status(slow)["status"] == "completed"  # committed at the stop
+    assert app.status(waiting)["status"] == "accepted"  # a stop claims nothing more
+    app.close()
+
+
+def flaky_once(app: Application, *, retry_after: float, other_seconds: float) -> list[float]:
+    """Register ``t.flaky`` (its first attempt raises Retryable, its retry is due
+    ``retry_after`` seconds later) and ``t.other`` (sleeps ``other_seconds``); returns the
+    list the flaky attempts append their start times to."""
+    starts: list[float] = []
+    policy = Supervision(max_attempts=2, initial_delay_seconds=retry_after)
+
+    @app.operation("t.flaky", supervision=policy)
+    def flaky(ctx: Any, params: dict[str, Any]) -> dict[str, Any]:
+        starts.append(time.monotonic())
+        if len(starts) == 1:
+            raise Retryable("once more")
+        return {}
+
+    app.operation("t.other")(lambda ctx, params: time.sleep(other_seconds))
+    return starts
+
+
+@pytest.mark.parametrize("other_seconds", [0.0, 4.0])
+def test_a_retry_is_claimed_when_due_after_turns_that_read_nothing(
+    noop_app: Application, other_seconds: float
+) -> None:
+    """OL-7: a retry due in 0.5 s is claimed then by a running worker, although the turns
+    after its scheduling were a submit's (claiming without a due-work read) and an end's:
+    the due time read before them is kept (a 30 s poll here; it was forgotten, and the
+    retry waited for the other handler's end or the poll)."""
+    app = noop_app
+    starts = flaky_once(app, retry_after=0.5, other_seconds=other_seconds)
+    worker = app.worker(concurrency=2, lease_seconds=60, poll_seconds=30).start()
+    try:
+        flaky_id = app.submit("t.flaky", {}, actor="a", tenant="t")
+        wait_for(lambda: bool(starts), 30, "the first attempt")
+        time.sleep(0.1)
+        app.submit("t.other", {}, actor="a", tenant="t")  # a submit while the retry waits
+        wait_for(lambda: app.status(flaky_id)["status"] == "completed", 30, "the retry")
+    finally:
+        worker.stop(5)
+    assert len(starts) == 2
+    assert 0.5 <= starts[1] - starts[0] < 2.0, starts[1] - starts[0]
+
+
+def test_a_retry_falling_due_during_a_claims_round_trip_is_still_woken_for(
+    noop_app: Application,
+) -> None:
+    """OL-7: a claim begun just before a retry is due, whose commit returns after it (a slow
+    round trip, 0.3 s here), did not take the retry: its due time is kept, so the retry is
+    claimed then, not when the other handler ends (4 s) or the poll (30 s) comes."""
+    app = noop_app
+    starts = flaky_once(app, retry_after=1.0, other_seconds=4.0)
+    worker = app.worker(concurrency=2, lease_seconds=60, poll_seconds=30)
+    cycle = worker.engine.cycle
+
+    def slow_claim(endings: Any, limit: int) -> Any:
+        result = cycle(endings, limit)
+        if any(attempt.operation.type == "t.other" for attempt in result[1]):
+            time.sleep(0.3)  # the commit's acknowledgement comes late
+        return result
+
+    worker.engine.cycle = slow_claim  # type: ignore[method-assign,assignment]
+    worker.start()
+    try:
+        flaky_id = app.submit("t.flaky", {}, actor="a", tenant="t")
+        wait_for(lambda: bool(starts), 30, "the first attempt")
+        time.sleep(max(0.0, starts[0] + 0.85 - time.monotonic()))  # 0.15 s before it is due
+        app.submit("t.other", {}, actor="a", tenant="t")
+        wait_for(lambda: app.status(flaky_id)["status"] == "completed", 30, "the retry")
+    finally:
+        worker.stop(5)
+    assert 1.0 <= starts[1] - starts[0] < 2.5, starts[1] - starts[0]
