@@ -52,6 +52,13 @@ class ResourceProvider:
     def local_workflows(self) -> list[str]:
         return self.local.workflows()  # Workflow resources are in the store
 
+    def generation(self) -> int:
+        return self.local.generation()
+
+    def registered_at(self, workflow: str) -> int:
+        # A Version's code reaches an executor over its pipe: any executor can run it.
+        return 0 if _is_resource(workflow) else self.local.registered_at(workflow)
+
     def pick(self, workflow: str) -> WorkflowCode:
         if not _is_resource(workflow):
             return self.local.pick(workflow)

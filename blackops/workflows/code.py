@@ -56,6 +56,17 @@ class CodeProvider(Protocol):
         this process): a worker forks its executors early for them (decisions F80)."""
         ...
 
+    def generation(self) -> int:
+        """How many registrations this process has made so far: an executor forked at
+        generation ``g`` holds the code of every workflow registered at or before it."""
+        ...
+
+    def registered_at(self, workflow: str) -> int:
+        """The generation at which ``workflow``'s code was last registered in this process;
+        0 when an executor gets its code over its pipe (:meth:`source`), not by the fork.
+        An executor forked earlier than this must not run it (decisions F150)."""
+        ...
+
     def pick(self, workflow: str) -> WorkflowCode:
         """The Version a new context of ``workflow`` pins (called once per context)."""
         ...
@@ -103,6 +114,8 @@ class LocalProvider:
     _code: dict[str, WorkflowCode] = field(default_factory=dict)
     _resources: dict[str, WorkflowResource] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _generation: int = 0  # registrations so far
+    _registered_at: dict[str, int] = field(default_factory=dict)  # uid: its last one's
 
     def register(self, cls: type, *, uid: str, space: str, env: Any) -> WorkflowResource:
         if not isinstance(cls, type) or not callable(getattr(cls, "run", None)):
@@ -114,6 +127,10 @@ class LocalProvider:
             known = self._code.get(uid)
             if known is not None and known.version != version:
                 raise InvalidRequest(f"workflow {uid!r} is already registered with another class")
+            # Every registration counts, a same-code class again too: its class object and
+            # env are new, and executors forked before it hold the old ones.
+            self._generation += 1
+            self._registered_at[uid] = self._generation
             self._code[uid] = WorkflowCode(uid, version, cls, env)
             resource = self._resources[uid] = WorkflowResource(uid, space, cls.__name__)
             return resource
@@ -138,6 +155,14 @@ class LocalProvider:
 
     def local_workflows(self) -> list[str]:
         return self.workflows()
+
+    def generation(self) -> int:
+        with self._lock:  # a registration under way is counted once it is complete
+            return self._generation
+
+    def registered_at(self, workflow: str) -> int:
+        with self._lock:
+            return self._registered_at.get(workflow, 0)
 
     def pick(self, workflow: str) -> WorkflowCode:
         return self._code[workflow]

@@ -20,6 +20,10 @@ A worker built before its store opens forks its first executors at once
 bundled libpq and OpenSSL: ~8 MB that RSS counts again in every executor; decisions F80).
 The thread that forks them then runs the coordinator's loop, as if the loop had forked them.
 
+An executor holds the workflows registered in the worker's process when it was forked: the
+code provider counts registrations (its generation), and a context of a workflow registered
+(or registered again) after an executor's fork goes to a fresh fork instead (F150).
+
 One module, one thing: the coordinator's loop (:class:`WorkflowRunner`) and the handle of
 each executor it supervises; the executor's own side is ``executor_process.py``.
 """
@@ -64,6 +68,8 @@ class Executor:
     stop_reply: tuple[Any, ...] | None = None
     #: (workflow, version) whose code this executor has been sent or has loaded.
     versions: set[tuple[str, str]] = field(default_factory=set)
+    #: The provider's registration generation when it was forked (what its image holds).
+    generation: int = 0
 
     def kill(self) -> None:
         """SIGKILL and wait for the exit: afterwards the context's code has stopped."""
@@ -76,13 +82,14 @@ class Executor:
 
 def spawn_executor(provider: CodeProvider) -> Executor:
     """Fork one executor process of ``provider``'s code (from the calling thread)."""
+    generation = provider.generation()  # before the fork: it holds at least these
     mp = multiprocessing.get_context("fork")
     parent, child = mp.Pipe()
     deadline = mp.Value("d", 0.0, lock=False)
     process = mp.Process(target=executor_main, args=(child, provider, deadline), daemon=True)
     process.start()
     child.close()
-    return Executor(process, parent, deadline)
+    return Executor(process, parent, deadline, generation=generation)
 
 
 def _trim_heap() -> None:
@@ -98,15 +105,12 @@ class EarlyExecutors:
     The thread forks ``processes`` executors at once, then waits to be handed the runner's
     loop and runs it: ``PR_SET_PDEATHSIG`` ties an executor to the thread that forked it,
     so they die when that loop ends, exactly as the ones it forks itself later. If a fork
-    fails, none are kept and the runner forks its executors itself, as without this.
+    fails, none are kept and the runner forks its executors itself, as without this. A
+    workflow registered after them is not in them: the runner forks afresh for its contexts.
     """
 
     def __init__(self, provider: CodeProvider, processes: int) -> None:
         self.executors: list[Executor] = []
-        self._provider = provider
-        #: What the forks inherited: a workflow registered (or replaced) after them is not
-        #: in them, so `stale` tells the runner to fork its executors itself, as before.
-        self._inherited = self._registered()
         self._loop: Callable[[], None] | None = None
         self._handed = threading.Event()
         forked = threading.Event()
@@ -130,17 +134,6 @@ class EarlyExecutors:
         self.thread = threading.Thread(target=main, name="blackops-workflows", daemon=True)
         self.thread.start()
         forked.wait()
-
-    def _registered(self) -> list[tuple[str, object]]:
-        return [(name, self._provider.pick(name)) for name in self._provider.local_workflows()]
-
-    def stale(self) -> bool:
-        """Was a workflow registered or replaced in this process since the forks?"""
-        now = self._registered()
-        return len(now) != len(self._inherited) or any(
-            name != was or code is not was_code
-            for (name, code), (was, was_code) in zip(now, self._inherited, strict=True)
-        )
 
     def hand(self, loop: Callable[[], None]) -> None:
         """Run ``loop`` (the runner's) on the thread that forked the executors."""
@@ -211,9 +204,6 @@ class WorkflowRunner:
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> WorkflowRunner:
-        if self._early is not None and self._early.stale():
-            self._early.close()  # they lack code registered since: fork afresh, as before
-            self._early, self._executors = None, []
         if self._early is not None:
             self._thread = self._early.thread
             self._early.hand(self._main)
@@ -368,11 +358,15 @@ class WorkflowRunner:
         self._release([held for held, end in ends if end is None])
 
     def _assign(self, executor: Executor, held: HeldContext) -> None:
-        executor.held, executor.stop_sent_at, executor.stop_reply = held, None, None
-        if executor.deadline is not None:
-            executor.deadline.value = time.monotonic() + 0.8 * self.engine.lease_seconds
         try:
             key = (held.plan.workflow, held.plan.version)
+            if executor.generation < self.engine.provider.registered_at(key[0]):
+                # Forked before this workflow's code was registered (or registered again)
+                # here: only a fresh fork holds it (decisions F150).
+                executor = self._replace(executor, "registered")
+            executor.held, executor.stop_sent_at, executor.stop_reply = held, None, None
+            if executor.deadline is not None:
+                executor.deadline.value = time.monotonic() + 0.8 * self.engine.lease_seconds
             source = None
             if key not in executor.versions:
                 source = self.engine.provider.source(*key)
@@ -401,8 +395,9 @@ class WorkflowRunner:
                 "workflow context end not recorded (the lease will bring it back): %s", error
             )
 
-    def _replace(self, executor: Executor, why: str) -> None:
-        """Kill ``executor`` (if alive), wait for it, and start a fresh one in its place."""
+    def _replace(self, executor: Executor, why: str) -> Executor:
+        """Kill ``executor`` (if alive), wait for it, and start a fresh one in its place
+        (returned; while stopping, none: the killed one stays, and is returned)."""
         if not self._stop.is_set():
             self.signals.executor_restarted(why)
         executor.kill()
@@ -410,6 +405,7 @@ class WorkflowRunner:
         index = self._executors.index(executor)
         if not self._stop.is_set():
             self._executors[index] = self._spawn()
+        return self._executors[index]
 
     def _stop_context(self, executor: Executor, end: ContextEnd | None) -> None:
         held = executor.held

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import postgres_schema_url  # type: ignore[import-not-found, unused-ignore]
@@ -115,6 +117,17 @@ def wait_for_exit(pids: set[int]) -> set[int]:
     return left
 
 
+def completed(binding: Any, instance_id: str) -> dict[str, Any]:
+    """Create an instance and wait for it to end; its status."""
+    instance = asyncio.run(binding.create(id=instance_id))
+    deadline = time.monotonic() + 60
+    while (status := asyncio.run(instance.status()))["status"] != "complete":
+        assert status["status"] not in ("errored", "terminated"), status
+        assert time.monotonic() < deadline, status
+        time.sleep(0.05)
+    return dict(status)
+
+
 def test_a_worker_never_started_leaves_no_executor(store_url: str) -> None:
     before = children()
     app = Application(store_url)
@@ -146,9 +159,7 @@ class Late:
 
 def test_a_workflow_registered_after_the_worker_was_built_still_runs(store_url: str) -> None:
     """The early executors do not hold a workflow registered after they were forked: the
-    worker forks its executors afresh at start, and the late workflow's instance completes."""
-    import asyncio
-
+    context of the late workflow goes to a fresh fork, and its instance completes."""
     app = Application(store_url)
     app.register_workflow(Idle)
     before = children()
@@ -158,14 +169,43 @@ def test_a_workflow_registered_after_the_worker_was_built_still_runs(store_url: 
     late = app.register_workflow(Late)
     worker.start()
     try:
-        instance = asyncio.run(late.create())
-        deadline = time.monotonic() + 60
-        while (status := asyncio.run(instance.status()))["status"] != "complete":
-            assert status["status"] not in ("errored", "terminated"), status
-            assert time.monotonic() < deadline, status
-            time.sleep(0.05)
-        assert status["output"] == {"ran": "late"}
-        assert wait_for_exit(early) == set()  # the stale forks were replaced
+        assert completed(late, "late-1")["output"] == {"ran": "late"}
+        assert wait_for_exit(early) == set()  # the stale fork was replaced
+    finally:
+        worker.stop(1)
+        app.close()
+
+
+class Marked:
+    def __init__(self, env: Any) -> None:
+        self.env = env
+
+    async def run(self, event: object, step: object) -> dict[str, str]:
+        return {"mark": self.env.mark}
+
+
+@pytest.mark.parametrize("forked", ["early", "by the loop"])
+def test_a_workflow_registered_while_the_worker_runs_runs_with_its_code(
+    store_url: str, forked: str
+) -> None:
+    """Decisions F150: executors forked before a registration (early, or by the runner's
+    loop once the store was open) do not hold its code; the runner hands such a context to a
+    fresh fork, so a workflow registered, or registered again with another env, while the
+    worker runs runs with what was registered last."""
+    app = Application(store_url)
+    app.register_workflow(Idle)
+    if forked == "by the loop":
+        app.store.last_position()  # the store is open: no early executors
+    worker = app.worker(workflow_processes=2, lease_seconds=5).start()
+    try:
+        assert completed(app.workflow("Idle"), "i-1")["output"] == {}
+        late = app.register_workflow(Late)
+        assert completed(late, "l-1")["output"] == {"ran": "late"}
+        first = app.register_workflow(Marked, env={"mark": "first"})
+        assert completed(first, "m-1")["output"] == {"mark": "first"}
+        again = app.register_workflow(Marked, env={"mark": "second"})
+        assert completed(again, "m-2")["output"] == {"mark": "second"}
+        assert completed(app.workflow("Idle"), "i-2")["output"] == {}
     finally:
         worker.stop(1)
         app.close()
