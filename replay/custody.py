@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from domain.clock import Clock, format_instant
@@ -46,22 +46,28 @@ class _Tree:
     store: EventStore
     frontier: Frontier
     after: int = 0
-    buffer: list[tuple[int, bytes]] | None = None
+    buffer: list[tuple[int, bytes]] = field(default_factory=list)
+    next: int = 0  # the first leaf of ``buffer`` not folded yet (a pop(0) moves the rest)
     purged: frozenset[int] = frozenset()  # positions a retention tombstone accounts for
+
+    def _fill(self) -> bool:
+        """Read the next page of leaves when the buffer is used up; False past the last."""
+        if self.next < len(self.buffer):
+            return True
+        self.buffer, self.next = self.store.read_leaves(self.after, PAGE), 0
+        return bool(self.buffer)
 
     def leaf_at(self, position: int) -> bytes:
         """The recorded leaf of ``position``, folding every earlier one into the tree."""
         while True:
-            if not self.buffer:
-                self.buffer = self.store.read_leaves(self.after, PAGE)
-                if not self.buffer:
-                    raise IntegrityError(position, "no leaf was recorded for this event")
-            leaf_position, leaf = self.buffer[0]
+            if not self._fill():
+                raise IntegrityError(position, "no leaf was recorded for this event")
+            leaf_position, leaf = self.buffer[self.next]
             if leaf_position > position:
                 raise IntegrityError(position, "no leaf was recorded for this event")
             if leaf_position < position and leaf_position not in self.purged:
                 raise IntegrityError(leaf_position, "a leaf was recorded but the event is gone")
-            self.buffer.pop(0)
+            self.next += 1
             self.after = leaf_position
             self.frontier.append(leaf)
             if leaf_position == position:
@@ -129,7 +135,7 @@ def export_with_manifest(
         "firstPosition": exported[0][0] if exported else None,
         "lastPosition": exported[-1][0] if exported else None,
         "count": len(exported),
-        "root": root_of(leaf for _, leaf in exported).hex(),
+        "root": _range_root(exported, tree, after, keep).hex(),
         "journalTreeSize": tree.frontier.size,
         "journalRoot": tree.frontier.root().hex(),
         "exportedBy": actor.to_dict(),
@@ -154,16 +160,22 @@ def export_with_manifest(
     return manifest
 
 
+def _range_root(
+    exported: list[tuple[int, bytes]], tree: _Tree, after: int, keep: Callable[[bytes], bool] | None
+) -> bytes:
+    """The Merkle root of the exported leaves. When they are every leaf the journal tree
+    folded (from the start, every line kept, none purged), the two trees are one: each
+    exported leaf was just found equal to the recorded one."""
+    if after == 0 and keep is None and tree.frontier.size == len(exported):
+        return tree.frontier.root()
+    return root_of(leaf for _, leaf in exported)
+
+
 def _fold_until(tree: _Tree, after: int) -> None:
     """Fold every recorded leaf up to ``after`` into the journal tree (nothing exported)."""
-    while True:
-        if not tree.buffer:
-            tree.buffer = tree.store.read_leaves(tree.after, PAGE)
-            if not tree.buffer:
-                return
-        if tree.buffer[0][0] > after:
-            return
-        position, leaf = tree.buffer.pop(0)
+    while tree._fill() and tree.buffer[tree.next][0] <= after:
+        position, leaf = tree.buffer[tree.next]
+        tree.next += 1
         tree.after = position
         tree.frontier.append(leaf)
 

@@ -24,45 +24,51 @@ def _is_size(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SIZE
 
 
+_sha256 = hashlib.sha256
+
+
 def node_hash(left: bytes, right: bytes) -> bytes:
-    return hashlib.sha256(b"\x01" + left + right).digest()
+    return _sha256(b"\x01" + left + right).digest()
 
 
 class Frontier:
-    """The running tree: perfect-subtree roots, largest first; root at any size, O(log n)."""
+    """The running tree: perfect-subtree roots, largest first; root at any size, O(log n).
+
+    The roots are those of the set bits of ``size``, so only they are kept: appending a leaf
+    merges it with one root per trailing one bit of the old size.
+    """
 
     def __init__(self) -> None:
         self.size = 0
-        self._stack: list[tuple[int, bytes]] = []  # (subtree size, root)
+        self._stack: list[bytes] = []  # one root per set bit of ``size``, largest first
 
     @classmethod
     def restore(cls, size: int, nodes: Sequence[bytes]) -> Frontier:
         """The running tree after ``size`` leaves, from its perfect-subtree roots (largest
         first, one per set bit of ``size``): what ``nodes()`` returns."""
-        sizes = [1 << bit for bit in range(size.bit_length() - 1, -1, -1) if size >> bit & 1]
-        if len(sizes) != len(nodes) or not all(_is_hash(n) for n in nodes):
+        if size < 0 or size.bit_count() != len(nodes) or not all(_is_hash(n) for n in nodes):
             raise ValueError("one 32-byte node per set bit of the size")
         frontier = cls()
         frontier.size = size
-        frontier._stack = list(zip(sizes, nodes, strict=True))
+        frontier._stack = list(nodes)
         return frontier
 
     def nodes(self) -> list[bytes]:
-        return [node for _, node in self._stack]
+        return list(self._stack)
 
     def append(self, leaf: bytes) -> None:
-        size, node = 1, leaf
-        while self._stack and self._stack[-1][0] == size:
-            left_size, left = self._stack.pop()
-            size, node = left_size + size, node_hash(left, node)
-        self._stack.append((size, node))
+        stack, node, merges = self._stack, leaf, self.size
+        while merges & 1:
+            node = _sha256(b"\x01" + stack.pop() + node).digest()
+            merges >>= 1
+        stack.append(node)
         self.size += 1
 
     def root(self) -> bytes:
         if not self._stack:
             return EMPTY_ROOT
-        acc = self._stack[-1][1]
-        for _, node in reversed(self._stack[:-1]):
+        acc = self._stack[-1]
+        for node in reversed(self._stack[:-1]):
             acc = node_hash(node, acc)
         return acc
 

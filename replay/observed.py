@@ -9,7 +9,9 @@ canonicalising the whole object (tests/test_observed_jsonl.py checks both ways).
 
 from __future__ import annotations
 
+import operator
 import re
+from dataclasses import fields
 from typing import Any, NoReturn
 
 import orjson
@@ -23,9 +25,14 @@ from journal.leaves import entry_bytes
 
 REQUIRED = ("at", "context", "data", "position", "stream", "type", "version")
 _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
+_AS_READ = orjson.OPT_STRICT_INTEGER
 #: orjson releases before 3.11 write positive exponents unsigned (``1e21``): RFC 8785 never.
 _UNSIGNED_EXPONENTS = b"+" not in orjson.dumps(1e300)
 _UNSIGNED_EXPONENT = re.compile(rb"[0-9]e[0-9]+[,\]}]")
+#: ``.0`` before a delimiter: an integral float (RFC 8785 writes ``2``, ``0``).
+_INTEGRAL = re.compile(rb"\.0(?=[,\]}])")
+#: e-1 .. e-6 before a delimiter: RFC 8785 writes those numbers in full.
+_FOREIGN_NEGATIVE = re.compile(rb"e-[1-6][,\]}]")
 _DIGITS = frozenset(b"0123456789")
 _ENDS = (b",", b"]", b"}")
 
@@ -54,16 +61,18 @@ ObservedEvent = RecordedEvent
 def parse_line(text: bytes, line: int) -> ObservedEvent:
     """Read one line strictly: one JSON object, no duplicate keys, the seven members typed.
 
-    Fast path: orjson reads the line, and writing what it read (keys sorted) gives the line
-    back byte for byte. Then the line holds no duplicate keys: it *is* orjson's writing of a
-    dict, and a dict has each key once (distinct strings are written distinctly). Every value
-    is also one ``canonical_json`` accepts (exact JSON types, finite floats, integers within
-    ±(2**53 - 1), no lone surrogates: orjson reads or writes nothing else). Anything else,
-    hostile lines included, goes through `parse_line_canonical`'s strict path.
+    Fast path: orjson reads the line, and writing what it read, in the order it read it,
+    gives the line back byte for byte. Then the line holds no duplicate keys: it *is*
+    orjson's writing of a dict, and a dict has each key once (distinct strings are written
+    distinctly). Every value is also one ``canonical_json`` accepts (exact JSON types, finite
+    floats, integers within ±(2**53 - 1), no lone surrogates: orjson reads or writes nothing
+    else). Key order is not what this proves (the strict path accepts any order too), so the
+    writing is not sorted. Anything else, hostile lines included, goes through
+    `parse_line_canonical`'s strict path.
     """
     try:
         value = orjson.loads(text)
-        if orjson.dumps(value, option=_SORTED) == text:
+        if orjson.dumps(value, option=_AS_READ) == text:
             return _event(value, line)
     except (orjson.JSONDecodeError, orjson.JSONEncodeError):
         pass
@@ -91,6 +100,23 @@ def parse_line_canonical(text: bytes, line: int) -> tuple[ObservedEvent, bytes]:
     return _parse_strict(text, line)
 
 
+def parse_line_entry(text: bytes, line: int) -> tuple[int, bytes]:
+    """`parse_line_canonical`'s position and canonical bytes, and the same refusals, without
+    building the event (what verifying an export needs)."""
+    try:
+        value = orjson.loads(text)
+        written = orjson.dumps(value, option=_SORTED)
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        written = None
+    if written == text and not _foreign_float(text) and not utf16_order_may_differ(text):
+        members = _members(value)
+        if members is None:
+            _refuse(value, line)
+        return members[0], text
+    event, canonical = _parse_strict(text, line)
+    return event.position, canonical
+
+
 def _parse_strict(text: bytes, line: int) -> tuple[ObservedEvent, bytes]:
     try:
         # A float like 2.0**60 is written without a fraction: read it back as that float.
@@ -109,14 +135,14 @@ def _foreign_float(text: bytes) -> bool:
 
     Those are integral floats (``2.0``, ``-0.0``: RFC 8785 writes ``2``, ``0``) and exponents
     it writes in full (``e-6``, ``e+16`` to ``e+20``, unsigned ones). Text inside strings may
-    match too; that only costs the strict path. Plain substring searches first: a regular
-    expression over every line would cost more than reading it.
+    match too; that only costs the strict path. The line is orjson's own writing here (no
+    leading zeros, no spaces), so a regular expression with a literal start, or a single
+    byte found first, settles each: a search per pattern over every line would cost more
+    than reading it.
     """
-    if b".0," in text or b".0]" in text or b".0}" in text:
+    if _INTEGRAL.search(text) or _FOREIGN_NEGATIVE.search(text):
         return True
-    if b"e+" in text and _exponent_below(text, b"e+", 21):
-        return True
-    if b"e-" in text and _exponent_below(text, b"e-", 7):
+    if b"+" in text and b"e+" in text and _exponent_below(text, b"e+", 21):
         return True
     return _UNSIGNED_EXPONENTS and _UNSIGNED_EXPONENT.search(text) is not None
 
@@ -144,23 +170,74 @@ def _canonical_or_none(value: dict[str, Any]) -> bytes | None:
 
 
 def _event(value: Any, line: int) -> ObservedEvent:
-    if type(value) is dict and len(value) >= 7:
-        get = value.get
-        position, version, stream = get("position"), get("version"), get("stream")
-        kind, at, context, data = get("type"), get("at"), get("context"), get("data")
-        if (
-            type(position) is int
-            and type(version) is int
-            and type(stream) is str
-            and type(kind) is str
-            and type(at) is str
-            and type(context) is dict
-            and type(data) is dict
-            and position >= 1
-            and version >= 1
-        ):
-            return ObservedEvent(position, stream, version, kind, at, context, data)
-    _refuse(value, line)
+    members = _members(value)
+    if members is None:
+        _refuse(value, line)
+    if _Building is None:
+        return ObservedEvent(*members)
+    # Filled as a mutable twin of the same slot layout (attribute stores specialised by
+    # the interpreter), then given the frozen class: a third of the frozen dataclass's
+    # __init__ (F144).
+    event = _Building()
+    (
+        event.position,
+        event.stream,
+        event.version,
+        event.type,
+        event.at,
+        event.context,
+        event.data,
+    ) = members
+    event.__class__ = ObservedEvent
+    return event  # type: ignore[no-any-return]
+
+
+_MEMBERS = operator.itemgetter("position", "stream", "version", "type", "at", "context", "data")
+
+
+def _members(value: Any) -> tuple[int, str, int, str, str, dict[str, Any], dict[str, Any]] | None:
+    """An event's seven members, typed, in `ObservedEvent`'s order; ``None`` if any is not."""
+    if type(value) is not dict:
+        return None
+    try:
+        members = _MEMBERS(value)  # one C call for the seven lookups
+    except KeyError:
+        return None
+    position, stream, version, kind, at, context, data = members
+    if (
+        type(position) is int
+        and type(version) is int
+        and type(stream) is str
+        and type(kind) is str
+        and type(at) is str
+        and type(context) is dict
+        and type(data) is dict
+        and position >= 1
+        and version >= 1
+    ):
+        return members  # type: ignore[no-any-return]
+    return None
+
+
+def _twin() -> type | None:
+    """A mutable class with `ObservedEvent`'s slot layout, whose instances may be given
+    `ObservedEvent` as their class once filled; ``None`` if it has other state (then
+    events are built by its ``__init__``)."""
+    names = tuple(field.name for field in fields(ObservedEvent))
+    if getattr(ObservedEvent, "__slots__", None) != names or hasattr(
+        ObservedEvent, "__post_init__"
+    ):
+        return None
+    twin = type("_Building", (), {"__slots__": names})
+    try:
+        probe = twin()
+        probe.__class__ = ObservedEvent
+    except TypeError:  # layouts differ: not interchangeable
+        return None
+    return twin
+
+
+_Building = _twin()
 
 
 def _refuse(value: Any, line: int) -> NoReturn:

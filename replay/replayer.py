@@ -10,6 +10,7 @@ can prove that something is missing.
 from __future__ import annotations
 
 import os
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,8 +96,13 @@ def replay(
         raise ValueError("on_duplicate must be 'stop' or 'skip'")
     deliver = _deliver_to(observer)
     report = ReplayReport(last_position=after)
-    seen: set[int] = set()
+    # Delivered positions only ever rise (a lower one stops the replay or, as a duplicate,
+    # is skipped), so they stay sorted in a list: cheaper to keep than a set, and searched
+    # only when a position is not above every delivered one.
+    delivered_positions: list[int] = []
+    keep = delivered_positions.append
     versions: dict[str, int] = {}
+    delivered, last = 0, after  # kept in locals, written to ``report`` when it is looked at
     for number, raw in enumerate(lines, start=1):
         text = raw.rstrip(b"\n")
         if not text:
@@ -106,31 +112,38 @@ def replay(
         if position <= after:
             report.skipped_before += 1
             continue
-        # The usual case inline (a new, later position; the stream's next version); anything
+        # The usual case inline (a later position than any delivered, so never seen; the
+        # stream's next version, or version 1 of a new stream that is no tombstone); anything
         # else is looked at by `_check`.
         previous = versions.get(stream)
-        usual = previous is not None and version == previous + 1
-        if not usual or position in seen or position < report.last_position:
-            anomaly = _check(event, number, report.last_position, seen, versions, after)
+        if previous is None:
+            usual = version == 1 and not event.type.endswith(".purged")
+        else:
+            usual = version == previous + 1
+        if not usual or position <= last:
+            anomaly = _check(event, number, last, delivered_positions, versions, after)
             if anomaly is not None:
                 report.anomalies.append(anomaly)
                 if anomaly.kind == "duplicate" and on_duplicate == "skip":
                     report.duplicates_skipped += 1
                     continue
-                _save_state(state_file, report.last_position)
+                report.delivered, report.last_position = delivered, last
+                _save_state(state_file, last)
                 raise ReplayStopped(anomaly, report)
         deliver(event)
-        seen.add(position)
+        keep(position)
         versions[stream] = version
-        report.delivered += 1
-        report.last_position = position
-        if report.delivered % checkpoint_every == 0:
+        delivered += 1
+        last = position
+        if delivered % checkpoint_every == 0:
+            report.delivered, report.last_position = delivered, last
             _save_state(state_file, position)
             if progress is not None:
                 progress(position)
-    _save_state(state_file, report.last_position)
+    report.delivered, report.last_position = delivered, last
+    _save_state(state_file, last)
     if progress is not None:
-        progress(report.last_position)
+        progress(last)
     return report
 
 
@@ -138,14 +151,15 @@ def _check(
     event: ObservedEvent,
     line: int,
     last: int,
-    seen: set[int],
+    delivered_positions: list[int],
     versions: dict[str, int],
     after: int,
 ) -> Anomaly | None:
     def anomaly(kind: Literal["duplicate", "out_of_order", "gap"], message: str) -> Anomaly:
         return Anomaly(kind, line, event.position, event.stream, message)
 
-    if event.position in seen:
+    at = bisect_left(delivered_positions, event.position)
+    if at < len(delivered_positions) and delivered_positions[at] == event.position:
         return anomaly("duplicate", f"position {event.position} was already delivered")
     if event.position < last:
         return anomaly("out_of_order", f"position {event.position} comes after position {last}")

@@ -326,3 +326,42 @@ def test_cli_export_shows_progress_on_a_terminal(tmp_path: Path) -> None:
         os.close(leader)
     assert done.returncode == 0
     assert b"exporting" in drawn
+
+
+def synthetic(position: int, stream: str, version: int, kind: str = "t", **data: int) -> bytes:
+    event = {"at": "x", "context": {}, "data": data, "position": position, "stream": stream,
+             "type": kind, "version": version}  # fmt: skip
+    return canonical_json(event) + b"\n"
+
+
+def test_replay_reports_how_far_it_got_and_saves_it(tmp_path: Path) -> None:
+    """The report and the state file at a stop, at each checkpoint and at the end; a new
+    stream starting at version 1, and a tombstone starting a stream past its purged versions."""
+    state = tmp_path / "observer.position"
+    lines = [
+        synthetic(1, "a", 1),
+        synthetic(2, "b", 1),
+        synthetic(3, "a", 2),
+        synthetic(5, "c", 4, "operation.purged", versions=3),  # versions 1-3 were purged
+        synthetic(6, "c", 5),
+        synthetic(7, "b", 2),
+    ]
+    progress: list[int] = []
+    report = replay(lines, lambda e: None, state_file=state, checkpoint_every=2,
+                    progress=progress.append)  # fmt: skip
+    assert (report.delivered, report.last_position, read_state(state)) == (6, 7, 7)
+    assert progress == [2, 5, 7, 7]
+    for bad, kind, delivered in [
+        (synthetic(7, "b", 2), "duplicate", 6),  # the last position again
+        (synthetic(4, "d", 1), "out_of_order", 6),
+        (synthetic(8, "d", 2), "gap", 6),  # a new stream must start at version 1
+        (synthetic(8, "e", 2, "operation.purged", versions=3), "gap", 6),
+    ]:
+        with pytest.raises(ReplayStopped) as stopped:
+            replay([*lines, bad], lambda e: None, state_file=state)
+        assert stopped.value.anomaly.kind == kind
+        assert stopped.value.report.delivered == delivered
+        assert stopped.value.report.last_position == read_state(state) == 7
+    # After a resume point a stream's first event may have any version.
+    report = replay([*lines, synthetic(8, "d", 2)], lambda e: None, after=5)
+    assert (report.delivered, report.skipped_before, report.last_position) == (3, 4, 8)

@@ -1,4 +1,4 @@
-"""Reading Observed JSONL lines: the orjson fast path answers exactly as the strict path.
+"""OL-11: reading Observed JSONL lines, the orjson fast path answers exactly as the strict path.
 
 `parse_line` (replay) and `parse_line_canonical` (verify) accept a line on the fast path only
 when orjson's writing of what it read is the line itself (so no key occurs twice), and for
@@ -8,6 +8,7 @@ nesting, numbers and strings spelled otherwise) must get what the strict path gi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 from domain.documents import canonical_json
 from domain.json_text import integral_floats
 from replay import observed
-from replay.observed import ObservedLineError, parse_line, parse_line_canonical
+from replay.observed import ObservedEvent, ObservedLineError, parse_line, parse_line_canonical
 
 EXAMPLES = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -152,3 +153,25 @@ def test_a_respelled_line_is_read_as_what_it_means() -> None:
         line = rfc8785.dumps(event({"n": 0})).replace(b'"n":0', b'"n":' + spelled)
         _, entry = parse_line_canonical(line, 1)
         assert entry == line.replace(b'"n":' + spelled, b'"n":' + canonical) != line
+
+
+def test_an_event_read_on_the_fast_path_is_the_frozen_event_its_fields_make() -> None:
+    """The fast path fills a mutable twin of `ObservedEvent`'s slots and then gives it the
+    frozen class: what comes out must be indistinguishable from the class's own __init__."""
+    document = event({"n": 1, "s": "x"})
+    read = parse_line(canonical_json(document), 1)
+    built = ObservedEvent(
+        document["position"],
+        document["stream"],
+        document["version"],
+        document["type"],
+        document["at"],
+        document["context"],
+        document["data"],
+    )
+    assert type(read) is ObservedEvent
+    assert read == built and repr(read) == repr(built)
+    assert dataclasses.asdict(read) == dataclasses.asdict(built)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        read.position = 8  # type: ignore[misc]
+    assert observed._Building is not None  # the twin path is the one taken here
