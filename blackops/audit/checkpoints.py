@@ -24,6 +24,10 @@ called with the signed note after every new checkpoint (outside the lock; an exc
 a listener is logged, never raised). ``service.add_cosignatures(note, lines)`` keeps
 cosignature lines for a note, and ``published()`` is the newest note with them appended
 (what ``GET /v1/checkpoint`` answers).
+
+Readers (``latest``, ``recent``, ``named_keys``) share one incremental read of the journaled
+checkpoints: each call reads only those journaled since the last one, by any process, and
+keeps the newest ``RECENT_CHECKPOINTS`` of them (decisions U19). It never waits for a signing.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import logging
 import os
 import threading
 import uuid
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,7 +46,7 @@ from blackops.audit.tree import JournalTree, LeafMismatch
 from domain.clock import Clock, format_instant
 from domain.context import Actor
 from domain.errors import BlackOpsError, NotFound
-from domain.events import NewEvent
+from domain.events import NewEvent, RecordedEvent
 from journal.store import Append, EventStore
 from replay.merkle import Frontier
 from replay.notes import (
@@ -64,6 +69,9 @@ SYSTEM_ACTOR = Actor("blackops", "system")
 RECHECK_PER_SIGNING = 4096
 #: Separates the note from its compact range in ``<key>.checkpoint``.
 RANGE_HEADER = "compact-range"
+#: Journaled checkpoints kept for readers, newest last: the console's history shows 50 and
+#: checks the oldest of them against the one before it (decisions U10, U19).
+RECENT_CHECKPOINTS = 64
 
 
 class JournalRewritten(BlackOpsError):
@@ -92,9 +100,12 @@ class CheckpointService:
         self.tree = JournalTree(store)
         self.listeners: list[Callable[[str], None]] = []
         self._state_path = Path(f"{key_path}.checkpoint") if key_path else None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the signer's state
+        self._reading = threading.Lock()  # the readers' state, below
         self._seen_after = 0  # journal.checkpoint events read up to this position
-        self._newest: tuple[int, str] | None = None  # (event position, note), any signer
+        #: The newest journaled checkpoints with a note (any signer's), oldest first.
+        self._recent: deque[RecordedEvent] = deque(maxlen=RECENT_CHECKPOINTS)
+        self._named: dict[str, VerifierKey | None] = {}  # keys they name (None: unreadable)
         self._ours: tuple[Checkpoint, int] | None = None  # last we trust, its event position
         self._cosignatures: dict[str, list[str]] = {}
         self._trusted: list[VerifierKey] = [key.verifier()] if key else []
@@ -112,9 +123,24 @@ class CheckpointService:
 
     def latest(self) -> str | None:
         """The newest journaled checkpoint note (whoever signed it), or None."""
-        with self._lock:
+        newest = self.recent(1)
+        return str(newest[0].data["note"]) if newest else None
+
+    def recent(self, count: int) -> list[RecordedEvent]:
+        """The newest ``count`` (at most ``RECENT_CHECKPOINTS``) journaled checkpoint events
+        with a note, oldest first; reads only those journaled since the last read."""
+        if not 0 < count <= RECENT_CHECKPOINTS:
+            raise ValueError(f"count must be from 1 to {RECENT_CHECKPOINTS}")
+        with self._reading:
             self._read_new_checkpoints()
-            return self._newest[1] if self._newest else None
+            return list(self._recent)[-count:]
+
+    def named_keys(self) -> list[VerifierKey]:
+        """The verifier keys the journaled checkpoints name, first named first (whether
+        to trust them is the caller's choice); reads only those journaled since."""
+        with self._reading:
+            self._read_new_checkpoints()
+            return [key for key in self._named.values() if key is not None]
 
     def published(self) -> str:
         """The newest checkpoint with the cosignatures gathered for it."""
@@ -143,11 +169,18 @@ class CheckpointService:
         )
 
     def _read_new_checkpoints(self) -> None:
+        """Fold in the checkpoints journaled since the last read (positions are gapless in
+        commit order: nothing can appear behind ``_seen_after`` later)."""
         for event in self.store.read_topics([CHECKPOINT], after=self._seen_after):
             self._seen_after = event.position
-            note = event.data.get("note")
-            if isinstance(note, str):
-                self._newest = (event.position, note)
+            if isinstance(event.data.get("note"), str):
+                self._recent.append(event)
+            text = event.data.get("key")
+            if isinstance(text, str) and text not in self._named:
+                try:
+                    self._named[text] = VerifierKey.parse(text)
+                except NoteError:
+                    self._named[text] = None
 
     # -- signing ----------------------------------------------------------------------------
 

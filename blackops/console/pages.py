@@ -371,8 +371,9 @@ def journal(request: Request, space: Text = None) -> Response:
     if space is not None:
         check_space(app, who, space, Action.READ)
     service: CheckpointService = checkpoints(request)
-    history = checkpoint_history(service)
-    keys = [key.encode() for key in verifier_keys(service)]
+    trusted = verifier_keys(service)
+    history = checkpoint_history(service, keys=trusted)
+    keys = [key.encode() for key in trusted]
     refusal = service.refusal.message if service.refusal is not None else None
     stream = f"/v1/spaces/{space}/journal/stream" if space else "/v1/journal/stream"
     lines = recent_lines(app, space)

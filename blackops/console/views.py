@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import base64
 import re
-import threading
-from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from weakref import WeakKeyDictionary
 
 from blackops.application import Application
-from blackops.audit.checkpoints import CHECKPOINT, CheckpointService
+from blackops.audit.checkpoints import CheckpointService
 from blackops.audit.receipts import (
     INSTANCE_TERMINAL,
     OPERATION_TERMINAL,
@@ -25,10 +22,9 @@ from blackops.http.auth import Caller
 from blackops.http.journal import event_of, tenant_of
 from domain.access import Action
 from domain.errors import BlackOpsError
-from domain.events import RecordedEvent
 from replay.export import observed_lines
 from replay.merkle import verify_consistency
-from replay.notes import NoteError, VerifierKey
+from replay.notes import VerifierKey
 from replay.receipts import ReceiptError, open_checkpoint, verify_receipt
 
 #: How a step kind reads on a page (the authors' API names).
@@ -68,18 +64,7 @@ def verifier_keys(service: CheckpointService) -> list[VerifierKey]:
     """The keys a checkpoint is checked with here: the signer's own and those a journaled
     rotation hands over from; a server without a signing key trusts the keys its journaled
     checkpoints name (shown as such on the page)."""
-    keys = service.trusted_keys()
-    if keys:
-        return keys
-    named: dict[str, VerifierKey] = {}
-    for event in service.store.read_topics([CHECKPOINT]):
-        text = event.data.get("key")
-        if isinstance(text, str) and text not in named:
-            try:
-                named[text] = VerifierKey.parse(text)
-            except NoteError:
-                continue
-    return list(named.values())
+    return service.trusted_keys() or service.named_keys()
 
 
 @dataclass
@@ -139,45 +124,19 @@ class CheckpointRow:
     matches_tree: bool
 
 
-class _RecentCheckpoints:
-    """The newest journaled checkpoint events, read incrementally: a page load reads only the
-    checkpoints journaled since the last one, not every checkpoint since the first."""
-
-    def __init__(self, keep: int) -> None:
-        self.lock = threading.Lock()
-        self.events: deque[RecordedEvent] = deque(maxlen=keep)
-        self.after = 0
-
-
-_RECENT: WeakKeyDictionary[CheckpointService, _RecentCheckpoints] = WeakKeyDictionary()
-_RECENT_LOCK = threading.Lock()
-
-
-def _recent_checkpoints(service: CheckpointService, count: int) -> list[RecordedEvent]:
-    with _RECENT_LOCK:
-        recent = _RECENT.get(service)
-        if recent is None or (recent.events.maxlen or 0) < count:
-            recent = _RECENT[service] = _RecentCheckpoints(count)
-    with recent.lock:
-        for event in service.store.read_topics([CHECKPOINT], after=recent.after):
-            recent.events.append(event)
-            recent.after = event.position
-        return list(recent.events)[-count:]
-
-
-def checkpoint_history(service: CheckpointService, limit: int = 50) -> list[CheckpointRow]:
-    """The journaled checkpoints (newest first, at most ``limit``): each one's signature
-    checked, its root against the tree the server holds, and the consistency proof from the
-    one before it verified."""
-    keys = verifier_keys(service)
+def checkpoint_history(
+    service: CheckpointService, limit: int = 50, *, keys: list[VerifierKey] | None = None
+) -> list[CheckpointRow]:
+    """The journaled checkpoints (newest first, at most ``limit``), as the service keeps them
+    (decisions U19): each one's signature checked (with ``keys``, by default
+    `verifier_keys`), its root against the tree the server holds, and the consistency proof
+    from the one before it verified."""
+    keys = verifier_keys(service) if keys is None else keys
     tree = service.synced_tree()
-    events = _recent_checkpoints(service, limit + 1)
     rows: list[CheckpointRow] = []
     previous: tuple[int, bytes] | None = None
-    for event in events:
-        note = event.data.get("note")
-        if not isinstance(note, str):
-            continue
+    for event in service.recent(limit + 1):
+        note = str(event.data["note"])
         try:
             checkpoint = open_checkpoint(note, keys)
             signed = True

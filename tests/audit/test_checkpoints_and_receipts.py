@@ -12,6 +12,8 @@ from __future__ import annotations
 import base64
 import json
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -23,7 +25,12 @@ import pytest
 from cli_processes import run
 
 from blackops import Application, ExecutionContext
-from blackops.audit.checkpoints import CheckpointService, JournalRewritten, rotate_key
+from blackops.audit.checkpoints import (
+    RECENT_CHECKPOINTS,
+    CheckpointService,
+    JournalRewritten,
+    rotate_key,
+)
 from blackops.audit.receipts import OPERATION_TERMINAL, receipt_for, terminal_position
 from blackops.audit.tree import JournalTree
 from blackops.testing import FakeClock
@@ -103,6 +110,16 @@ def q(conn: Any, sql: str) -> str:
     return sql if isinstance(conn, sqlite3.Connection) else sql.replace("?", "%s")
 
 
+def verify_receipt_cli(path: Path, document: str, key: str) -> subprocess.CompletedProcess[str]:
+    """``blackops verify-receipt FILE --key K --json`` on ``document`` written to ``path``,
+    as an auditor runs it."""
+    path.write_text(document)
+    return subprocess.run(
+        [sys.executable, "-m", "blackops", "verify-receipt", str(path), "--key", key, "--json"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
 def all_leaves(store: EventStore) -> list[bytes]:
     return [leaf for _, leaf in store.read_leaves(0, 1_000_000)]
 
@@ -134,6 +151,67 @@ def test_a_signed_checkpoint_is_a_c2sp_note_journaled_and_verified(
     nodes = [base64.b64decode(line) for line in saved.split("\ncompact-range\n")[1].split()]
     size = Checkpoint.parse(parse_note(second).text).size
     assert Frontier.restore(size, nodes).root() == Checkpoint.parse(parse_note(second).text).root
+
+
+def test_readers_get_the_newest_signed_checkpoints_of_every_signer(
+    app: Application, key: SigningKey, tmp_path: Path
+) -> None:
+    """Decisions U19: ``recent`` keeps the newest ``RECENT_CHECKPOINTS`` journaled notes (an
+    unsigned tree head is not one), ``latest`` is the newest, whichever service signed."""
+    from replay.custody import record_checkpoint
+
+    signers = [service_for(app, key, tmp_path), service_for(app, key, tmp_path)]
+    reader = service_for(app, None, tmp_path)
+    assert reader.recent(1) == [] and reader.latest() is None
+    for n in range(RECENT_CHECKPOINTS + 2):
+        run_ops(app, 1)
+        signers[n % 2].sign()
+        if n == RECENT_CHECKPOINTS:
+            record_checkpoint(app.store, actor=Actor("ops"), clock=app.clock)
+    notes = [e for e in app.store.read_topics(["journal.checkpoint"]) if "note" in e.data]
+    kept = reader.recent(RECENT_CHECKPOINTS)
+    assert [e.position for e in kept] == [e.position for e in notes[-RECENT_CHECKPOINTS:]]
+    assert reader.latest() == notes[-1].data["note"] == signers[1].latest()
+    assert [e.position for e in reader.recent(2)] == [e.position for e in notes[-2:]]
+    for wrong in (0, RECENT_CHECKPOINTS + 1):
+        with pytest.raises(ValueError, match="count must be"):
+            reader.recent(wrong)
+
+
+def test_a_reader_does_not_wait_for_a_signing_in_progress(
+    app: Application, key: SigningKey, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decisions U19: ``latest`` (``GET /v1/checkpoint``, the journal page) answers while a
+    signing checks its leaves (the first one of a process checks every leaf)."""
+    import threading
+
+    run_ops(app, 2)
+    service = service_for(app, key, tmp_path)
+    first = service.sign()
+    run_ops(app, 1)
+    checking, release = threading.Event(), threading.Event()
+    recheck = service.tree.recheck
+
+    def slow(start: int, end: int) -> None:
+        checking.set()
+        release.wait(60)
+        recheck(start, end)
+
+    monkeypatch.setattr(service.tree, "recheck", slow)
+    signer = threading.Thread(target=service.sign)
+    signer.start()
+    found: list[str | None] = []
+    reader = threading.Thread(target=lambda: found.append(service.latest()))
+    try:
+        assert checking.wait(60)
+        reader.start()
+        reader.join(30)
+        assert found == [first]  # not blocked behind the signing
+    finally:
+        release.set()
+        signer.join()
+        reader.join()
+    assert service.latest() not in (None, first)  # the signing went on
 
 
 def test_tree_proofs_equal_the_reference_over_all_leaves(app: Application, key: SigningKey) -> None:
@@ -197,21 +275,7 @@ def test_the_signer_refuses_a_rewritten_history(
     [operation] = run_ops(app, 1)
     position = terminal_position(app.events(operation), OPERATION_TERMINAL)
     receipt = receipt_for(service, position)
-    # Rewrite an early event and its recorded leaf, as someone holding the database could.
-    victim = app.store.read_raw_after(0, 3)[2]
-    forged = victim.state.replace(b'"attempt":1}}', b'"attempt":7}}')
-    assert forged != victim.state
-    leaf = leaf_hash(
-        entry_bytes(victim.id, str(victim.originator_id), victim.originator_version,
-                    victim.topic, forged)
-    )  # fmt: skip
-    with raw(app.store) as (conn, events, leaves):
-        conn.execute(
-            q(conn, f"UPDATE {events} SET state = ? WHERE originator_id = ? AND "
-                    "originator_version = ?"),
-            (forged, victim.originator_id, victim.originator_version),
-        )  # fmt: skip
-        conn.execute(q(conn, f"UPDATE {leaves} SET leaf = ? WHERE position = ?"), (leaf, victim.id))
+    rewrite_event(app, 2)  # an early event and its recorded leaf
     run_ops(app, 1)
     # The live signer (its tree folded the old leaf in) and a fresh one both refuse.
     for signer in (service, service_for(app, key, tmp_path)):
@@ -282,8 +346,6 @@ def test_tlog_proof_text_round_trips() -> None:
 def test_cli_keys_checkpoint_consistency_receipt(store_url: str, tmp_path: Path) -> None:
     env = {"BLACKOPS_HOME": str(tmp_path / "home")}
     key_file = tmp_path / "log.key"
-    import subprocess
-    import sys
 
     made = subprocess.run(
         [sys.executable, "-m", "blackops", "keys", "generate", "--name", ORIGIN,
@@ -315,7 +377,6 @@ def test_cli_keys_checkpoint_consistency_receipt(store_url: str, tmp_path: Path)
         Checkpoint.parse(first["note"].split("\n\n")[0] + "\n"),
         Checkpoint.parse(second["note"].split("\n\n")[0] + "\n"),
     )
-    import base64
 
     path = [base64.b64decode(line) for line in proof.stdout.split()]
     assert verify_consistency(old.size, new.size, old.root, new.root, path)
@@ -323,21 +384,11 @@ def test_cli_keys_checkpoint_consistency_receipt(store_url: str, tmp_path: Path)
                   store=store_url, env=env)  # fmt: skip
     assert receipt.returncode == 0, receipt.stderr
     receipt_file = tmp_path / "r.json"
-    receipt_file.write_text(receipt.stdout)
-    checked = subprocess.run(
-        [sys.executable, "-m", "blackops", "verify-receipt", str(receipt_file), "--key",
-         body["verifierKey"], "--json"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    checked = verify_receipt_cli(receipt_file, receipt.stdout, body["verifierKey"])
     assert checked.returncode == 0 and json.loads(checked.stdout)["ok"] is True
     tampered = json.loads(receipt.stdout)
     tampered["entry"] = tampered["entry"].replace("completed", "rejected")
-    receipt_file.write_text(json.dumps(tampered))
-    refused = subprocess.run(
-        [sys.executable, "-m", "blackops", "verify-receipt", str(receipt_file), "--key",
-         body["verifierKey"], "--json"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    refused = verify_receipt_cli(receipt_file, json.dumps(tampered), body["verifierKey"])
     assert refused.returncode == 1 and json.loads(refused.stdout)["problem"] == "not_included"
 
 
@@ -377,6 +428,22 @@ def test_the_automatic_signer_signs_after_appends_and_only_then(
     assert second.data["tree_size"] > first[-1].data["tree_size"]
 
 
+def overwrite(store: EventStore, stored: Any, state: bytes) -> None:
+    """Replace a stored event's state and its recorded leaf, as someone holding the database
+    could (the leaf recomputed, so the tree agrees with the events)."""
+    leaf = leaf_hash(
+        entry_bytes(stored.id, str(stored.originator_id), stored.originator_version,
+                    stored.topic, state)
+    )  # fmt: skip
+    with raw(store) as (conn, events, leaves):
+        conn.execute(
+            q(conn, f"UPDATE {events} SET state = ? WHERE originator_id = ? AND "
+                    "originator_version = ?"),
+            (state, stored.originator_id, stored.originator_version),
+        )  # fmt: skip
+        conn.execute(q(conn, f"UPDATE {leaves} SET leaf = ? WHERE position = ?"), (leaf, stored.id))
+
+
 def rewrite_event(app: Application, index: int, key: SigningKey | None = None) -> int:
     """Rewrite the event at ``index`` with its leaf, as someone holding the database could;
     with ``key`` (the signer's, stolen) also re-sign every journaled checkpoint over it."""
@@ -384,17 +451,7 @@ def rewrite_event(app: Application, index: int, key: SigningKey | None = None) -
     forged = victim.state.replace(b'"attempt":1}}', b'"attempt":7}}')
     if forged == victim.state:
         forged = victim.state[:-1] + b',"zz":1}'
-    leaf = leaf_hash(
-        entry_bytes(victim.id, str(victim.originator_id), victim.originator_version,
-                    victim.topic, forged)
-    )  # fmt: skip
-    with raw(app.store) as (conn, events, leaves):
-        conn.execute(
-            q(conn, f"UPDATE {events} SET state = ? WHERE originator_id = ? AND "
-                    "originator_version = ?"),
-            (forged, victim.originator_id, victim.originator_version),
-        )  # fmt: skip
-        conn.execute(q(conn, f"UPDATE {leaves} SET leaf = ? WHERE position = ?"), (leaf, victim.id))
+    overwrite(app.store, victim, forged)
     if key is not None:
         tree = all_leaves(app.store)
         for stored in app.store.read_raw_after(0, 10_000):
@@ -404,21 +461,8 @@ def rewrite_event(app: Application, index: int, key: SigningKey | None = None) -
             size = int(data["tree_size"])
             note = sign_note(Checkpoint(key.name, size, root_of(tree[:size])).body(), key)
             data = {**data, "root": root_of(tree[:size]).hex(), "note": note}
-            state = canonical_envelope({"at": at, "context": context, "data": data})
-            state_leaf = leaf_hash(
-                entry_bytes(stored.id, str(stored.originator_id), stored.originator_version,
-                            stored.topic, state)
-            )  # fmt: skip
-            with raw(app.store) as (conn, events, leaves):
-                conn.execute(
-                    q(conn, f"UPDATE {events} SET state = ? WHERE originator_id = ? AND "
-                            "originator_version = ?"),
-                    (state, stored.originator_id, stored.originator_version),
-                )  # fmt: skip
-                conn.execute(
-                    q(conn, f"UPDATE {leaves} SET leaf = ? WHERE position = ?"),
-                    (state_leaf, stored.id),
-                )
+            overwrite(app.store, stored, canonical_envelope({"at": at, "context": context,
+                                                             "data": data}))  # fmt: skip
             tree = all_leaves(app.store)
     return victim.id
 
@@ -468,8 +512,6 @@ def test_a_live_signer_finds_an_older_rewrite_within_one_sweep(
 def test_cli_wf_receipt_of_an_instance_verifies_offline(store_url: str, tmp_path: Path) -> None:
     """``blackops wf receipt UID ID``: the receipt of the instance's terminal event (the
     document ``GET .../instances/{id}/receipt`` answers), or of ``--position``."""
-    import subprocess
-    import sys
 
     from blackops.audit.keys import write_signing_key
     from domain.documents import canonical_json
@@ -484,13 +526,7 @@ def test_cli_wf_receipt_of_an_instance_verifies_offline(store_url: str, tmp_path
         return run("wf", *args, "--app", "examples.shop:app", store=store_url, env=env)
 
     def verified(document: str) -> bool:
-        path = tmp_path / "receipt.json"
-        path.write_text(document)
-        checked = subprocess.run(
-            [sys.executable, "-m", "blackops", "verify-receipt", str(path), "--key",
-             key.verifier().encode(), "--json"],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+        checked = verify_receipt_cli(tmp_path / "receipt.json", document, key.verifier().encode())
         return checked.returncode == 0 and json.loads(checked.stdout)["ok"] is True
 
     assert wf("create", "OrderApproval", "--id", "o-1").returncode == 0

@@ -55,13 +55,30 @@ def test_a_missing_browser_skips_locally_and_fails_under_ci(
         console_world.need_browser()
 
 
+def checkpoint_reads(store: Any, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many checkpoint events each read of that topic from ``store`` returns, from now."""
+    from blackops.audit.checkpoints import CHECKPOINT
+
+    reads: list[int] = []
+    real = store.read_topics
+
+    def counted(topics: Any, page: int = 1000, after: int = 0) -> Any:
+        found = real(topics, page, after)
+        if CHECKPOINT in topics:
+            reads.append(len(found))
+        return found
+
+    monkeypatch.setattr(store, "read_topics", counted)
+    return reads
+
+
 def test_the_checkpoint_history_reads_only_new_checkpoints(
     store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each load of the journal page reads the checkpoints journaled since the last load (not
     all of them), and still shows the newest first, each signed and consistent."""
     from blackops import Application
-    from blackops.audit.checkpoints import CHECKPOINT, CheckpointService
+    from blackops.audit.checkpoints import CheckpointService
     from blackops.console.views import checkpoint_history
     from blackops.testing import FakeClock
     from replay.notes import SigningKey
@@ -70,16 +87,7 @@ def test_the_checkpoint_history_reads_only_new_checkpoints(
     app.operation("t.ok")(lambda ctx, params: {})
     try:
         service = CheckpointService(app.store, SigningKey.generate("console.test/log"), app.clock)
-        reads: list[int] = []  # checkpoint events each read of that topic returned
-        real = app.store.read_topics
-
-        def counted(topics: Any, page: int = 1000, after: int = 0) -> Any:
-            found = real(topics, page, after)
-            if CHECKPOINT in topics:
-                reads.append(len(found))
-            return found
-
-        monkeypatch.setattr(app.store, "read_topics", counted)
+        reads = checkpoint_reads(app.store, monkeypatch)
         sizes = []
         for n in range(5):
             app.run("t.ok", {}, actor="a", tenant="default")
@@ -93,3 +101,49 @@ def test_the_checkpoint_history_reads_only_new_checkpoints(
         assert sizes[-1] == sorted(sizes[-1], reverse=True) and sizes[-1][0] > sizes[-2][0]
     finally:
         app.close()
+
+
+def test_every_server_on_one_journal_shows_the_same_history_reading_only_new_ones(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decisions U19: two servers on one journal (each its own store and checkpoint service;
+    the second holds no key and trusts the keys the checkpoints name) show the same history
+    whoever signed, each load reading only what was journaled since its last; a server
+    started later (a restart) shows the same rows."""
+    from blackops import Application
+    from blackops.audit.checkpoints import CheckpointService
+    from blackops.console.views import checkpoint_history, verifier_keys
+    from blackops.testing import FakeClock
+    from replay.notes import SigningKey
+
+    key = SigningKey.generate("console.test/log")
+    first, second = (Application(store_url, clock=FakeClock()) for _ in range(2))
+    first.operation("t.ok")(lambda ctx, params: {})
+    signing = CheckpointService(first.store, key, first.clock)
+    reader = CheckpointService(second.store, None, second.clock)
+    other_signer = CheckpointService(second.store, key, second.clock)  # a third process
+    reads = checkpoint_reads(second.store, monkeypatch)
+
+    def shown(service: CheckpointService) -> list[tuple[int, int, bool, bool | None]]:
+        rows = checkpoint_history(service, limit=3)
+        return [(r.position, r.size, r.signature_ok and r.matches_tree, r.consistent)
+                for r in rows]  # fmt: skip
+
+    try:
+        for n in range(5):
+            first.run("t.ok", {}, actor="a", tenant="default")
+            (signing if n % 2 else other_signer).sign(force=True)
+            reads.clear()
+            seen = shown(reader)
+            assert sum(reads) == 1, reads  # the one journaled since, verifier keys included
+            assert seen == shown(signing) and len(seen) == min(n + 1, 3)
+            assert all(ok for _, _, ok, _ in seen) and all(c for *_, c in seen[:-1])
+        assert verifier_keys(reader) == [key.verifier()]
+        restarted = Application(store_url, clock=FakeClock())
+        try:
+            assert shown(CheckpointService(restarted.store, None, restarted.clock)) == seen
+        finally:
+            restarted.close()
+    finally:
+        first.close()
+        second.close()
