@@ -6,12 +6,17 @@ from __future__ import annotations
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import psycopg
+
+from journal.locator import resolve_store
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
@@ -98,6 +103,26 @@ class WorkerProcess:
     def signal(self, signum: int) -> None:
         os.kill(self.pid, signum)
 
+    def stop_now(self, timeout: float = 5.0) -> None:
+        """SIGSTOP it and return once every thread is stopped. ``kill`` returns before the
+        signal is acted on: a thread still running on the other core could begin a
+        transaction after the caller looked, and freeze holding its lock."""
+        self.signal(signal.SIGSTOP)
+        deadline = time.monotonic() + timeout
+        while not self._all_threads_stopped():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"worker {self.label} did not stop within {timeout}s")
+            time.sleep(0.001)
+
+    def _all_threads_stopped(self) -> bool:
+        states = []
+        for task in Path(f"/proc/{self.pid}/task").iterdir():
+            try:  # the state follows the command name, which may hold spaces or ")"
+                states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+            except (OSError, IndexError):
+                continue  # a thread that just ended
+        return bool(states) and all(state in "tT" for state in states)
+
     def wait_exit(self, timeout: float) -> int:
         try:
             return self.process.wait(timeout)
@@ -148,6 +173,58 @@ class Fleet:
             worker.signal(signal.SIGTERM)
         for worker in self.workers:
             assert worker.wait_exit(60) == 0
+
+
+# -- freezing outside transactions --------------------------------------------------------
+
+
+def store_is_quiet(store_url: str) -> bool:
+    """No other process holds a transaction on the store (SQLite write lock, PG locks)."""
+    location = resolve_store(store_url)
+    if location.kind == "sqlite":
+        lite = sqlite3.connect(str(location.sqlite_path), timeout=0)
+        try:
+            lite.execute("BEGIN IMMEDIATE")
+            lite.rollback()
+            return True
+        except sqlite3.OperationalError:
+            return False
+        finally:
+            lite.close()
+    settings = location.settings
+    with psycopg.connect(
+        host=settings["POSTGRES_HOST"],
+        port=int(settings["POSTGRES_PORT"]),
+        user=settings["POSTGRES_USER"],
+        dbname=settings["POSTGRES_DBNAME"],
+        autocommit=True,
+    ) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND l.pid <> pg_backend_pid()",
+            (settings["POSTGRES_SCHEMA"],),
+        ).fetchone()
+    return row is not None and row[0] == 0
+
+
+def freeze(workers: WorkerProcess | Sequence[WorkerProcess], store_url: str) -> None:
+    """SIGSTOP ``workers`` at a moment none holds a transaction open.
+
+    A process frozen inside a transaction holds SQLite's write lock (or PostgreSQL's
+    locks) and blocks every other writer, this test's own included: a real hazard, but
+    not the one under test. Thaw and freeze again until the store is quiet.
+    """
+    group = [workers] if isinstance(workers, WorkerProcess) else list(workers)
+    for _ in range(100):
+        for worker in group:
+            worker.stop_now()  # stopped for certain: it can begin nothing after the look
+        if store_is_quiet(store_url):
+            return
+        for worker in group:
+            worker.signal(signal.SIGCONT)
+        time.sleep(0.01)
+    raise AssertionError("could not freeze the workers outside a transaction")
 
 
 def wait_for(

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import signal
-import sqlite3
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -26,12 +25,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from conftest import postgres_schema_url
 from fault_apps import FLAKY_MAX_ATTEMPTS, build_app, fails
 from private_postgres import PrivateServer, private_postgres  # noqa: F401 (fixture)
-from worker_fleet import Fleet, WorkerProcess, wait_for
+from worker_fleet import Fleet, WorkerProcess, freeze, wait_for
 
 from blackops import Application, BlackOpsError
 from domain.errors import BackendUnavailable
@@ -190,52 +188,6 @@ def marker_files(folder: Path, operation_id: str) -> set[str]:
     return {p.name.removeprefix(operation_id + ".") for p in folder.glob(operation_id + ".*")}
 
 
-def store_is_quiet(app: Application) -> bool:
-    """No other process holds a transaction on the store (SQLite write lock, PG locks)."""
-    location = app.store.location
-    if location.kind == "sqlite":
-        lite = sqlite3.connect(str(location.sqlite_path), timeout=0)
-        try:
-            lite.execute("BEGIN IMMEDIATE")
-            lite.rollback()
-            return True
-        except sqlite3.OperationalError:
-            return False
-        finally:
-            lite.close()
-    settings = location.settings
-    with psycopg.connect(
-        host=settings["POSTGRES_HOST"],
-        port=int(settings["POSTGRES_PORT"]),
-        user=settings["POSTGRES_USER"],
-        dbname=settings["POSTGRES_DBNAME"],
-        autocommit=True,
-    ) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s AND l.pid <> pg_backend_pid()",
-            (settings["POSTGRES_SCHEMA"],),
-        ).fetchone()
-    return row is not None and row[0] == 0
-
-
-def freeze(worker: WorkerProcess, app: Application) -> None:
-    """SIGSTOP ``worker`` at a moment it holds no transaction open.
-
-    A process frozen inside a transaction would hold SQLite's write lock (or
-    PostgreSQL's table lock) and block every other worker: a real hazard, but not
-    the one under test here. Thaw and freeze again until the store is quiet.
-    """
-    for _ in range(100):
-        worker.signal(signal.SIGSTOP)
-        if store_is_quiet(app):
-            return
-        worker.signal(signal.SIGCONT)
-        time.sleep(0.01)
-    raise AssertionError("could not freeze the worker outside a transaction")
-
-
 # -- 1. SIGKILL mid-attempt ------------------------------------------------------------------
 
 
@@ -331,7 +283,7 @@ def test_stale_worker_resumed_after_its_lease_never_records_success(
         "worker A to claim the operation",
         lambda: describe(fault_app, [operation_id]),
     )
-    freeze(a, fault_app)
+    freeze(a, store)
     b = fleet.start(store, "B", lease=1.5, env={**env, "FAULT_SLEEP_SECONDS": "0.05"})
     wait_for(
         all_status(fault_app, [operation_id], "completed"),
@@ -390,16 +342,18 @@ def test_racing_worker_processes_claim_each_attempt_once(
     completes twice, and every completion carries its own claim's token and worker.
     """
     store = fault_app.store.location.display
+    workers = [
+        WorkerProcess(store, label, fleet.folder, concurrency=4, lease=2.0, poll=0.05)
+        for label in "ABCD"
+    ]
+    fleet.workers.extend(workers)
+    ids_by_worker = {w.wait_ready(): w.label for w in workers}
+    # Submitted once all four run, so all four race for them (one ready well before the
+    # others could work off 300 alone in a few tenths of a second).
     ids = [
         fault_app.submit("fault.sleep", {"sleep": (n % 7) / 200}, actor="x", tenant="t")
         for n in range(300)
     ]
-    workers = [
-        WorkerProcess(store, label, fleet.folder, concurrency=4, lease=2.0, poll=0.05)
-        for label in "ABCD"
-    ]  # all four start together and race for the same backlog
-    fleet.workers.extend(workers)
-    ids_by_worker = {w.wait_ready(): w.label for w in workers}
 
     def done() -> bool:
         return fault_app.store.work_rows() == []

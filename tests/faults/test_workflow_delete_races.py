@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from resource_fault_apps import build_app
-from worker_fleet import Fleet, WorkerProcess, wait_for
+from worker_fleet import Fleet, WorkerProcess, freeze, wait_for
 
 from blackops import Application, BlackOpsError
 from domain.context import Actor
@@ -386,12 +386,14 @@ def test_dw_del_3_delete_waits_out_the_lease_of_a_sigkilled_owner(
     since = app.store.last_position()
     victim.signal(signal.SIGKILL)
     killed = time.monotonic()
-    deleted = app.control.delete_workflow(SPACE, uid, ACTOR, "delete-1")
     victim.wait_exit(10)
     # The dead owner's leases, as it last renewed them: until then it might still run.
+    # Read before the DELETE is accepted: the other worker starts on it at once, and its
+    # first fencing takes the row away from the dead owner.
     owned = running_rows(app, uid, victim)
     assert len(owned) == EXECUTORS
     lease_ends = max(r.due_at for r in owned) / 1_000_000
+    deleted = app.control.delete_workflow(SPACE, uid, ACTOR, "delete-1")
     operation = str(deleted["operationId"])
     waited = wait_for(lambda: completed(app, operation), 45, "the DELETE to complete", fleet.report)
     done_at = completed_at(app, operation)
@@ -418,8 +420,7 @@ def test_dw_del_3_delete_is_no_success_while_every_worker_is_stopped(
     population = populate(app, uid, tmp_path, fleet)
     resource = app.workflow(uid).resource
     since = app.store.last_position()
-    for worker in fleet.workers:
-        worker.signal(signal.SIGSTOP)
+    freeze(fleet.workers, store_url)
     frozen = time.monotonic()
     deleted = app.control.delete_workflow(SPACE, uid, ACTOR, "delete-1")
     operation = str(deleted["operationId"])
@@ -554,13 +555,12 @@ def test_dw_del_4_a_worker_frozen_across_the_delete_runs_other_workflows_afterwa
     ]
     wait_for(lambda: all(s > 0 for s in sizes(files)), 60, "the effects to run", fleet.report)
     since = app.store.last_position()
-    worker.signal(signal.SIGSTOP)
+    freeze(worker, store_url)
     deleted = app.control.delete_workflow(SPACE, uid, ACTOR, "delete-1")
     operation = str(deleted["operationId"])
     app.control.work([operation], timeout=45)
     done_at = completed_at(app, operation)
     worker.signal(signal.SIGCONT)
-    check_gone(app, resource, ids, since, files, done_at)  # 1.5 s awake: nothing late
     app.instances.create(other, "after", {"kind": "quick"}, ACTOR)
     wait_for(
         lambda: app.instances.status(other, "after")["status"] == "complete",
@@ -568,4 +568,7 @@ def test_dw_del_4_a_worker_frozen_across_the_delete_runs_other_workflows_afterwa
         "the woken worker to run another workflow's instance",
         fleet.report,
     )
+    # Awake long enough to have tried to commit its stale contexts' ends: it did so in the
+    # cycle that claimed "after".
+    check_gone(app, resource, ids, since, files, done_at)
     assert "workflow runner stopped" not in worker.output()

@@ -71,7 +71,8 @@ def alive(pid: int) -> bool:
 
 
 def starts(folder: Path, instance_id: str) -> list[int]:
-    return sorted(int(p.read_text()) for p in folder.glob(f"{instance_id}.*.start"))
+    # The pid from the name: the file exists a moment before its text is written.
+    return sorted(int(p.name.split(".")[-2]) for p in folder.glob(f"{instance_id}.*.start"))
 
 
 def test_sigkill_mid_effect_reruns_the_step_once_and_completes(
@@ -138,6 +139,7 @@ _RACER = textwrap.dedent(
     app = build_app(sys.argv[1])
     go = Path(sys.argv[2])
     app.store  # open before the start signal
+    Path(f"{go}.ready.{sys.argv[3]}").touch()
     while not go.exists():
         time.sleep(0.001)
     try:
@@ -166,7 +168,11 @@ def test_creates_racing_on_many_processes_exactly_one_wins(
         )
         for n in range(6)
     ]
-    time.sleep(1.5)  # let them all open the store
+    wait_for(
+        lambda: len(list(tmp_path.glob("go.ready.*"))) == len(racers),
+        60,
+        "every racer to open the store",
+    )
     go.write_text("")
     answers = [racer.communicate(timeout=60) for racer in racers]
     results = [out.strip() for out, _ in answers]
