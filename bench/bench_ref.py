@@ -59,14 +59,23 @@ def run_at(ref: str, script: Path, args: list[str]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-ref-") as folder:
         with tarfile.open(fileobj=BytesIO(archive)) as tar:
             tar.extractall(folder, filter="data")
-        env = {**os.environ, TREE_ENV: folder}
-        done = subprocess.run(
-            [sys.executable, str(script), *args, "--json"],
-            check=True,
-            capture_output=True,
-            env=env,
-            text=True,
-        )
+        return _child(script, args, {**os.environ, TREE_ENV: folder})
+
+
+def run_here(script: Path, args: list[str]) -> dict[str, Any]:
+    """Run ``script args --json`` with this tree's library, in a child process as `run_at`
+    does (so that before and after are measured alike); its JSON result."""
+    return _child(script, args, {k: v for k, v in os.environ.items() if k != TREE_ENV})
+
+
+def _child(script: Path, args: list[str], env: dict[str, str]) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, str(script), *args, "--json"],
+        check=True,
+        capture_output=True,
+        env=env,
+        text=True,
+    )
     result: dict[str, Any] = json.loads(done.stdout)
     return result
 

@@ -14,8 +14,10 @@ For each bench document (~1 KB, ~64 KB, ~1 MB of float-heavy operation records):
 MB/s of canonical output, the median of REPEATS timed runs, timed in this process's CPU time
 (`time.process_time`): the machine is shared, and time other processes take does not count.
 Output bytes are checked identical to `rfc8785.dumps` first.
-Usage: .venv/bin/python bench/documents.py [--json] [--ref REV]
-(``--ref main`` runs the same measurements with main's library in a child process too).
+Usage: .venv/bin/python bench/documents.py [--json] [--ref REV] [--rounds N]
+(``--ref main`` runs the same measurements with main's library in a child process too;
+``--rounds N`` alternates before and after N times and prints each cell's median: the
+machine's load then weighs on both alike).
 """
 
 from __future__ import annotations
@@ -149,13 +151,32 @@ def show(rows: list[dict[str, Any]], title: str) -> None:
         )
 
 
+def median_rows(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Each cell's median over several runs of `measure` (same documents, same order)."""
+    merged = []
+    for cells in zip(*runs, strict=True):
+        row = dict(cells[0])
+        for key, value in row.items():
+            if isinstance(value, float):
+                row[key] = statistics.median(cell[key] for cell in cells)
+        merged.append(row)
+    return merged
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--ref", help="also measure this git revision's library (before)")
+    parser.add_argument("--rounds", type=int, default=1, help="alternate before/after N times")
     args = parser.parse_args()
-    before = run_at(args.ref, Path(__file__), []) if args.ref else None
-    rows = measure()
+    befores: list[list[dict[str, Any]]] = []
+    afters: list[list[dict[str, Any]]] = []
+    for _ in range(args.rounds):
+        if args.ref:
+            befores.append(run_at(args.ref, Path(__file__), [])["rows"])
+        afters.append(measure())
+    before = {"rows": median_rows(befores)} if befores else None
+    rows = median_rows(afters)
     if args.json:
         print(json.dumps({"rows": rows, "before": before and before["rows"], "ref": args.ref}))
         return

@@ -20,8 +20,13 @@ cell is reported failed). Ratio = ours / floor in req/s.
 on its own fresh store, in the same interleaving: before and after in one run (its rows say
 ``ref``; ratios are to the same floor).
 
+Each row also gives each server's CPU per request (utime + stime of the whole process from
+``/proc``, Linux only), the figure that holds on a shared machine. ``--threads`` breaks it
+down by thread (named through ``py-spy dump`` when py-spy is installed; else by thread id,
+the event loop being the main thread).
+
 Usage: .venv/bin/python bench/http_bench.py [--stores sqlite,postgresql] [--clients 1,8,32]
-       [--seconds 4] [--modes deferred,inline] [--no-worker] [--ref DIR]
+       [--seconds 4] [--modes deferred,inline] [--no-worker] [--ref DIR] [--threads]
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ import argparse
 import asyncio
 import json
 import os
+import re
+import shutil
 import socket
 import statistics
 import subprocess
@@ -73,6 +80,15 @@ def wait_port(port: int, process: subprocess.Popen[bytes], timeout: float = 60) 
 class Server:
     def __init__(self, url: str, headers: dict[str, str], process: subprocess.Popen[bytes]):
         self.url, self.headers, self.process = url, headers, process
+        self.cpu: tuple[dict[int, int], dict[int, int]] = ({}, {})
+
+    def cpu_ms(self, requests: int) -> float | None:
+        """The whole process's CPU per request in the last drive."""
+        before, after = self.cpu
+        if not after or not requests:
+            return None
+        spent = sum(after.values()) - sum(before.get(tid, 0) for tid in after)
+        return round(spent * TICK_MS / requests, 3)
 
 
 @contextmanager
@@ -120,6 +136,58 @@ def floor(store: str) -> Iterator[Server]:
         stop(process)
 
 
+def thread_cpu(pid: int) -> dict[int, int]:
+    """CPU clock ticks (utime + stime) of each thread of ``pid`` so far ({} off Linux)."""
+    found = {}
+    for tid in os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else []:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        found[int(tid)] = int(fields[11]) + int(fields[12])
+    return found
+
+
+TICK_MS = 1000 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 10.0
+SPY = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """Thread id -> Python thread name, through ``py-spy dump`` (empty without py-spy)."""
+    try:
+        dump = subprocess.run([SPY, "dump", "-p", str(pid)], capture_output=True, text=True)
+    except OSError:
+        return {}
+    names = {}
+    for tid, name in re.findall(r'^Thread (\d+) \([a-z]+\): "(.*)"', dump.stdout, re.M):
+        # One row per kind of thread: no worker ids, no pool numbers.
+        names[int(tid)] = re.sub(r"(_\d+)$", " (pool)", re.sub(r"-[^ ]*:[0-9a-f]+", "", name))
+    return names
+
+
+_ROLES = {
+    "MainThread": "event loop (main)",
+    "AnyIO worker thread": "request threads (AnyIO)",
+    "blackops": "worker coordinator",
+    "blackops (pool)": "worker handlers",
+    "blackops-workflows": "workflow runner",
+}
+
+
+def cpu_by_thread(
+    pid: int, before: dict[int, int], after: dict[int, int], requests: float
+) -> dict[str, float]:
+    """ms of CPU per request of each kind of thread between two ``thread_cpu`` readings."""
+    names = thread_names(pid)
+    spent: dict[str, float] = {}
+    for tid, ticks in after.items():
+        name = names.get(tid, "event loop (main)" if tid == pid else f"thread {tid}")
+        name = _ROLES.get(name, name)
+        spent[name] = spent.get(name, 0.0) + (ticks - before.get(tid, 0)) * TICK_MS / requests
+    return {k: round(v, 3) for k, v in sorted(spent.items(), key=lambda kv: -kv[1]) if v}
+
+
 def stop(process: subprocess.Popen[bytes]) -> None:
     process.terminate()
     try:
@@ -132,7 +200,8 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 async def drive(
     server: Server, clients: int, seconds: float, deferred: bool
 ) -> tuple[float, float, str]:
-    """req/s, p50 ms, and a failure ('' if none) for ``clients`` concurrent requesters."""
+    """req/s, p50 ms, and a failure ('' if none) for ``clients`` concurrent requesters;
+    ``server.cpu`` is then its threads' CPU before and after the measured part."""
     headers = dict(server.headers)
     expected = 202 if deferred else 200
     if deferred:
@@ -144,7 +213,11 @@ async def drive(
 
         async def one(n: int) -> float:
             start = time.perf_counter()
-            answer = await client.post(server.url, headers=headers, content=b'{"n":%d}' % n)
+            try:
+                answer = await client.post(server.url, headers=headers, content=b'{"n":%d}' % n)
+            except httpx.TransportError as error:  # a dropped connection fails the cell only
+                failures.append(f"{type(error).__name__}: {error}")
+                return time.perf_counter() - start
             if answer.status_code != expected:
                 failures.append(f"{answer.status_code} {answer.text[:200]}")
             return time.perf_counter() - start
@@ -158,9 +231,11 @@ async def drive(
                     latencies.append(took)
 
         await asyncio.gather(*(loop(time.perf_counter() + 0.5, False) for _ in range(clients)))
+        before = thread_cpu(server.process.pid)
         start = time.perf_counter()
         await asyncio.gather(*(loop(start + seconds, True) for _ in range(clients)))
         took = time.perf_counter() - start
+        server.cpu = (before, thread_cpu(server.process.pid))
     p50 = statistics.median(latencies) * 1000 if latencies else float("nan")
     return len(latencies) / took, p50, "; ".join(failures[:3])
 
@@ -180,6 +255,9 @@ def main() -> None:
         "the worker's claim and end commits share the one write lock with the submits)",
     )
     parser.add_argument("--ref", type=Path, help="also serve ours from this checkout")
+    parser.add_argument(
+        "--threads", action="store_true", help="also each server's CPU per request by thread"
+    )
     args = parser.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
     modes = args.modes.split(",")
@@ -200,26 +278,40 @@ def main() -> None:
                     base, base_p50, why = asyncio.run(drive(low, c, args.seconds, True))
                     if why:
                         print(f"floor {kind} c={c} failed: {why}", file=sys.stderr)
+                    base_n = round(base * args.seconds)
+                    base_cpu = low.cpu_ms(base_n)
+                    if args.threads:
+                        threads = cpu_by_thread(low.process.pid, *low.cpu, base_n)
+                        print(json.dumps({"floor": kind, "clients": c, "threads": threads}),
+                              file=sys.stderr)  # fmt: skip
                     for mode, (tag, server) in [(m, s) for m in modes for s in servers]:
                         rate, p50, why = asyncio.run(
                             drive(server, c, args.seconds, mode == "deferred")
                         )
+                        n = round(rate * args.seconds)
                         row = {
                             "store": kind, "mode": tag + mode, "clients": c,
                             "ours_req_s": round(rate, 1), "ours_p50_ms": round(p50, 2),
                             "floor_req_s": round(base, 1), "floor_p50_ms": round(base_p50, 2),
                             "ratio": round(rate / base, 2) if base else None,
-                            "failed": why or None,
+                            "ours_cpu_ms": server.cpu_ms(n), "floor_cpu_ms": base_cpu,
+                            "failed": why or None, "load": round(os.getloadavg()[0], 1),
                         }  # fmt: skip
+                        if args.threads:
+                            row["threads"] = cpu_by_thread(server.process.pid, *server.cpu, n)
                         rows.append(row)
                         print(json.dumps(row), file=sys.stderr, flush=True)
-    print("| store | mode | clients | ours req/s | p50 ms | floor req/s | p50 ms | ratio |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| store | mode | clients | ours req/s | p50 ms | floor req/s | p50 ms | ratio "
+        "| ours CPU ms/req | floor CPU ms/req | load |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         failed = " (FAILED)" if r["failed"] else ""
         print(
             f"| {r['store']} | {r['mode']} | {r['clients']} | {r['ours_req_s']}{failed} | "
-            f"{r['ours_p50_ms']} | {r['floor_req_s']} | {r['floor_p50_ms']} | {r['ratio']} |"
+            f"{r['ours_p50_ms']} | {r['floor_req_s']} | {r['floor_p50_ms']} | {r['ratio']} | "
+            f"{r['ours_cpu_ms']} | {r['floor_cpu_ms']} | {r['load']} |"
         )
 
 

@@ -13,8 +13,9 @@ Builds a SQLite journal of N realistic operation events (bench/journal_throughpu
 Timed in this process's CPU time (`time.process_time`, SQLite's work included): the machine
 is shared, and time other processes take does not count.
 
-Usage: .venv/bin/python bench/jsonl.py [--events N] [--json] [--ref REV]
-(``--ref main`` runs the same measurements with main's library in a child process too).
+Usage: .venv/bin/python bench/jsonl.py [--events N] [--json] [--ref REV] [--rounds N]
+(``--ref main`` runs the same measurements with main's library in a child process too;
+``--rounds N`` alternates before and after N times and prints each figure's median).
 """
 
 from __future__ import annotations
@@ -96,6 +97,15 @@ def measure(events: int) -> dict[str, Any]:
             store.close()
 
 
+def median_result(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each figure's median over several runs of `measure`."""
+    merged = dict(runs[0])
+    for key, value in merged.items():
+        if isinstance(value, float):
+            merged[key] = statistics.median(run[key] for run in runs)
+    return merged
+
+
 def show(result: dict[str, Any], title: str) -> None:
     floor = result["floor"]
     print(f"{title} {result['events']:,} events, SQLite (events/s; ÷ the orjson floor)")
@@ -114,10 +124,17 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--ref", help="also measure this git revision's library (before)")
+    parser.add_argument("--rounds", type=int, default=1, help="alternate before/after N times")
     args = parser.parse_args()
     extra = ["--events", str(args.events)]
-    before = run_at(args.ref, Path(__file__), extra) if args.ref else None
-    result = measure(args.events)
+    befores: list[dict[str, Any]] = []
+    afters: list[dict[str, Any]] = []
+    for _ in range(args.rounds):
+        if args.ref:
+            befores.append(run_at(args.ref, Path(__file__), extra)["result"])
+        afters.append(measure(args.events))
+    before = {"result": median_result(befores)} if befores else None
+    result = median_result(afters)
     if args.json:
         previous = before and before["result"]
         print(json.dumps({"result": result, "before": previous, "ref": args.ref}))

@@ -819,7 +819,7 @@ def report(
             ("instances put to sleep per second", "sleep_contexts_per_s", 0),
             ("creates per second (before the worker started)", "creates_per_s", 0),
         ],
-        "  target: < 200 MB (worker + executors); forked executors share most pages with "
+        "  target: < 150 MB (worker + executors, issue 17); forked executors share most pages with "
         "the worker, which RSS counts once per process and PSS divides among them",
     )
     summary = {
