@@ -14,9 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
-from journal.locator import resolve_store
+from journal.locator import postgres_connect, resolve_store
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
@@ -192,20 +190,21 @@ def store_is_quiet(store_url: str) -> bool:
         finally:
             lite.close()
     settings = location.settings
-    with psycopg.connect(
-        host=settings["POSTGRES_HOST"],
-        port=int(settings["POSTGRES_PORT"]),
-        user=settings["POSTGRES_USER"],
-        dbname=settings["POSTGRES_DBNAME"],
-        autocommit=True,
-    ) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s AND l.pid <> pg_backend_pid()",
-            (settings["POSTGRES_SCHEMA"],),
-        ).fetchone()
-    return row is not None and row[0] == 0
+    # Looked at twice, a moment apart: a statement sent just before the stop may still be
+    # on its way into the server, holding no lock yet at the first look.
+    with postgres_connect(settings) as conn:
+        for look in range(2):
+            if look:
+                time.sleep(0.02)
+            row = conn.execute(
+                "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND l.pid <> pg_backend_pid()",
+                (settings["POSTGRES_SCHEMA"],),
+            ).fetchone()
+            if row is None or row[0] != 0:
+                return False
+    return True
 
 
 def freeze(workers: WorkerProcess | Sequence[WorkerProcess], store_url: str) -> None:

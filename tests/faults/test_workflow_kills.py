@@ -168,13 +168,23 @@ def test_creates_racing_on_many_processes_exactly_one_wins(
         )
         for n in range(6)
     ]
-    wait_for(
-        lambda: len(list(tmp_path.glob("go.ready.*"))) == len(racers),
-        60,
-        "every racer to open the store",
-    )
-    go.write_text("")
-    answers = [racer.communicate(timeout=60) for racer in racers]
+    try:
+
+        def all_ready() -> bool:
+            ended = [r for r in racers if r.poll() is not None]
+            if ended:  # a racer that died before the start can never be ready: say why
+                _, error = ended[0].communicate()
+                raise AssertionError(f"a racer ended before the start: {error}")
+            return len(list(tmp_path.glob("go.ready.*"))) == len(racers)
+
+        wait_for(all_ready, 60, "every racer to open the store")
+        go.write_text("")
+        answers = [racer.communicate(timeout=60) for racer in racers]
+    finally:  # never leave a racer waiting for a start that will not come
+        for racer in racers:
+            if racer.poll() is None:
+                racer.kill()
+                racer.communicate()
     results = [out.strip() for out, _ in answers]
     assert sorted(results) == ["instance_exists"] * 5 + ["won"], answers
     events = history(wf_app, "contested")
