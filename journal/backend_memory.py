@@ -11,7 +11,7 @@ from eventsourcing.persistence import IntegrityError, Notification, StoredEvent
 from eventsourcing.popo import POPOApplicationRecorder
 
 from journal import retention_index, work_index
-from journal.backend_common import new_streams, predecessors
+from journal.backend_common import StoredRow, new_streams, predecessors
 from journal.leaves import event_leaf
 from journal.retention_index import RetentionRow
 from journal.work_index import RowChange, WorkRow
@@ -63,6 +63,13 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
             for version in doomed:
                 self._stored_events[index.pop(version)] = None  # type: ignore[call-overload]
             return len(doomed)
+
+    def select_after(self, after: int, limit: int) -> list[StoredRow]:
+        found = self.select_notifications(after, limit, inclusive_of_start=False)
+        return [
+            StoredRow(n.id, str(n.originator_id), n.originator_version, n.topic, n.state)
+            for n in found
+        ]
 
     def select_topics(self, topics: Sequence[str], after: int, limit: int) -> list[Notification]:
         """A scan (a memory journal is small): the SQL backends read a topic index."""

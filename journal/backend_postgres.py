@@ -20,11 +20,12 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import retry
+from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composed, Identifier
 from psycopg_pool import ConnectionPool
 
 from journal import append_sql, lease_sql, retention_index, topic_sql, work_index
-from journal.backend_common import new_streams, notification, predecessors
+from journal.backend_common import StoredRow, new_streams, notification, predecessors
 from journal.locator import postgres_connect
 from journal.marks import MarkRecorder, MarkTables
 from journal.retention_index import Rebuild
@@ -70,6 +71,10 @@ class BlackOpsPostgresRecorder(
             "CREATE TABLE IF NOT EXISTS {}.blackops_leaves "
             "(position bigint PRIMARY KEY, leaf bytea NOT NULL)"
         ).format(Identifier(schema))
+        self._select_after = self._sql(
+            "SELECT notification_id, originator_id, originator_version, topic, state "
+            "FROM {schema}.{table} WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
+        )
         self._select_leaves = self._sql(
             "SELECT position, leaf FROM {schema}.blackops_leaves WHERE position > %s "
             "ORDER BY position LIMIT %s"
@@ -199,10 +204,17 @@ class BlackOpsPostgresRecorder(
             self.snapshots.delete(curs, stream)  # no copy of a purged history outlives it
             return deleted
 
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)  # as eventsourcing's
+    def select_after(self, after: int, limit: int) -> list[StoredRow]:
+        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
+            curs.execute(self._select_after, (after, limit), prepare=True)
+            return list(map(StoredRow._make, curs.fetchall()))
+
     def select_leaves(self, after: int, limit: int) -> list[tuple[int, bytes]]:
-        with self.datastore.transaction(commit=False) as curs:
+        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
             curs.execute(self._select_leaves, (after, limit), prepare=True)
-            return [(int(r["position"]), bytes(r["leaf"])) for r in curs.fetchall()]
+            leaves: list[tuple[int, bytes]] = curs.fetchall()
+            return leaves
 
     def select_stream(self, stream: str, after_version: int = 0) -> list[Notification]:
         found: list[Notification] = self.select_streams([stream], after_version)

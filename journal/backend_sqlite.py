@@ -9,7 +9,7 @@ from eventsourcing.persistence import IntegrityError, Notification, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
 
 from journal import retention_index, topic_sql, work_index
-from journal.backend_common import new_streams, notification, predecessors
+from journal.backend_common import StoredRow, new_streams, notification, predecessors
 from journal.leaves import event_leaf
 from journal.marks import MarkRecorder, MarkTables
 from journal.retention_index import Rebuild
@@ -29,6 +29,10 @@ class BlackOpsSQLiteRecorder(
         self.retention = RetentionTables("", sqlite=True)
         self.snapshots = self._snapshot_tables()
         self.marks = MarkTables("", sqlite=True)
+        self._select_after = (
+            f"SELECT rowid, originator_id, originator_version, topic, state "
+            f"FROM {self.events_table_name} WHERE rowid > ? ORDER BY rowid LIMIT ?"
+        )
 
     def _snapshot_tables(self) -> SnapshotTables:
         return SnapshotTables(
@@ -102,14 +106,24 @@ class BlackOpsSQLiteRecorder(
             self.snapshots.delete(c, stream)  # no copy of a purged history outlives it
             return deleted
 
+    def select_after(self, after: int, limit: int) -> list[StoredRow]:
+        with self.datastore.transaction(commit=False) as c:
+            cursor = c.sqlite_cursor
+            cursor.row_factory = None  # plain tuples: sqlite3.Row costs more than the read
+            cursor.execute(self._select_after, (after, limit))
+            return list(map(StoredRow._make, cursor.fetchall()))
+
     def select_leaves(self, after: int, limit: int) -> list[tuple[int, bytes]]:
         with self.datastore.transaction(commit=False) as c:
-            c.execute(
+            cursor = c.sqlite_cursor
+            cursor.row_factory = None  # (position, leaf) as stored: an int and bytes
+            cursor.execute(
                 "SELECT position, leaf FROM blackops_leaves WHERE position > ? "
                 "ORDER BY position LIMIT ?",
                 (after, limit),
             )
-            return [(int(r[0]), bytes(r[1])) for r in c.fetchall()]
+            leaves: list[tuple[int, bytes]] = cursor.fetchall()
+            return leaves
 
     def select_stream(self, stream: str, after_version: int = 0) -> list[Notification]:
         return self.select_streams([stream], after_version)

@@ -9,6 +9,7 @@ from typing import Protocol
 
 from eventsourcing.persistence import Notification, StoredEvent
 
+from journal.backend_common import StoredRow
 from journal.retention_index import RetentionRow
 from journal.work_index import WorkRow
 
@@ -31,6 +32,10 @@ class Recorder(Protocol):
         *,
         inclusive_of_start: bool = True,
     ) -> Sequence[Notification]: ...
+
+    def select_after(self, after: int, limit: int) -> list[StoredRow]:
+        """Up to ``limit`` events after position ``after``, by position, undecoded."""
+        ...
 
     def select_topics(self, topics: Sequence[str], after: int, limit: int) -> list[Notification]:
         """Events of ``topics`` after position ``after``, by position (journal/topic_sql.py)."""

@@ -28,6 +28,7 @@ from eventsourcing.utils import Environment
 
 from domain.errors import BackendUnavailable, Conflict, FencingError, InvalidRequest
 from domain.events import NewEvent, RecordedEvent
+from journal.backend_common import StoredRow
 from journal.backend_memory import BlackOpsMemoryRecorder
 from journal.codec import decode_state, encode_state
 from journal.commit_queue import CommitObserver, CommitQueue
@@ -293,7 +294,7 @@ class EventStore:
         if type(limit) is not int or not 1 <= limit <= PAGE_LIMIT_MAX:
             raise InvalidRequest(f"limit must be an integer from 1 to {PAGE_LIMIT_MAX}")
         with _backend_errors():
-            found = self._recorder.select_notifications(position, limit, inclusive_of_start=False)
+            found = self._recorder.select_after(position, limit)
         return [_decode(n) for n in found]
 
     def read_topics(
@@ -313,16 +314,14 @@ class EventStore:
             found.extend(_decode(row) for row in rows)
             position = rows[-1].id
 
-    def read_raw_after(self, position: int, limit: int = 1000) -> list[Notification]:
+    def read_raw_after(self, position: int, limit: int = 1000) -> list[StoredRow]:
         """Like :meth:`read_after`, undecoded: ``state`` holds the stored canonical bytes."""
         if type(position) is not int or not 0 <= position <= MAX_POSITION:
             raise InvalidRequest("position must be an integer from 0 to 2**63 - 1")
         if type(limit) is not int or not 1 <= limit <= PAGE_LIMIT_MAX:
             raise InvalidRequest(f"limit must be an integer from 1 to {PAGE_LIMIT_MAX}")
         with _backend_errors():
-            return list(
-                self._recorder.select_notifications(position, limit, inclusive_of_start=False)
-            )
+            return self._recorder.select_after(position, limit)
 
     def iter_after(self, position: int = 0, page: int = 1000) -> Iterator[RecordedEvent]:
         """Every event after ``position``, read in pages (a snapshot of 'now' is not taken)."""
@@ -561,7 +560,7 @@ def _check_topic(topic: Any) -> None:
         raise InvalidRequest("event types are 1-200 printable ASCII characters")
 
 
-def _decode(notification: Notification) -> RecordedEvent:
+def _decode(notification: Notification | StoredRow) -> RecordedEvent:
     at, context, data = decode_state(notification.state)
     return RecordedEvent(
         position=notification.id,

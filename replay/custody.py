@@ -103,20 +103,31 @@ def export_with_manifest(
         _fold_until(tree, after)
     exported: list[tuple[int, bytes]] = []
     position = after
+    fold, write, remember = tree.frontier.append, out.write, exported.append
     while True:
         end = store.last_position()
         while rows := store.read_raw_after(position, PAGE):
             for row in rows:
-                if until is not None and row.id > until:
+                here = row.id
+                if until is not None and here > until:
                     break
                 line = observed_line(row)
                 leaf = leaf_hash(line[:-1])
-                if tree.leaf_at(row.id) != leaf:
-                    raise IntegrityError(row.id, "the event differs from what was appended")
+                buffer, index = tree.buffer, tree.next
+                if index < len(buffer) and buffer[index][0] == here:
+                    # The usual case, leaf_at's first step inlined: the next recorded leaf
+                    # is this event's (a leaf per event, in order; nothing purged between).
+                    recorded = buffer[index][1]
+                    tree.next, tree.after = index + 1, here
+                    fold(recorded)
+                else:
+                    recorded = tree.leaf_at(here)
+                if recorded != leaf:
+                    raise IntegrityError(here, "the event differs from what was appended")
                 if keep is None or keep(line):
-                    out.write(line)
-                    exported.append((row.id, leaf))
-                position = row.id
+                    write(line)
+                    remember((here, leaf))
+                position = here
             if until is not None and rows[-1].id > until:
                 break
             if progress is not None:

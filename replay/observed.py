@@ -15,12 +15,12 @@ from dataclasses import fields
 from typing import Any, NoReturn
 
 import orjson
-from eventsourcing.persistence import Notification
 
 from domain.documents import DocumentError, canonical_json
 from domain.events import RecordedEvent
 from domain.json_text import JSONTextError, integral_floats, parse_json
 from domain.native_canonical import utf16_order_may_differ
+from journal.backend_common import StoredRow
 from journal.leaves import entry_bytes
 
 REQUIRED = ("at", "context", "data", "position", "stream", "type", "version")
@@ -37,7 +37,7 @@ _DIGITS = frozenset(b"0123456789")
 _ENDS = (b",", b"]", b"}")
 
 
-def observed_line(row: Notification) -> bytes:
+def observed_line(row: StoredRow) -> bytes:
     """One line (with its newline) for a stored event: its Merkle entry (journal/leaves.py)."""
     entry = entry_bytes(
         row.id, str(row.originator_id), row.originator_version, row.topic, row.state
