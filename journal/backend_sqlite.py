@@ -29,8 +29,10 @@ class BlackOpsSQLiteRecorder(
         self.retention = RetentionTables("", sqlite=True)
         self.snapshots = self._snapshot_tables()
         self.marks = MarkTables("", sqlite=True)
+        # SQLite does not enforce a column's type: a value written behind the journal's back
+        # is read as bytes (verify then names it modified), never as an int or text.
         self._select_after = (
-            f"SELECT rowid, originator_id, originator_version, topic, state "
+            f"SELECT rowid, originator_id, originator_version, topic, CAST(state AS BLOB) "
             f"FROM {self.events_table_name} WHERE rowid > ? ORDER BY rowid LIMIT ?"
         )
 
@@ -116,9 +118,9 @@ class BlackOpsSQLiteRecorder(
     def select_leaves(self, after: int, limit: int) -> list[tuple[int, bytes]]:
         with self.datastore.transaction(commit=False) as c:
             cursor = c.sqlite_cursor
-            cursor.row_factory = None  # (position, leaf) as stored: an int and bytes
+            cursor.row_factory = None  # (position, leaf): an INTEGER PRIMARY KEY and bytes
             cursor.execute(
-                "SELECT position, leaf FROM blackops_leaves WHERE position > ? "
+                "SELECT position, CAST(leaf AS BLOB) FROM blackops_leaves WHERE position > ? "
                 "ORDER BY position LIMIT ?",
                 (after, limit),
             )

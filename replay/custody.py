@@ -111,7 +111,10 @@ def export_with_manifest(
                 here = row.id
                 if until is not None and here > until:
                     break
-                line = observed_line(row)
+                try:
+                    line = observed_line(row)
+                except ValueError:  # a state that is no canonical envelope: changed since
+                    raise IntegrityError(here, "the event is not what was appended") from None
                 leaf = leaf_hash(line[:-1])
                 buffer, index = tree.buffer, tree.next
                 if index < len(buffer) and buffer[index][0] == here:

@@ -147,6 +147,36 @@ def test_a_modified_event_is_named(filled: Application) -> None:
     assert (first.kind, first.position) == ("modified", victim.id)
 
 
+@pytest.mark.parametrize("value", [7, 2.5, "abc"], ids=["integer", "real", "text"])
+def test_a_leaf_or_state_of_another_type_is_named_modified(tmp_path: Path, value: Any) -> None:
+    """SQLite keeps whatever type is written behind the journal's back (PostgreSQL refuses
+    it): read as bytes, it is a modified event to verify and export, never a crash."""
+    filled = Application(f"sqlite:///{tmp_path}/journal.db", clock=FakeClock(CLOCK_START))
+    try:
+        fill(filled)
+        victim = tamper_position(filled.store)
+        leaf = dict(filled.store.read_leaves(0, 10_000))[victim.id]
+        for column, table in (("leaf", "blackops_leaves"), ("state", "stored_events")):
+            key = "position" if column == "leaf" else "rowid"
+            with behind_the_journals_back(filled.store) as (conn, _, _):
+                conn.execute(f"UPDATE {table} SET {column} = ? WHERE {key} = ?", (value, victim.id))
+            first = verify_store(filled.store).problems[0]
+            assert (first.kind, first.position) == ("modified", victim.id), column
+            with pytest.raises(IntegrityError) as refused:
+                export_with_manifest(
+                    filled.store, io.BytesIO(), actor=Actor("auditor"), clock=FakeClock(CLOCK_START)
+                )
+            assert refused.value.position == victim.id, column
+            with behind_the_journals_back(filled.store) as (conn, events, leaves):  # put it back
+                conn.execute(f"UPDATE {leaves} SET leaf = ? WHERE position = ?", (leaf, victim.id))
+                conn.execute(
+                    f"UPDATE {events} SET state = ? WHERE rowid = ?", (victim.state, victim.id)
+                )
+            assert verify_store(filled.store).ok
+    finally:
+        filled.close()
+
+
 def test_a_deleted_event_is_named(filled: Application) -> None:
     victim = tamper_position(filled.store)
     with behind_the_journals_back(filled.store) as (conn, events, _):
