@@ -23,7 +23,7 @@ import orjson
 from eventsourcing.persistence import DataError
 from psycopg.sql import SQL, Composed, Identifier, Literal
 
-from journal.retention_sql import update_values
+from journal.retention_sql import UPDATE_COLUMNS, update_values
 from journal.work_index import RowChange
 
 VERSION = 1
@@ -262,9 +262,8 @@ class Checks(NamedTuple):
 def checks(needed: Iterable[tuple[str, int]], fresh: Iterable[str]) -> Checks:
     """The gap and fresh-stream checks' arguments (journal/backend_common.py)."""
     needed = list(needed)
-    if not needed:
-        return Checks(None, None, list(fresh) or None)
-    return Checks([s for s, _ in needed], [v for _, v in needed], list(fresh) or None)
+    streams, versions = [s for s, _ in needed], [v for _, v in needed]
+    return Checks(streams or None, versions or None, list(fresh) or None)
 
 
 def work_rows(changes: Sequence[RowChange]) -> str | None:
@@ -295,25 +294,12 @@ def retention_rows(kept: dict[str, dict[str, Any]]) -> str | None:
         return None
     rows = []
     for operation_id, change in kept.items():
-        row = dict(zip(_KEPT_COLUMNS, update_values(change), strict=True))
+        row = dict(zip(UPDATE_COLUMNS, update_values(change), strict=True))
         for name in ("operation_type", "terminal_at", "completed_at"):
             _text(row[name])
         row["operation_id"] = operation_id
         rows.append(row)
     return _json(rows)
-
-
-_KEPT_COLUMNS = (
-    "operation_type",
-    "terminal_at",
-    "terminal_us",
-    "completed_at",
-    "completed_us",
-    "held",
-    "outcome",
-    "purged",
-    "pending",
-)
 
 
 def _text(value: Any) -> Any:

@@ -175,7 +175,7 @@ class BlackOpsPostgresRecorder(
             [s.originator_version for s in stored_events],
             [topic for _, topic, _ in triples],
             [state for _, _, state in triples],
-            *append_sql.checks(predecessors(stored_events), list(new_streams(stored_events))),
+            *append_sql.checks(predecessors(stored_events), new_streams(stored_events)),
             wake or None,
             self._lock_wait,
             append_sql.work_rows(work_index.changes(triples)),

@@ -132,6 +132,16 @@ class RetentionTables:
         return [_row(r) for r in cursor.fetchall()]
 
 
+_INSTANTS = ("terminal_at", "completed_at")
+#: The columns `update_values` gives values for, in its order: each instant is followed by
+#: its microseconds (``terminal_us``, ``completed_us``).
+UPDATE_COLUMNS = tuple(
+    column
+    for name in COLUMNS
+    for column in ((name, name.removesuffix("_at") + "_us") if name in _INSTANTS else (name,))
+)
+
+
 def update_values(change: dict[str, Any]) -> tuple[Any, ...]:
     """The UPDATE's parameters but the id: each column's new value, None where unchanged
     (``terminal_us`` and ``completed_us`` follow their instants)."""
@@ -141,7 +151,7 @@ def update_values(change: dict[str, Any]) -> tuple[Any, ...]:
         if isinstance(value, bool):
             value = int(value)
         values.append(value)
-        if name in ("terminal_at", "completed_at"):
+        if name in _INSTANTS:
             values.append(None if value is None else micros(str(value)))
     return tuple(values)
 

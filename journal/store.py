@@ -289,13 +289,7 @@ class EventStore:
 
     def read_after(self, position: int, limit: int = 1000) -> list[RecordedEvent]:
         """Up to ``limit`` events with positions greater than ``position``, in order."""
-        if type(position) is not int or not 0 <= position <= MAX_POSITION:
-            raise InvalidRequest("position must be an integer from 0 to 2**63 - 1")
-        if type(limit) is not int or not 1 <= limit <= PAGE_LIMIT_MAX:
-            raise InvalidRequest(f"limit must be an integer from 1 to {PAGE_LIMIT_MAX}")
-        with _backend_errors():
-            found = self._recorder.select_after(position, limit)
-        return [_decode(n) for n in found]
+        return [_decode(n) for n in self.read_raw_after(position, limit)]
 
     def read_topics(
         self, topics: Sequence[str], page: int = 1000, after: int = 0

@@ -90,12 +90,8 @@ def parse_line_canonical(text: bytes, line: int) -> tuple[ObservedEvent, bytes]:
     can differ, which `_foreign_float` finds. Anything else goes through the strict parser,
     which refuses duplicates, and is re-canonicalised from what it means.
     """
-    try:
-        value = orjson.loads(text)
-        written = orjson.dumps(value, option=_SORTED)
-    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
-        return _parse_strict(text, line)
-    if written == text and not _foreign_float(text) and not utf16_order_may_differ(text):
+    value = _read_if_canonical(text)
+    if value is not _STRICT:
         return _event(value, line), text
     return _parse_strict(text, line)
 
@@ -103,18 +99,31 @@ def parse_line_canonical(text: bytes, line: int) -> tuple[ObservedEvent, bytes]:
 def parse_line_entry(text: bytes, line: int) -> tuple[int, bytes]:
     """`parse_line_canonical`'s position and canonical bytes, and the same refusals, without
     building the event (what verifying an export needs)."""
-    try:
-        value = orjson.loads(text)
-        written = orjson.dumps(value, option=_SORTED)
-    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
-        written = None
-    if written == text and not _foreign_float(text) and not utf16_order_may_differ(text):
+    value = _read_if_canonical(text)
+    if value is not _STRICT:
         members = _members(value)
         if members is None:
             _refuse(value, line)
         return members[0], text
     event, canonical = _parse_strict(text, line)
     return event.position, canonical
+
+
+#: `_read_if_canonical`'s answer when the strict path must decide (``None`` is a value).
+_STRICT = object()
+
+
+def _read_if_canonical(text: bytes) -> Any:
+    """What orjson reads from ``text`` when the line is its own canonical form (the fast
+    path of `parse_line_canonical`), else `_STRICT`: the strict path decides."""
+    try:
+        value = orjson.loads(text)
+        written = orjson.dumps(value, option=_SORTED)
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        return _STRICT
+    if written == text and not _foreign_float(text) and not utf16_order_may_differ(text):
+        return value
+    return _STRICT
 
 
 def _parse_strict(text: bytes, line: int) -> tuple[ObservedEvent, bytes]:
