@@ -99,7 +99,7 @@ _UNSIGNED_EXPONENTS: Final = b"+" not in orjson.dumps(1e300)
 #: ``null``, ``-0.0``, e-1..e-6, e+1..e+20 (and unsigned exponents), as the checks below.
 _SHORT: Final = 512
 _GIVEN_UP: Final = re.compile(
-    rb"n|-0\.0|e-[1-6][,\]]|e\+(?:[0-9]|1[0-9]|20)[,\]]"
+    rb"n|-0\.0[,\]]|e-[1-6][,\]]|e\+(?:[0-9]|1[0-9]|20)[,\]]"
     + (rb"|e[0-9]" if _UNSIGNED_EXPONENTS else b"")
 )
 
@@ -381,8 +381,8 @@ def _spell_floats(out: bytes, floats: list[float]) -> bytes | None:
     if len(written) <= _SHORT:  # one search costs less than several calls
         if _GIVEN_UP.search(written):
             return None
-    elif b"n" in written or b"-0.0" in written:
-        return None  # null: NaN or an infinity; -0.0 is written 0
+    elif b"n" in written or b"-0.0," in written or written.endswith(b"-0.0]"):
+        return None  # null: NaN or an infinity; -0.0 is written 0 (not -0.05, -0.001)
     elif b"e" in written:
         if b"e-" in written and b"e-a," in written.translate(_EXPONENT_CLASSES):
             return None
