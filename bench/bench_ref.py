@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.machinery
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -81,3 +82,13 @@ def _child(script: Path, args: list[str], env: dict[str, str]) -> dict[str, Any]
 
 
 _use_tree_from_environment()
+
+
+def median_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first run's figures with each float replaced by its median over ``runs`` (the
+    runs of one measurement, alternated with another tree's: ``--rounds N``)."""
+    merged = dict(runs[0])
+    for key, value in merged.items():
+        if isinstance(value, float):
+            merged[key] = statistics.median(run[key] for run in runs)
+    return merged

@@ -35,7 +35,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # runnable as a plain script
 import orjson
 import rfc8785
-from bench_ref import run_at  # first: with --ref, the child's library comes from REV
+
+# first: with --ref, the child's library comes from REV
+from bench_ref import median_figures, run_at
 
 from blackops import jsonbody
 from blackops.jsonbody import parse_document
@@ -153,14 +155,7 @@ def show(rows: list[dict[str, Any]], title: str) -> None:
 
 def median_rows(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Each cell's median over several runs of `measure` (same documents, same order)."""
-    merged = []
-    for cells in zip(*runs, strict=True):
-        row = dict(cells[0])
-        for key, value in row.items():
-            if isinstance(value, float):
-                row[key] = statistics.median(cell[key] for cell in cells)
-        merged.append(row)
-    return merged
+    return [median_figures(list(cells)) for cells in zip(*runs, strict=True)]
 
 
 def main() -> None:

@@ -34,7 +34,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # runnable as a plain script
 import psycopg
-from bench_ref import run_at, run_here  # first: with --ref, the child's library comes from REV
+
+# first: with --ref, the child's library comes from REV
+from bench_ref import median_figures, run_at, run_here
 
 from blackops import Application, ExecutionContext
 from domain.events import NewEvent
@@ -107,7 +109,7 @@ def one_round(stores: list[str], count: int, appends: int, rows: list[str]) -> d
     result: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
 
-        def url(tag: str) -> str:
+        def url(name: str, tag: str) -> str:
             if name == "sqlite":
                 return f"sqlite:///{tmp}/{tag}.sqlite3"
             return f"{POSTGRES}?schema={schema}_{tag}"
@@ -116,10 +118,12 @@ def one_round(stores: list[str], count: int, appends: int, rows: list[str]) -> d
             for name in stores:
                 result[name] = {}
                 if "append" in rows:
-                    result[name]["append"] = measure_append(url("append"), appends)
+                    result[name]["append"] = measure_append(url(name, "append"), appends)
                 if "inline" in rows:
                     for t in (1, 4):
-                        result[name][f"inline_{t}"] = measure_inline(url(f"inline{t}"), count, t)
+                        result[name][f"inline_{t}"] = measure_inline(
+                            url(name, f"inline{t}"), count, t
+                        )
         finally:
             if "postgresql" in stores:
                 with psycopg.connect(POSTGRES, autocommit=True) as conn:
@@ -131,10 +135,7 @@ def one_round(stores: list[str], count: int, appends: int, rows: list[str]) -> d
 def medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     first = rounds[0]
     return {
-        store: {
-            row: {key: statistics.median(r[store][row][key] for r in rounds) for key in values}
-            for row, values in rows.items()
-        }
+        store: {row: median_figures([r[store][row] for r in rounds]) for row in rows}
         for store, rows in first.items()
     }
 

@@ -32,7 +32,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # runnable as a plain script
 import orjson
-from bench_ref import run_at  # first: with --ref, the child's library comes from REV
+
+# first: with --ref, the child's library comes from REV
+from bench_ref import median_figures, run_at
 from journal_throughput import fill
 
 from blackops.runtime import SystemClock
@@ -97,15 +99,6 @@ def measure(events: int) -> dict[str, Any]:
             store.close()
 
 
-def median_result(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each figure's median over several runs of `measure`."""
-    merged = dict(runs[0])
-    for key, value in merged.items():
-        if isinstance(value, float):
-            merged[key] = statistics.median(run[key] for run in runs)
-    return merged
-
-
 def show(result: dict[str, Any], title: str) -> None:
     floor = result["floor"]
     print(f"{title} {result['events']:,} events, SQLite (events/s; ÷ the orjson floor)")
@@ -133,8 +126,8 @@ def main() -> None:
         if args.ref:
             befores.append(run_at(args.ref, Path(__file__), extra)["result"])
         afters.append(measure(args.events))
-    before = {"result": median_result(befores)} if befores else None
-    result = median_result(afters)
+    before = {"result": median_figures(befores)} if befores else None
+    result = median_figures(afters)
     if args.json:
         previous = before and before["result"]
         print(json.dumps({"result": result, "before": previous, "ref": args.ref}))

@@ -36,8 +36,3 @@ def serve_lean(api: FastAPI, method: str, path: str, endpoint: Endpoint) -> None
     api.router.routes.insert(
         0, LeanRoute(path, endpoint, methods=[method], include_in_schema=False)
     )
-
-
-def lean_routes(api: FastAPI) -> list[LeanRoute]:
-    """The lean routes of ``api`` (a test removes them to reach the documented routes)."""
-    return [route for route in api.router.routes if isinstance(route, LeanRoute)]

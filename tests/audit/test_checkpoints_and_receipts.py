@@ -38,7 +38,7 @@ from domain.context import Actor
 from domain.documents import canonical_envelope
 from domain.retention import Retention
 from journal.codec import decode_state
-from journal.leaves import entry_bytes, leaf_hash
+from journal.leaves import event_leaf
 from journal.store import EventStore
 from replay.merkle import (
     Frontier,
@@ -431,10 +431,9 @@ def test_the_automatic_signer_signs_after_appends_and_only_then(
 def overwrite(store: EventStore, stored: Any, state: bytes) -> None:
     """Replace a stored event's state and its recorded leaf, as someone holding the database
     could (the leaf recomputed, so the tree agrees with the events)."""
-    leaf = leaf_hash(
-        entry_bytes(stored.id, str(stored.originator_id), stored.originator_version,
-                    stored.topic, state)
-    )  # fmt: skip
+    leaf = event_leaf(
+        stored.id, str(stored.originator_id), stored.originator_version, stored.topic, state
+    )
     with raw(store) as (conn, events, leaves):
         conn.execute(
             q(conn, f"UPDATE {events} SET state = ? WHERE originator_id = ? AND "

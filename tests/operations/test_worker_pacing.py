@@ -239,7 +239,7 @@ def test_a_retry_is_claimed_when_due_after_turns_that_read_nothing(
         wait_for(lambda: bool(starts), 30, "the first attempt")
         time.sleep(0.1)
         app.submit("t.other", {}, actor="a", tenant="t")  # a submit while the retry waits
-        wait_for(lambda: app.status(flaky_id)["status"] == "completed", 30, "the retry")
+        wait_for(lambda: completed(app, [flaky_id]), 30, "the retry")
     finally:
         worker.stop(5)
     assert len(starts) == 2
@@ -270,7 +270,7 @@ def test_a_retry_falling_due_during_a_claims_round_trip_is_still_woken_for(
         wait_for(lambda: bool(starts), 30, "the first attempt")
         time.sleep(max(0.0, starts[0] + 0.85 - time.monotonic()))  # 0.15 s before it is due
         app.submit("t.other", {}, actor="a", tenant="t")
-        wait_for(lambda: app.status(flaky_id)["status"] == "completed", 30, "the retry")
+        wait_for(lambda: completed(app, [flaky_id]), 30, "the retry")
     finally:
         worker.stop(5)
     assert 1.0 <= starts[1] - starts[0] < 2.5, starts[1] - starts[0]

@@ -156,8 +156,8 @@ def test_a_leaf_or_state_of_another_type_is_named_modified(tmp_path: Path, value
         fill(filled)
         victim = tamper_position(filled.store)
         leaf = dict(filled.store.read_leaves(0, 10_000))[victim.id]
-        for column, table in (("leaf", "blackops_leaves"), ("state", "stored_events")):
-            key = "position" if column == "leaf" else "rowid"
+        places = (("leaf", "blackops_leaves", "position"), ("state", "stored_events", "rowid"))
+        for column, table, key in places:
             with behind_the_journals_back(filled.store) as (conn, _, _):
                 conn.execute(f"UPDATE {table} SET {column} = ? WHERE {key} = ?", (value, victim.id))
             first = verify_store(filled.store).problems[0]
