@@ -99,11 +99,19 @@ class BlackOpsPostgresRecorder(
         self.functions = {
             append_sql.NAME: append_sql.create_statement(self.append_tables),
             lease_sql.RESERVE: lease_sql.reserve_create_statement(
-                schema, self.snapshots.reserve_tails_statement(self.work.due)
+                schema, self.work.due, self.snapshots.reserve_tails_statement(self.work.due)
+            ),
+            lease_sql.RESERVE_STREAMS: lease_sql.reserve_create_statement(
+                schema,
+                self.work.due,
+                self.work.reserve_and_read_statement,
+                lease_sql.RESERVE_STREAMS,
+                lease_sql.STREAM_COLUMNS,
             ),
             lease_sql.RENEW: lease_sql.renew_create_statement(schema, self.work.due),
         }
         self._reserve_tails = lease_sql.reserve_call_statement(schema)
+        self._reserve_streams = lease_sql.reserve_call_statement(schema, lease_sql.RESERVE_STREAMS)
         self._renew_leases = lease_sql.renew_call_statement(schema)
 
     def create_table(self) -> None:
@@ -249,15 +257,12 @@ class BlackOpsPostgresRecorder(
     def reserve_and_select(
         self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
     ) -> list[Notification]:
-        """Reserve due rows and read their streams in one statement (one round trip:
-        the pool's connections autocommit, and a single statement is its own
-        transaction, so no BEGIN and COMMIT round trips around it)."""
+        """Reserve due rows and read their streams: one call of a function
+        (journal/lease_sql.py), autocommitted, whose commit does not wait for the WAL flush
+        (the reservation is a hint; decisions F161)."""
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(
-                self.work.reserve_and_read_statement,
-                (hold_until, worker, now, list(types), limit),
-                prepare=True,
-            )
+            arguments = (hold_until, worker, now, list(types), limit)
+            curs.execute(self._reserve_streams, arguments, prepare=True)
             return [notification(row, "notification_id") for row in curs.fetchall()]
 
     def reserve_and_select_tails(

@@ -1,9 +1,10 @@
 """A worker's leases on PostgreSQL as server-side functions, one round trip each.
 
-``blackops_reserve_tails_v1`` reserves due rows and reads their streams from their
-snapshots on (journal/snapshot_sql.py's statement, unchanged), in a transaction whose
-commit does not wait for the WAL flush: a reservation is a hint, and one lost in a crash is
-a row due again at once (decisions F9, F91). ``blackops_renew_leases_v1`` extends the
+``blackops_reserve_streams_v1`` (Deferred operations) reserves due rows and reads their
+streams (journal/work_sql.py's statement); ``blackops_reserve_tails_v2`` (workflow
+instances) reads them from their snapshots on (journal/snapshot_sql.py's). Both commit
+without waiting for the WAL flush: a reservation is a hint, and one lost in a crash is a
+row due again at once (decisions F9, F91, F161). ``blackops_renew_leases_v1`` extends the
 leases a worker still holds, one primary-key update per lease as ``WorkTables.renew`` does,
 in the order given. One autocommitted call is each one's whole transaction: no BEGIN, SET
 LOCAL and COMMIT round trips around it (decisions F124). Created on open and never
@@ -15,11 +16,14 @@ from __future__ import annotations
 from psycopg.sql import Composed
 
 from journal.append_sql import casts, qualified, signature
+from journal.work_sql import reserved_ids
 
-RESERVE = "blackops_reserve_tails_v1"
+RESERVE = "blackops_reserve_tails_v2"
+RESERVE_STREAMS = "blackops_reserve_streams_v1"
 RENEW = "blackops_renew_leases_v1"
 
-#: The reservation statement's placeholders, in order, as the function's parameters.
+#: The reservation functions' parameters (their statements name them: journal/work_sql.py's
+#: ``reserved_rows``).
 RESERVE_PARAMETERS: tuple[tuple[str, str], ...] = (
     ("hold_until", "bigint"),
     ("holder", "text"),
@@ -33,6 +37,10 @@ TAIL_COLUMNS = (
     "event_position bigint, event_stream text, event_version bigint, event_topic text, "
     "event_state bytea, snapshot_position bigint, snapshot_digest text, snapshot_body bytea"
 )
+#: What ``blackops_reserve_streams_v1`` returns: the events' columns, by their names.
+STREAM_COLUMNS = (
+    "notification_id bigint, originator_id text, originator_version bigint, topic text, state bytea"
+)
 RENEW_PARAMETERS: tuple[tuple[str, str], ...] = (
     ("ids", "text[]"),
     ("tokens", "bigint[]"),
@@ -42,21 +50,24 @@ RENEW_PARAMETERS: tuple[tuple[str, str], ...] = (
 )
 
 
-def reserve_create_statement(schema: str, reserve_tails: str) -> str:
-    """``reserve_tails``: the statement, with ``%s`` for each of ``RESERVE_PARAMETERS``."""
-    parts = reserve_tails.split("%s")
-    if len(parts) != len(RESERVE_PARAMETERS) + 1:
-        raise ValueError("the reservation statement's placeholders do not match its parameters")
-    statement = parts[0] + "".join(
-        name + part for (name, _), part in zip(RESERVE_PARAMETERS, parts[1:], strict=True)
-    )
+def reserve_create_statement(
+    schema: str, due: str, statement: str, name: str = RESERVE, columns: str = TAIL_COLUMNS
+) -> str:
+    """A reservation function: the due rows of ``due`` it takes (journal/work_sql.py's
+    ``reserved_ids``, locked), then ``statement``, which holds them (``= ANY(reserved)``)
+    and reads their streams; both name ``RESERVE_PARAMETERS``. Two statements, so that the
+    hold is planned for the few ids taken (the primary key) rather than joined with the
+    whole table, as one statement was planned."""
     return (
-        f"CREATE FUNCTION {qualified(schema, RESERVE)}({signature(RESERVE_PARAMETERS)}) "
-        f"RETURNS TABLE ({TAIL_COLUMNS}) LANGUAGE plpgsql AS $reserve$\n"
+        f"CREATE FUNCTION {qualified(schema, name)}({signature(RESERVE_PARAMETERS)}) "
+        f"RETURNS TABLE ({columns}) LANGUAGE plpgsql AS $reserve$\n"
         # The output columns are variables too; in the statement a name is the column's.
         "#variable_conflict use_column\n"
+        "DECLARE\n"
+        "    reserved text[];\n"
         "BEGIN\n"
         "    PERFORM set_config('synchronous_commit', 'off', true);  -- SET LOCAL\n"
+        f"    reserved := ARRAY({reserved_ids(due)});\n"
         f"    RETURN QUERY {statement};\n"
         "END\n$reserve$"
     )
@@ -85,8 +96,8 @@ def renew_create_statement(schema: str, due: Composed | str) -> str:
     )
 
 
-def reserve_call_statement(schema: str) -> str:
-    return f"SELECT * FROM {qualified(schema, RESERVE)}({casts(RESERVE_PARAMETERS)})"
+def reserve_call_statement(schema: str, name: str = RESERVE) -> str:
+    return f"SELECT * FROM {qualified(schema, name)}({casts(RESERVE_PARAMETERS)})"
 
 
 def renew_call_statement(schema: str) -> str:

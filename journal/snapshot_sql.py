@@ -17,7 +17,7 @@ from typing import Any
 
 from eventsourcing.persistence import Notification
 
-from journal.work_sql import Cursor, _values
+from journal.work_sql import Cursor, _values, reserved_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,18 +123,22 @@ class SnapshotTables:
 
     def reserve_tails_statement(self, due: str) -> str:
         """PostgreSQL: reserve due rows of the ``due`` table (as ``WorkTables.reserve``)
-        and read their tails in the same statement (one round trip)."""
+        and read their tails in the same statement, the body of
+        ``blackops_reserve_tails_v2`` (journal/lease_sql.py). Each stream's events are read
+        by its own key range (a lateral subquery, ordered so that the server does not
+        flatten it into a join): joined, the server was seen hashing the whole events
+        table at every claim (decisions F161)."""
         return (
-            f"WITH r AS (UPDATE {due} SET due_at = %s, worker = %s "
-            f"WHERE operation_id IN (SELECT operation_id FROM {due} "
-            "WHERE due_at <= %s AND operation_type = ANY(%s) ORDER BY due_at LIMIT %s "
-            "FOR UPDATE SKIP LOCKED) RETURNING operation_id) "
+            f"WITH r AS ({reserved_rows(due, '= ANY(reserved)')}) "
             f"SELECT {self.tail_columns} FROM r "
             f"LEFT JOIN {self.table} s ON s.stream = r.operation_id AND EXISTS (SELECT 1 "
             f"FROM {self._events_table} x WHERE x.originator_id = s.stream "
             f"AND x.originator_version = s.version AND x.{self._position} = s.position) "
-            f"JOIN {self._events_table} e ON e.originator_id = r.operation_id "
-            "AND e.originator_version >= COALESCE(s.version, 0) "
+            f"CROSS JOIN LATERAL (SELECT y.{self._position}, y.originator_id, "
+            "y.originator_version, y.topic, y.state "
+            f"FROM {self._events_table} AS y WHERE y.originator_id = r.operation_id "
+            "AND y.originator_version >= COALESCE(s.version, 0) "
+            "ORDER BY y.originator_version) AS e "
             "ORDER BY e.originator_id, e.originator_version"
         )
 

@@ -29,6 +29,7 @@ from journal.codec import encode_state
 from journal.leaves import event_leaf
 from journal.snapshot_sql import SnapshotTables
 from journal.store import Append, EventStore
+from journal.work_sql import WorkTables
 
 pytestmark = pytest.mark.postgres
 
@@ -183,9 +184,17 @@ def test_the_function_bodies_are_pinned_to_their_versions() -> None:
         append_sql.NAME: append_sql.create_statement(tables),
         lease_sql.RESERVE: lease_sql.reserve_create_statement(
             "s",
+            "s.d",
             SnapshotTables(
                 "s.", sqlite=False, events_table="s.e", position="notification_id"
             ).reserve_tails_statement("s.d"),
+        ),
+        lease_sql.RESERVE_STREAMS: lease_sql.reserve_create_statement(
+            "s",
+            "s.d",
+            WorkTables("s.", sqlite=False, events_table="s.e").reserve_and_read_statement,
+            lease_sql.RESERVE_STREAMS,
+            lease_sql.STREAM_COLUMNS,
         ),
         lease_sql.RENEW: lease_sql.renew_create_statement("s", "s.d"),
     }
@@ -195,7 +204,10 @@ def test_the_function_bodies_are_pinned_to_their_versions() -> None:
 
 PINNED = {
     "blackops_append_v1": "e988ca4560013ec67799b7fa8492f9cd0affffc3bf8596db4e2433b4d6935d9d",
-    "blackops_reserve_tails_v1": "041a63de4e8a52278692663dcc9590b95939f788bd9afab574f42abf912574af",
+    "blackops_reserve_tails_v2": "72485ddf7ad0ca3afde7b0af9e52e52a8fb0156a3dcb45930bd30de1cf32d967",
+    "blackops_reserve_streams_v1": (
+        "0ac70c00259ad371f827e719228f1164a0a7f711f7e7b5117094f16d24b28d04"
+    ),
     "blackops_renew_leases_v1": "90430a1757fd965897b1b7f09537c0826f9684d732182040337ce6f773b4f3d8",
 }
 

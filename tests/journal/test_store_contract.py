@@ -592,6 +592,22 @@ class EventStoreContract(ABC):
         assert store.reserve_due(us(10), us(20), "w1", [MAIL], 0) == []
         assert store.reserve_due(us(10), us(20), "w1", [MAIL, "other.type"], 10) == ["op-a"]
 
+    def test_a_reservation_takes_the_earliest_due_rows_of_all_its_types(
+        self, store: EventStore
+    ) -> None:
+        """Each type is read by its own index range (decisions F161): what is taken is still
+        the earliest of all types together, each row once, whatever order the types come in."""
+        for n in range(12):
+            kind = (MAIL, "sms.send", "push.send")[n % 3]
+            store.append(Deferred(f"op-{n:02d}", operation_type=kind).accept(10 + n))
+        kinds = ["push.send", MAIL, "sms.send", MAIL]
+        first = store.reserve_due(us(30), us(60), "w1", kinds, 4)
+        assert sorted(first) == ["op-00", "op-01", "op-02", "op-03"]
+        taken = store.reserve_due(us(30), us(60), "w2", [MAIL, "sms.send"], 3)
+        assert sorted(taken) == ["op-04", "op-06", "op-07"]
+        rest = store.reserve_due(us(19), us(60), "w3", kinds, 10)
+        assert sorted(rest) == ["op-05", "op-08", "op-09"]
+
     def test_a_reservation_keeps_the_row_off_other_workers_lists_until_it_ends(
         self, store: EventStore
     ) -> None:
