@@ -11,6 +11,9 @@ from typing import Any, Protocol
 
 from journal.work_index import NAME, RowChange, WorkRow
 
+#: Types read in one SQLite statement (a compound SELECT has at most 500 terms there).
+_RANGES = 200
+
 
 class Cursor(Protocol):
     def execute(self, query: Any, params: Any = ..., /) -> Any: ...
@@ -133,16 +136,25 @@ class WorkTables:
                 },
             )
             return [_first(row) for row in cursor.fetchall()]
-        # SQLite has no LATERAL: each type's earliest ``n``, one index range each, joined.
+        # SQLite has no LATERAL: each type's earliest ``n``, one index range each, joined,
+        # in the one statement that takes them. A compound SELECT has at most 500 terms
+        # there: a longer list of types is read as before, by the list.
         earliest = (
             f"SELECT * FROM (SELECT operation_id, due_at FROM {self.due} "
             "WHERE operation_type = ? AND due_at <= ? ORDER BY due_at LIMIT ?)"
         )
+        if len(types) <= _RANGES:
+            chosen = f"({' UNION ALL '.join([earliest] * len(types))})"
+            args = [v for kind in types for v in (kind, now, n)]
+        else:
+            chosen = (
+                f"{self.due} WHERE due_at <= ? AND operation_type IN ({','.join('?' * len(types))})"
+            )
+            args = [now, *types]
         cursor.execute(
             f"UPDATE {self.due} SET due_at = ?, worker = ? WHERE operation_id IN ("
-            f"SELECT operation_id FROM ({' UNION ALL '.join([earliest] * len(types))}) "
-            "ORDER BY due_at LIMIT ?) RETURNING operation_id",
-            (hold_until, worker, *[v for kind in types for v in (kind, now, n)], n),
+            f"SELECT operation_id FROM {chosen} ORDER BY due_at LIMIT ?) RETURNING operation_id",
+            (hold_until, worker, *args, n),
         )
         return [_first(row) for row in cursor.fetchall()]
 

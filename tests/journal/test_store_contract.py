@@ -608,6 +608,14 @@ class EventStoreContract(ABC):
         rest = store.reserve_due(us(19), us(60), "w3", kinds, 10)
         assert sorted(rest) == ["op-05", "op-08", "op-09"]
 
+    def test_a_reservation_of_many_types_takes_the_earliest(self, store: EventStore) -> None:
+        """More types than SQLite reads as ranges in one statement (`_RANGES`)."""
+        kinds = [f"t.{n}" for n in range(600)]
+        for n in (599, 3, 250):
+            store.append(Deferred(f"op-{n}", operation_type=kinds[n]).accept(n))
+        assert sorted(store.reserve_due(us(600), us(700), "w1", kinds, 2)) == ["op-250", "op-3"]
+        assert store.reserve_due(us(600), us(700), "w1", kinds[::-1], 5) == ["op-599"]
+
     def test_a_reservation_keeps_the_row_off_other_workers_lists_until_it_ends(
         self, store: EventStore
     ) -> None:
