@@ -98,18 +98,19 @@ class BlackOpsPostgresRecorder(
         # Server-side functions this version calls, created on open if missing.
         self.functions = {
             append_sql.NAME: append_sql.create_statement(self.append_tables),
+            lease_sql.RESERVE_IDS: lease_sql.reserve_ids_create_statement(schema, self.work.due),
             lease_sql.RESERVE: lease_sql.reserve_create_statement(
-                schema, self.work.due, self.snapshots.reserve_tails_statement(self.work.due)
+                schema, self.snapshots.reserved_tails_statement()
             ),
             lease_sql.RESERVE_STREAMS: lease_sql.reserve_create_statement(
                 schema,
-                self.work.due,
-                self.work.reserve_and_read_statement,
+                self.work.reserved_streams_statement,
                 lease_sql.RESERVE_STREAMS,
                 lease_sql.STREAM_COLUMNS,
             ),
             lease_sql.RENEW: lease_sql.renew_create_statement(schema, self.work.due),
         }
+        self._reserve_ids = lease_sql.reserve_ids_call_statement(schema)
         self._reserve_tails = lease_sql.reserve_call_statement(schema)
         self._reserve_streams = lease_sql.reserve_call_statement(schema, lease_sql.RESERVE_STREAMS)
         self._renew_leases = lease_sql.renew_call_statement(schema)
@@ -251,8 +252,12 @@ class BlackOpsPostgresRecorder(
     def reserve_due(
         self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
     ) -> list[str]:
-        with self.datastore.transaction(commit=True) as curs:
-            return self.work.reserve(curs, now, hold_until, worker, types, limit)
+        """One call of ``blackops_reserve_v1`` (journal/lease_sql.py), autocommitted."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            arguments = (hold_until, worker, now, list(types), limit)
+            curs.execute(self._reserve_ids, arguments, prepare=True)
+            row = curs.fetchone()
+        return list(row["reserved"] or []) if row else []
 
     def reserve_and_select(
         self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int

@@ -1,10 +1,12 @@
 """A worker's leases on PostgreSQL as server-side functions, one round trip each.
 
-``blackops_reserve_streams_v1`` (Deferred operations) reserves due rows and reads their
-streams (journal/work_sql.py's statement); ``blackops_reserve_tails_v2`` (workflow
-instances) reads them from their snapshots on (journal/snapshot_sql.py's). Both commit
-without waiting for the WAL flush: a reservation is a hint, and one lost in a crash is a
-row due again at once (decisions F9, F91, F161). ``blackops_renew_leases_v1`` extends the
+``blackops_reserve_v1`` reserves due rows: the earliest due rows of the worker's types not
+locked by another reservation, held for it (decisions F161). ``blackops_reserve_streams_v1``
+(Deferred operations) calls it and reads the reserved streams (journal/work_sql.py's
+statement); ``blackops_reserve_tails_v2`` (workflow instances) reads them from their
+snapshots on (journal/snapshot_sql.py's). A reservation commits without waiting for the
+WAL flush: it is a hint, and one lost in a crash is a row due again at once (decisions F9,
+F91, F161). ``blackops_renew_leases_v1`` extends the
 leases a worker still holds, one primary-key update per lease as ``WorkTables.renew`` does,
 in the order given. One autocommitted call is each one's whole transaction: no BEGIN, SET
 LOCAL and COMMIT round trips around it (decisions F124). Created on open and never
@@ -16,14 +18,17 @@ from __future__ import annotations
 from psycopg.sql import Composed
 
 from journal.append_sql import casts, qualified, signature
-from journal.work_sql import reserved_ids
+from journal.work_sql import due_candidates
 
+RESERVE_IDS = "blackops_reserve_v1"
 RESERVE = "blackops_reserve_tails_v2"
 RESERVE_STREAMS = "blackops_reserve_streams_v1"
 RENEW = "blackops_renew_leases_v1"
 
-#: The reservation functions' parameters (their statements name them: journal/work_sql.py's
-#: ``reserved_rows``).
+#: Rounds of candidates a reservation looks at (each the earliest still needed, past those
+#: seen): a round comes up short only by rows another reservation holds at that moment.
+ROUNDS = 8
+#: The reservation functions' parameters.
 RESERVE_PARAMETERS: tuple[tuple[str, str], ...] = (
     ("hold_until", "bigint"),
     ("holder", "text"),
@@ -50,14 +55,50 @@ RENEW_PARAMETERS: tuple[tuple[str, str], ...] = (
 )
 
 
+def reserve_ids_create_statement(schema: str, due: str) -> str:
+    """``blackops_reserve_v1``: the ids of up to ``most`` due rows of ``wanted_types`` (of
+    the ``due`` table), the earliest not locked by another reservation, held for ``holder``
+    until ``hold_until``.
+
+    Candidates are found without locks (journal/work_sql.py's ``due_candidates``), and
+    only those taken are locked (``SKIP LOCKED``, their ``due_at`` checked again): locking
+    each type's earliest rows as they were read would hold up to ``most`` rows per type
+    for the call, and keep a reservation running beside it off rows nobody takes. Rows
+    another reservation holds are passed over, and the next round looks past them. The
+    hold is one update by key.
+    """
+    return (
+        f"CREATE FUNCTION {qualified(schema, RESERVE_IDS)}({signature(RESERVE_PARAMETERS)}) "
+        "RETURNS text[] LANGUAGE plpgsql AS $reserve$\n"
+        "DECLARE\n"
+        "    reserved text[] := '{}';\n"
+        "    seen text[] := '{}';\n"
+        "    candidates text[];\n"
+        "    need integer := most;\n"
+        "BEGIN\n"
+        "    PERFORM set_config('synchronous_commit', 'off', true);  -- SET LOCAL\n"
+        f"    FOR attempt IN 1 .. {ROUNDS} LOOP\n"
+        "        EXIT WHEN need <= 0;\n"
+        f"        candidates := ARRAY({due_candidates(due)});\n"
+        "        EXIT WHEN cardinality(candidates) = 0;\n"
+        "        seen := seen || candidates;\n"
+        "        reserved := reserved || ARRAY(SELECT d.operation_id "
+        f"FROM {due} AS d WHERE d.operation_id = ANY(candidates) AND d.due_at <= due_by "
+        "ORDER BY d.due_at FOR UPDATE SKIP LOCKED);\n"
+        "        need := most - cardinality(reserved);\n"
+        "    END LOOP;\n"
+        f"    UPDATE {due} SET due_at = hold_until, worker = holder "
+        "WHERE operation_id = ANY(reserved);\n"
+        "    RETURN reserved;\n"
+        "END\n$reserve$"
+    )
+
+
 def reserve_create_statement(
-    schema: str, due: str, statement: str, name: str = RESERVE, columns: str = TAIL_COLUMNS
+    schema: str, statement: str, name: str = RESERVE, columns: str = TAIL_COLUMNS
 ) -> str:
-    """A reservation function: the due rows of ``due`` it takes (journal/work_sql.py's
-    ``reserved_ids``, locked), then ``statement``, which holds them (``= ANY(reserved)``)
-    and reads their streams; both name ``RESERVE_PARAMETERS``. Two statements, so that the
-    hold is planned for the few ids taken (the primary key) rather than joined with the
-    whole table, as one statement was planned."""
+    """A reservation that reads what it reserved: ``blackops_reserve_v1``'s ids
+    (``reserved``), then ``statement``, which reads their streams."""
     return (
         f"CREATE FUNCTION {qualified(schema, name)}({signature(RESERVE_PARAMETERS)}) "
         f"RETURNS TABLE ({columns}) LANGUAGE plpgsql AS $reserve$\n"
@@ -66,8 +107,8 @@ def reserve_create_statement(
         "DECLARE\n"
         "    reserved text[];\n"
         "BEGIN\n"
-        "    PERFORM set_config('synchronous_commit', 'off', true);  -- SET LOCAL\n"
-        f"    reserved := ARRAY({reserved_ids(due)});\n"
+        f"    reserved := {qualified(schema, RESERVE_IDS)}("
+        "hold_until, holder, due_by, wanted_types, most);\n"
         f"    RETURN QUERY {statement};\n"
         "END\n$reserve$"
     )
@@ -94,6 +135,10 @@ def renew_create_statement(schema: str, due: Composed | str) -> str:
         "    END LOOP;\n"
         "END\n$renew$"
     )
+
+
+def reserve_ids_call_statement(schema: str) -> str:
+    return f"SELECT {qualified(schema, RESERVE_IDS)}({casts(RESERVE_PARAMETERS)}) AS reserved"
 
 
 def reserve_call_statement(schema: str, name: str = RESERVE) -> str:

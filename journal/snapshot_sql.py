@@ -17,7 +17,7 @@ from typing import Any
 
 from eventsourcing.persistence import Notification
 
-from journal.work_sql import Cursor, _values, reserved_rows
+from journal.work_sql import Cursor, _values
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,16 +121,14 @@ class SnapshotTables:
         cursor.execute(self._select_events, (stream, since))
         return [_notification(_values(row)) for row in cursor.fetchall()]
 
-    def reserve_tails_statement(self, due: str) -> str:
-        """PostgreSQL: reserve due rows of the ``due`` table (as ``WorkTables.reserve``)
-        and read their tails in the same statement, the body of
-        ``blackops_reserve_tails_v2`` (journal/lease_sql.py). Each stream's events are read
-        by its own key range (a lateral subquery, ordered so that the server does not
-        flatten it into a join): joined, the server was seen hashing the whole events
-        table at every claim (decisions F161)."""
+    def reserved_tails_statement(self) -> str:
+        """PostgreSQL: the tails of the rows ``blackops_reserve_v1`` held (``reserved``),
+        the body of ``blackops_reserve_tails_v2`` (journal/lease_sql.py). Each stream's
+        events are read by its own key range (a lateral subquery, ordered so that the
+        server does not flatten it into a join): joined, the server was seen hashing the
+        whole events table at every claim (decisions F161)."""
         return (
-            f"WITH r AS ({reserved_rows(due, '= ANY(reserved)')}) "
-            f"SELECT {self.tail_columns} FROM r "
+            f"SELECT {self.tail_columns} FROM unnest(reserved) AS r(operation_id) "
             f"LEFT JOIN {self.table} s ON s.stream = r.operation_id AND EXISTS (SELECT 1 "
             f"FROM {self._events_table} x WHERE x.originator_id = s.stream "
             f"AND x.originator_version = s.version AND x.{self._position} = s.position) "

