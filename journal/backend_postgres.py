@@ -100,10 +100,11 @@ class BlackOpsPostgresRecorder(
             append_sql.NAME: append_sql.create_statement(self.append_tables),
             lease_sql.RESERVE_IDS: lease_sql.reserve_ids_create_statement(schema, self.work.due),
             lease_sql.RESERVE: lease_sql.reserve_create_statement(
-                schema, self.snapshots.reserved_tails_statement()
+                schema, self.work.due, self.snapshots.reserved_tails_statement()
             ),
             lease_sql.RESERVE_STREAMS: lease_sql.reserve_create_statement(
                 schema,
+                self.work.due,
                 self.work.reserved_streams_statement,
                 lease_sql.RESERVE_STREAMS,
                 lease_sql.STREAM_COLUMNS,

@@ -2,7 +2,7 @@
 
 ``blackops_reserve_v1`` reserves due rows: the earliest due rows of the worker's types not
 locked by another reservation, held for it (decisions F161). ``blackops_reserve_streams_v1``
-(Deferred operations) calls it and reads the reserved streams (journal/work_sql.py's
+(Deferred operations) reserves the same way and reads the reserved streams (journal/work_sql.py's
 statement); ``blackops_reserve_tails_v2`` (workflow instances) reads them from their
 snapshots on (journal/snapshot_sql.py's). A reservation commits without waiting for the
 WAL flush: it is a hint, and one lost in a crash is a row due again at once (decisions F9,
@@ -55,62 +55,68 @@ RENEW_PARAMETERS: tuple[tuple[str, str], ...] = (
 )
 
 
-def reserve_ids_create_statement(schema: str, due: str) -> str:
-    """``blackops_reserve_v1``: the ids of up to ``most`` due rows of ``wanted_types`` (of
-    the ``due`` table), the earliest not locked by another reservation, held for ``holder``
-    until ``hold_until``.
+def _reserving(due: str) -> tuple[str, str]:
+    """The declarations and statements that reserve due rows of ``due`` and leave their
+    ids in ``reserved`` (the body every reservation function starts with).
 
-    Candidates are found without locks (journal/work_sql.py's ``due_candidates``), and
-    only those taken are locked (``SKIP LOCKED``, their ``due_at`` checked again): locking
-    each type's earliest rows as they were read would hold up to ``most`` rows per type
-    for the call, and keep a reservation running beside it off rows nobody takes. Rows
-    another reservation holds are passed over, and the next round looks past them. The
-    hold is one update by key.
+    The ``most`` earliest due rows of ``wanted_types`` not locked by another reservation,
+    held for ``holder`` until ``hold_until``. Each round finds candidates without locks
+    (journal/work_sql.py's ``due_candidates``) and, in the same statement, locks what it
+    can of them (``SKIP LOCKED``, their ``due_at`` checked again): locking each type's
+    earliest rows as they were read would hold up to ``most`` rows per type for the call,
+    and keep a reservation running beside it off rows nobody takes. A round ends the
+    search unless it passed over rows another reservation holds; the next looks past
+    them. The hold is one update by key.
     """
-    return (
-        f"CREATE FUNCTION {qualified(schema, RESERVE_IDS)}({signature(RESERVE_PARAMETERS)}) "
-        "RETURNS text[] LANGUAGE plpgsql AS $reserve$\n"
-        "DECLARE\n"
+    declarations = (
         "    reserved text[] := '{}';\n"
         "    seen text[] := '{}';\n"
         "    candidates text[];\n"
+        "    taken text[];\n"
         "    need integer := most;\n"
-        "BEGIN\n"
+    )
+    statements = (
         "    PERFORM set_config('synchronous_commit', 'off', true);  -- SET LOCAL\n"
         f"    FOR attempt IN 1 .. {ROUNDS} LOOP\n"
         "        EXIT WHEN need <= 0;\n"
-        f"        candidates := ARRAY({due_candidates(due)});\n"
-        "        EXIT WHEN cardinality(candidates) = 0;\n"
+        "        SELECT x.c, ARRAY(SELECT d.operation_id "
+        f"FROM {due} AS d WHERE d.operation_id = ANY(x.c) AND d.due_at <= due_by "
+        "ORDER BY d.due_at FOR UPDATE SKIP LOCKED) INTO candidates, taken "
+        f"FROM (SELECT ARRAY({due_candidates(due)}) AS c) AS x;\n"
+        "        reserved := reserved || taken;\n"
+        "        EXIT WHEN cardinality(taken) = cardinality(candidates);\n"
         "        seen := seen || candidates;\n"
-        "        reserved := reserved || ARRAY(SELECT d.operation_id "
-        f"FROM {due} AS d WHERE d.operation_id = ANY(candidates) AND d.due_at <= due_by "
-        "ORDER BY d.due_at FOR UPDATE SKIP LOCKED);\n"
         "        need := most - cardinality(reserved);\n"
         "    END LOOP;\n"
         f"    UPDATE {due} SET due_at = hold_until, worker = holder "
         "WHERE operation_id = ANY(reserved);\n"
-        "    RETURN reserved;\n"
-        "END\n$reserve$"
+    )
+    return declarations, statements
+
+
+def reserve_ids_create_statement(schema: str, due: str) -> str:
+    """``blackops_reserve_v1``: the ids of the due rows it reserved (``_reserving``)."""
+    declarations, statements = _reserving(due)
+    return (
+        f"CREATE FUNCTION {qualified(schema, RESERVE_IDS)}({signature(RESERVE_PARAMETERS)}) "
+        "RETURNS text[] LANGUAGE plpgsql AS $reserve$\n"
+        f"DECLARE\n{declarations}BEGIN\n{statements}    RETURN reserved;\nEND\n$reserve$"
     )
 
 
 def reserve_create_statement(
-    schema: str, statement: str, name: str = RESERVE, columns: str = TAIL_COLUMNS
+    schema: str, due: str, statement: str, name: str = RESERVE, columns: str = TAIL_COLUMNS
 ) -> str:
-    """A reservation that reads what it reserved: ``blackops_reserve_v1``'s ids
-    (``reserved``), then ``statement``, which reads their streams."""
+    """A reservation that reads what it reserved (``_reserving``): ``statement`` reads the
+    streams of ``reserved``."""
+    declarations, statements = _reserving(due)
     return (
         f"CREATE FUNCTION {qualified(schema, name)}({signature(RESERVE_PARAMETERS)}) "
         f"RETURNS TABLE ({columns}) LANGUAGE plpgsql AS $reserve$\n"
         # The output columns are variables too; in the statement a name is the column's.
         "#variable_conflict use_column\n"
-        "DECLARE\n"
-        "    reserved text[];\n"
-        "BEGIN\n"
-        f"    reserved := {qualified(schema, RESERVE_IDS)}("
-        "hold_until, holder, due_by, wanted_types, most);\n"
-        f"    RETURN QUERY {statement};\n"
-        "END\n$reserve$"
+        f"DECLARE\n{declarations}BEGIN\n{statements}"
+        f"    RETURN QUERY {statement};\nEND\n$reserve$"
     )
 
 

