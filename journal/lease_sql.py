@@ -25,9 +25,6 @@ RESERVE = "blackops_reserve_tails_v2"
 RESERVE_STREAMS = "blackops_reserve_streams_v1"
 RENEW = "blackops_renew_leases_v1"
 
-#: Rounds of candidates a reservation looks at (each the earliest still needed, past those
-#: seen): a round comes up short only by rows another reservation holds at that moment.
-ROUNDS = 8
 #: The reservation functions' parameters.
 RESERVE_PARAMETERS: tuple[tuple[str, str], ...] = (
     ("hold_until", "bigint"),
@@ -60,34 +57,33 @@ def _reserving(due: str) -> tuple[str, str]:
     ids in ``reserved`` (the body every reservation function starts with).
 
     The ``most`` earliest due rows of ``wanted_types`` not locked by another reservation,
-    held for ``holder`` until ``hold_until``. Each round finds candidates without locks
-    (journal/work_sql.py's ``due_candidates``) and, in the same statement, locks what it
-    can of them (``SKIP LOCKED``, their ``due_at`` checked again): locking each type's
-    earliest rows as they were read would hold up to ``most`` rows per type for the call,
-    and keep a reservation running beside it off rows nobody takes. A round ends the
-    search unless it passed over rows another reservation holds; the next looks past
-    them. The hold is one update by key.
+    held for ``holder`` until ``hold_until``. One statement finds candidates without locks
+    (journal/work_sql.py's ``due_candidates``) and locks what it can of them (``SKIP
+    LOCKED``, their ``due_at`` checked again): locking each type's earliest rows as they
+    were read would hold up to ``most`` rows per type for the call, and keep a reservation
+    running beside it off rows nobody takes. Only when it passed over a row another
+    reservation holds does a second statement look past the candidates, locking each
+    type's rows as it reads them (``SKIP LOCKED`` goes on past locked rows, as the single
+    statement before F161 did). The hold is one update by key.
     """
     declarations = (
         "    reserved text[] := '{}';\n"
         "    seen text[] := '{}';\n"
-        "    candidates text[];\n"
-        "    taken text[];\n"
-        "    need integer := most;\n"
+        "    need integer := greatest(coalesce(most, 0), 0);\n"
     )
+    locking = "ARRAY(" + due_candidates(due, " FOR UPDATE SKIP LOCKED") + ")"
     statements = (
         "    PERFORM set_config('synchronous_commit', 'off', true);  -- SET LOCAL\n"
-        f"    FOR attempt IN 1 .. {ROUNDS} LOOP\n"
-        "        EXIT WHEN need <= 0;\n"
+        "    IF need > 0 THEN\n"
         "        SELECT x.c, ARRAY(SELECT d.operation_id "
         f"FROM {due} AS d WHERE d.operation_id = ANY(x.c) AND d.due_at <= due_by "
-        "ORDER BY d.due_at FOR UPDATE SKIP LOCKED) INTO candidates, taken "
+        "ORDER BY d.due_at FOR UPDATE SKIP LOCKED) INTO seen, reserved "
         f"FROM (SELECT ARRAY({due_candidates(due)}) AS c) AS x;\n"
-        "        reserved := reserved || taken;\n"
-        "        EXIT WHEN cardinality(taken) = cardinality(candidates);\n"
-        "        seen := seen || candidates;\n"
-        "        need := most - cardinality(reserved);\n"
-        "    END LOOP;\n"
+        "        IF cardinality(reserved) < cardinality(seen) THEN\n"
+        "            need := need - cardinality(reserved);\n"
+        f"            reserved := reserved || {locking};\n"
+        "        END IF;\n"
+        "    END IF;\n"
         f"    UPDATE {due} SET due_at = hold_until, worker = holder "
         "WHERE operation_id = ANY(reserved);\n"
     )

@@ -205,12 +205,12 @@ def test_the_function_bodies_are_pinned_to_their_versions() -> None:
 
 PINNED = {
     "blackops_append_v1": "e988ca4560013ec67799b7fa8492f9cd0affffc3bf8596db4e2433b4d6935d9d",
-    "blackops_reserve_v1": ("7c1c4678689fc1284f35ef20cccd8caff3b82d3786dc3ada18861a938bef89a3"),
+    "blackops_reserve_v1": ("f617be12ef920f7efba8a4854e8a3f80cf164223d2a968bbbe32f118612257e1"),
     "blackops_reserve_tails_v2": (
-        "8a85c4a2af24706820b3cc5a62f013d376b534a47f2a8144988b8520a21267a6"
+        "83fead8f4ee458db460a945a7ebe40dabb46f250e3f593881b128196cc69fc4e"
     ),
     "blackops_reserve_streams_v1": (
-        "3a26a83f33217cd247660a1257bb0698e60594ba18aa91d6ad549c0a9a5f4568"
+        "108535b27a61011451bf7685ebe46368749df4b9c83955733d282e93f1eaae95"
     ),
     "blackops_renew_leases_v1": "90430a1757fd965897b1b7f09537c0826f9684d732182040337ce6f773b4f3d8",
 }
