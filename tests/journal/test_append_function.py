@@ -205,12 +205,12 @@ def test_the_function_bodies_are_pinned_to_their_versions() -> None:
 
 PINNED = {
     "blackops_append_v1": "e988ca4560013ec67799b7fa8492f9cd0affffc3bf8596db4e2433b4d6935d9d",
-    "blackops_reserve_v1": ("f617be12ef920f7efba8a4854e8a3f80cf164223d2a968bbbe32f118612257e1"),
+    "blackops_reserve_v1": ("0e66829f859c556573fd70541eaf1d9825acb164bd3316ba9ecf8688c66f7616"),
     "blackops_reserve_tails_v2": (
-        "83fead8f4ee458db460a945a7ebe40dabb46f250e3f593881b128196cc69fc4e"
+        "00c86ef7365880faa56bfd5f39e15616e50f839ec2734f2e97689ec82c978c9c"
     ),
     "blackops_reserve_streams_v1": (
-        "108535b27a61011451bf7685ebe46368749df4b9c83955733d282e93f1eaae95"
+        "f6020859e3ec518d5a72f4d8dbd32f194e49fbfcad5c0977db75c2066c01e501"
     ),
     "blackops_renew_leases_v1": "90430a1757fd965897b1b7f09537c0826f9684d732182040337ce6f773b4f3d8",
 }
