@@ -68,34 +68,38 @@ def _reserving(due: str) -> tuple[str, str]:
     The ``most`` earliest due rows of ``wanted_types`` not locked by another reservation,
     held for ``holder`` until ``hold_until``. Candidates are found without locks
     (journal/work_sql.py's ``due_candidates``), then what can be of them is locked by key
-    (``SKIP LOCKED``, their ``due_at`` checked again): locking each type's earliest rows as they
-    were read would hold up to ``most`` rows per type for the call, and keep a reservation
-    running beside it off rows nobody takes. Only when it passed over a row another
-    reservation holds does a third statement look past the candidates, locking each
-    type's rows as it reads them (``SKIP LOCKED`` goes on past locked rows, as the single
-    statement before F161 did). The hold is one update by key.
+    (``SKIP LOCKED``, their ``due_at`` checked again per row): only the rows taken are
+    locked (locking each type's earliest rows as they were read held up to ``most`` rows
+    per type for the call, and kept a reservation beside it off rows nobody took). When
+    some candidates were passed over (held by another reservation, or moved on), the next
+    candidates past all those seen are looked at, until enough are taken or none is left:
+    what the single statement before F161 took, ``SKIP LOCKED`` going on past locked
+    rows. The hold is one update by key.
     """
     declarations = (
         "    reserved text[] := '{}';\n"
         "    seen text[] := '{}';\n"
+        "    candidates text[];\n"
+        "    taken text[];\n"
         "    need integer := greatest(coalesce(most, 0), 0);\n"
     )
-    locking = "ARRAY(" + due_candidates(due, " FOR UPDATE SKIP LOCKED") + ")"
     statements = (
         "    PERFORM set_config('synchronous_commit', 'off', true);  -- SET LOCAL\n"
-        "    IF need > 0 THEN\n"
-        f"        seen := ARRAY({due_candidates(due)});\n"
+        "    WHILE need > 0 LOOP\n"
+        f"        candidates := ARRAY({due_candidates(due)});\n"
+        "        EXIT WHEN cardinality(candidates) = 0;\n"
         # Locked by key; ``due_at + 0``: checked on each row, never an index range (a
         # plan made while the table was small ranged over every due row of the due_at
         # index, and kept doing so as the backlog grew).
-        "        reserved := ARRAY(SELECT d.operation_id "
-        f"FROM {due} AS d WHERE d.operation_id = ANY(seen) AND d.due_at + 0 <= due_by "
+        "        taken := ARRAY(SELECT d.operation_id "
+        f"FROM {due} AS d WHERE d.operation_id = ANY(candidates) AND d.due_at + 0 <= due_by "
         "FOR UPDATE SKIP LOCKED);\n"
-        "        IF cardinality(reserved) < cardinality(seen) THEN\n"
-        "            need := need - cardinality(reserved);\n"
-        f"            reserved := reserved || {locking};\n"
-        "        END IF;\n"
-        "    END IF;\n"
+        "        reserved := reserved || taken;\n"
+        # Every candidate taken: there were enough, or no more are due.
+        "        EXIT WHEN cardinality(taken) = cardinality(candidates);\n"
+        "        seen := seen || candidates;\n"
+        "        need := need - cardinality(taken);\n"
+        "    END LOOP;\n"
         f"    UPDATE {due} SET due_at = hold_until, worker = holder "
         "WHERE operation_id = ANY(reserved);\n"
     )

@@ -246,7 +246,7 @@ def _values(row: Any) -> tuple[Any, ...]:
     return tuple(row)
 
 
-def due_candidates(due: str, lock: str = "") -> str:
+def due_candidates(due: str) -> str:
     """PostgreSQL: the ids of the ``need`` earliest due rows of ``wanted_types`` outside
     ``seen``, locked or not (in terms of the variables of the reservation functions,
     journal/lease_sql.py, which then lock what they can of them).
@@ -257,15 +257,13 @@ def due_candidates(due: str, lock: str = "") -> str:
     of all types are among each type's earliest ``need``, so the answer is the one a
     single ``ORDER BY due_at LIMIT need`` over every type gives; but planned that way, with
     the statistics of a table that grew faster than autovacuum looked at it, the server
-    gathered and sorted every due row of the types, at every reservation. ``lock``
-    (``FOR UPDATE SKIP LOCKED``) locks each type's rows as they are read, past those
-    another reservation holds.
+    gathered and sorted every due row of the types, at every reservation.
     """
     return (
         "SELECT c.operation_id FROM (SELECT DISTINCT unnest(wanted_types::text[])) AS t(kind) "
         f"CROSS JOIN LATERAL (SELECT d.operation_id, d.due_at FROM {due} AS d "
         "WHERE d.operation_type = t.kind AND d.due_at <= due_by "
-        f"AND NOT (d.operation_id = ANY(seen)) ORDER BY d.due_at LIMIT need{lock}) AS c "
+        "AND NOT (d.operation_id = ANY(seen)) ORDER BY d.due_at LIMIT need) AS c "
         "ORDER BY c.due_at LIMIT need"
     )
 

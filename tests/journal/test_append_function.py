@@ -205,12 +205,12 @@ def test_the_function_bodies_are_pinned_to_their_versions() -> None:
 
 PINNED = {
     "blackops_append_v1": "e988ca4560013ec67799b7fa8492f9cd0affffc3bf8596db4e2433b4d6935d9d",
-    "blackops_reserve_v1": ("0e66829f859c556573fd70541eaf1d9825acb164bd3316ba9ecf8688c66f7616"),
+    "blackops_reserve_v1": ("79a71a2f51b29d3ec6f2f9ba4c301988f34b08c869a5e8cf5c4323ebe39bc3f0"),
     "blackops_reserve_tails_v2": (
-        "00c86ef7365880faa56bfd5f39e15616e50f839ec2734f2e97689ec82c978c9c"
+        "a88917b29656c5d4cd9d02de53038762144644e88054401f683e15eaf38f006f"
     ),
     "blackops_reserve_streams_v1": (
-        "f6020859e3ec518d5a72f4d8dbd32f194e49fbfcad5c0977db75c2066c01e501"
+        "e0dfccf65bf1ca43b0675eb2a3bdcf6ba11376003a262966275d969a89d28c34"
     ),
     "blackops_renew_leases_v1": "90430a1757fd965897b1b7f09537c0826f9684d732182040337ce6f773b4f3d8",
 }

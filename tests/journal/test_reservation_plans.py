@@ -61,30 +61,35 @@ def _journal(url: str) -> tuple[Application, str]:
     return app, schema
 
 
+def _report_plans(conn: psycopg.Connection[Any], plans: list[str]) -> None:
+    """Every statement ``conn`` runs from now on reports its plan, as run, into ``plans``."""
+    try:
+        conn.execute("LOAD 'auto_explain'")  # for this session only
+    except psycopg.errors.InsufficientPrivilege:
+        why = "loading auto_explain needs a superuser (the local test server's is one)"
+        if IN_CI:  # required under CI: never skipped there
+            pytest.fail(why)
+        pytest.skip(why)
+    for setting in (
+        "auto_explain.log_min_duration = 0",
+        "auto_explain.log_nested_statements = on",
+        "auto_explain.log_analyze = on",
+        "auto_explain.log_level = notice",
+    ):
+        conn.execute(f"SET {setting}")
+    conn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
+
+
 def _explained(url: str, call: str, arguments: tuple[Any, ...], analyze: bool) -> list[str]:
     """The plans of every statement ``call`` ran (rolled back), as the server ran them."""
     plans: list[str] = []
     schema = url.split("schema=")[1]
     with psycopg.connect(url.split("?")[0], autocommit=True) as conn:
-        try:
-            conn.execute("LOAD 'auto_explain'")  # for this session only
-        except psycopg.errors.InsufficientPrivilege:
-            why = "loading auto_explain needs a superuser (the local test server's is one)"
-            if IN_CI:  # required under CI: never skipped there
-                pytest.fail(why)
-            pytest.skip(why)
         if analyze:  # fresh statistics; otherwise those of a table just filled
             for table in ("blackops_events", "blackops_due_work"):
                 conn.execute(f"ANALYZE {schema}.{table}")
-        for setting in (
-            "auto_explain.log_min_duration = 0",
-            "auto_explain.log_nested_statements = on",
-            "auto_explain.log_analyze = on",
-            "auto_explain.log_level = notice",
-            "plan_cache_mode = force_generic_plan",
-        ):
-            conn.execute(f"SET {setting}")
-        conn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        _report_plans(conn, plans)
         for _ in range(2):  # the second call runs the cached generic plan
             plans.clear()
             with conn.transaction(force_rollback=True):
@@ -162,34 +167,66 @@ def test_without_the_per_type_limit_the_bound_is_exceeded(url: str) -> None:
         app.close()
 
 
-@pytest.mark.parametrize("kinds", [1, 10])
-def test_a_reservation_looks_past_many_rows_held_elsewhere(url: str, kinds: int) -> None:
-    """Forty earliest rows locked by another transaction (more than the first look's
-    candidates): the reservation still takes the next free ones, as many as asked."""
+def _hundred_due(url: str, kinds: int) -> tuple[Application, str, list[str]]:
+    """A journal whose due-work index holds op-1..op-100, due at 1..100, in ``kinds``
+    types (no events: only the reservation is looked at)."""
     app, schema = Application(url), url.split("schema=")[1]
-    try:
-        assert app.store.work_rows() == []
-        with psycopg.connect(url.split("?")[0], autocommit=True) as conn:
+    assert app.store.work_rows() == []
+    with psycopg.connect(url.split("?")[0], autocommit=True) as conn:
+        conn.execute(
+            f"INSERT INTO {schema}.blackops_due_work SELECT 'op-' || g, "
+            f"'t' || (g % {kinds}), 't', g, 0, NULL FROM generate_series(1, 100) AS g"
+        )
+    return app, schema, [f"t{n}" for n in range(kinds)]
+
+
+def _numbered(ids: list[str]) -> list[str]:
+    return sorted(ids, key=lambda r: int(r[3:]))
+
+
+def _ops(first: int, last: int) -> list[str]:
+    return [f"op-{n}" for n in range(first, last + 1)]
+
+
+def _free(url: str, schema: str) -> int:
+    """Due rows no transaction holds a lock on."""
+    with psycopg.connect(url.split("?")[0]) as conn:
+        return len(
             conn.execute(
-                f"INSERT INTO {schema}.blackops_due_work SELECT 'op-' || g, "
-                f"'t' || (g % {kinds}), 't', g, 0, NULL FROM generate_series(1, 100) AS g"
-            )
-        types = [f"t{n}" for n in range(kinds)]
-        with psycopg.connect(url.split("?")[0]) as other:
+                f"SELECT 1 FROM {schema}.blackops_due_work FOR UPDATE SKIP LOCKED"
+            ).fetchall()
+        )
+
+
+@pytest.mark.parametrize("kinds", [1, 10])
+def test_a_reservation_looks_past_many_rows_held_elsewhere_and_locks_only_what_it_takes(
+    url: str, kinds: int
+) -> None:
+    """Forty earliest rows locked by another transaction (more than the first look's
+    candidates): the reservation still takes the next free ones, as many as asked, and
+    while its transaction is open it holds locks on those alone."""
+    app, schema, types = _hundred_due(url, kinds)
+    call: str = app.store._recorder._reserve_ids  # type: ignore[attr-defined]
+    try:
+        with psycopg.connect(url.split("?")[0]) as other, psycopg.connect(url.split("?")[0]) as a:
             other.execute(
                 f"SELECT 1 FROM {schema}.blackops_due_work WHERE due_at <= 40 FOR UPDATE"
             ).fetchall()
+            [[held]] = a.execute(call, (10**15, "a", 101, types, 5)).fetchall()
+            assert _numbered(held) == _ops(41, 45)
+            assert _free(url, schema) == 100 - 40 - 5
+            a.commit()
             taken = app.store.reserve_due(101, 10**15, "b", types, 5)
-            assert sorted(taken, key=lambda r: int(r[3:])) == [f"op-{n}" for n in range(41, 46)]
+            assert _numbered(taken) == _ops(46, 50)
             streams = app.store.reserve_due_streams(101, 10**15, "c", types, 5)
             assert streams == {}  # their streams have no events; the rows are held all the same
             other.rollback()
         with psycopg.connect(url.split("?")[0]) as conn:
-            held = conn.execute(
+            workers = conn.execute(
                 f"SELECT worker, count(*) FROM {schema}.blackops_due_work "
                 "WHERE worker IS NOT NULL GROUP BY worker ORDER BY worker"
             ).fetchall()
-        assert held == [("b", 5), ("c", 5)]
+        assert workers == [("a", 5), ("b", 5), ("c", 5)]
     finally:
         app.close()
 
@@ -201,24 +238,16 @@ def test_a_reservation_beside_another_takes_the_next_earliest_free_rows(
     """While one reservation's transaction is open, holding the 5 earliest rows, another
     takes the next 5: the first locks only the rows it took (not each type's earliest),
     and the second looks past the rows it finds locked."""
-    app, schema = Application(url), url.split("schema=")[1]
+    app, schema, types = _hundred_due(url, kinds)
+    call: str = app.store._recorder._reserve_ids  # type: ignore[attr-defined]
     try:
-        assert app.store.work_rows() == []
-        with psycopg.connect(url.split("?")[0], autocommit=True) as conn:
-            conn.execute(
-                f"INSERT INTO {schema}.blackops_due_work SELECT 'op-' || g, "
-                f"'t' || (g % {kinds}), 't', g, 0, NULL FROM generate_series(1, 100) AS g"
-            )
-        types = [f"t{n}" for n in range(kinds)]
-        call: str = app.store._recorder._reserve_ids  # type: ignore[attr-defined]
         with psycopg.connect(url.split("?")[0]) as first:
             [[held]] = first.execute(call, (10**15, "a", 101, types, 5)).fetchall()
-            assert sorted(held) == [f"op-{n}" for n in range(1, 6)]
-            beside = app.store.reserve_due(101, 10**15, "b", types, 5)
-            assert sorted(beside, key=lambda r: int(r[3:])) == [f"op-{n}" for n in range(6, 11)]
+            assert _numbered(held) == _ops(1, 5)
+            assert _free(url, schema) == 95
+            assert _numbered(app.store.reserve_due(101, 10**15, "b", types, 5)) == _ops(6, 10)
             first.commit()
-        later = app.store.reserve_due(101, 10**15, "c", types, 5)
-        assert sorted(later, key=lambda r: int(r[3:])) == [f"op-{n}" for n in range(11, 16)]
+        assert _numbered(app.store.reserve_due(101, 10**15, "c", types, 5)) == _ops(11, 15)
     finally:
         app.close()
 
@@ -251,21 +280,7 @@ def test_plans_made_while_little_was_due_stay_bounded_as_the_backlog_grows(
                     "CASE WHEN g % 2 = 0 THEN 'a' ELSE 'b' END, 't', 100 + g, 0, NULL "
                     f"FROM generate_series(1, {DUE}) AS g"
                 )
-            try:
-                conn.execute("LOAD 'auto_explain'")
-            except psycopg.errors.InsufficientPrivilege:
-                why = "loading auto_explain needs a superuser (the local test server's is one)"
-                if IN_CI:
-                    pytest.fail(why)
-                pytest.skip(why)
-            for setting in (
-                "auto_explain.log_min_duration = 0",
-                "auto_explain.log_nested_statements = on",
-                "auto_explain.log_analyze = on",
-                "auto_explain.log_level = notice",
-            ):
-                conn.execute(f"SET {setting}")
-            conn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
+            _report_plans(conn, plans)
             with conn.transaction(force_rollback=True):
                 conn.execute(call, (10**15, "w", DUE + 101, ["a", "b"], MOST)).fetchall()
         assert [p for p in plans if "blackops_due_work" in p], plans
