@@ -18,7 +18,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import IN_CI, postgres_schema_url  # type: ignore[import-not-found, unused-ignore]
+from conftest import postgres_schema_url  # type: ignore[import-not-found, unused-ignore]
+from server_plans import report_plans  # type: ignore[import-not-found, unused-ignore]
 
 from blackops import Application
 from domain.events import NewEvent
@@ -99,21 +100,8 @@ def _plans(
 def _explaining(url: str) -> psycopg.Connection[Any]:
     base, schema = url.split("?")[0], url.split("schema=")[1]
     conn = psycopg.connect(base, autocommit=True)
-    try:
-        conn.execute("LOAD 'auto_explain'")  # for this session only
-    except psycopg.errors.InsufficientPrivilege:
-        conn.close()
-        why = "loading auto_explain needs a superuser (the local test server's is one)"
-        if IN_CI:  # required under CI: never skipped there
-            pytest.fail(why)
-        pytest.skip(why)
-    for setting in (
-        "auto_explain.log_min_duration = 0",
-        "auto_explain.log_nested_statements = on",
-        "auto_explain.log_level = notice",
-        "plan_cache_mode = force_generic_plan",
-    ):
-        conn.execute(f"SET {setting}")
+    report_plans(conn)
+    conn.execute("SET plan_cache_mode = force_generic_plan")
     for table in ("blackops_events", "blackops_due_work", "blackops_retention"):
         conn.execute(f"ANALYZE {schema}.{table}")
     return conn

@@ -22,7 +22,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import IN_CI, postgres_schema_url  # type: ignore[import-not-found, unused-ignore]
+from conftest import postgres_schema_url  # type: ignore[import-not-found, unused-ignore]
+from server_plans import report_plans  # type: ignore[import-not-found, unused-ignore]
 
 from blackops import Application
 from journal import lease_sql
@@ -63,20 +64,7 @@ def _journal(url: str) -> tuple[Application, str]:
 
 def _report_plans(conn: psycopg.Connection[Any], plans: list[str]) -> None:
     """Every statement ``conn`` runs from now on reports its plan, as run, into ``plans``."""
-    try:
-        conn.execute("LOAD 'auto_explain'")  # for this session only
-    except psycopg.errors.InsufficientPrivilege:
-        why = "loading auto_explain needs a superuser (the local test server's is one)"
-        if IN_CI:  # required under CI: never skipped there
-            pytest.fail(why)
-        pytest.skip(why)
-    for setting in (
-        "auto_explain.log_min_duration = 0",
-        "auto_explain.log_nested_statements = on",
-        "auto_explain.log_analyze = on",
-        "auto_explain.log_level = notice",
-    ):
-        conn.execute(f"SET {setting}")
+    report_plans(conn, analyze=True)
     conn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
 
 
