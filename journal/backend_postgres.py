@@ -253,34 +253,33 @@ class BlackOpsPostgresRecorder(
     def reserve_due(
         self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
     ) -> list[str]:
-        """One call of ``blackops_reserve_v1`` (journal/lease_sql.py), autocommitted."""
-        with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            arguments = (hold_until, worker, now, list(types), limit)
-            curs.execute(self._reserve_ids, arguments, prepare=True)
-            row = curs.fetchone()
-        return list(row["reserved"] or []) if row else []
+        """One call of ``blackops_reserve_v1`` (journal/lease_sql.py)."""
+        rows = self._reserve(self._reserve_ids, now, hold_until, worker, types, limit)
+        return list(rows[0]["reserved"] or []) if rows else []
 
     def reserve_and_select(
         self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
     ) -> list[Notification]:
-        """Reserve due rows and read their streams: one call of a function
-        (journal/lease_sql.py), autocommitted, whose commit does not wait for the WAL flush
-        (the reservation is a hint; decisions F161)."""
-        with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            arguments = (hold_until, worker, now, list(types), limit)
-            curs.execute(self._reserve_streams, arguments, prepare=True)
-            return [notification(row, "notification_id") for row in curs.fetchall()]
+        """Reserve due rows and read their streams (``blackops_reserve_streams_v1``)."""
+        rows = self._reserve(self._reserve_streams, now, hold_until, worker, types, limit)
+        return [notification(row, "notification_id") for row in rows]
 
     def reserve_and_select_tails(
         self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
     ) -> dict[str, Tail]:
-        """Reserve due rows and read their streams from their snapshots on: one call of a
-        function (journal/lease_sql.py), autocommitted, whose commit does not wait for
-        the WAL flush (the reservation is a hint)."""
+        """Reserve due rows and read their streams from their snapshots on
+        (``blackops_reserve_tails_v2``)."""
+        return tails(self._reserve(self._reserve_tails, now, hold_until, worker, types, limit))
+
+    def _reserve(
+        self, call: str, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
+    ) -> list[Any]:
+        """One call of a reservation function (journal/lease_sql.py), autocommitted, whose
+        commit does not wait for the WAL flush (a reservation is a hint; decisions F9,
+        F161): the rows it answers."""
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            arguments = (hold_until, worker, now, list(types), limit)
-            curs.execute(self._reserve_tails, arguments, prepare=True)
-            return tails(curs.fetchall())
+            curs.execute(call, (hold_until, worker, now, list(types), limit), prepare=True)
+            return list(curs.fetchall())
 
     def write_snapshot(self, stream: str, version: int, digest: str, body: bytes) -> None:
         """A cache row, committed without waiting for the WAL flush: BEGIN, the setting,

@@ -108,12 +108,7 @@ def _reserving(due: str) -> tuple[str, str]:
 
 def reserve_ids_create_statement(schema: str, due: str) -> str:
     """``blackops_reserve_v1``: the ids of the due rows it reserved (``_reserving``)."""
-    declarations, statements = _reserving(due)
-    return (
-        f"CREATE FUNCTION {qualified(schema, RESERVE_IDS)}({signature(RESERVE_PARAMETERS)}) "
-        f"RETURNS text[] LANGUAGE plpgsql {_PLANNED} AS $reserve$\n"
-        f"DECLARE\n{declarations}BEGIN\n{statements}    RETURN reserved;\nEND\n$reserve$"
-    )
+    return _reservation(schema, RESERVE_IDS, due, "text[]", "    RETURN reserved;\n")
 
 
 def reserve_create_statement(
@@ -121,14 +116,26 @@ def reserve_create_statement(
 ) -> str:
     """A reservation that reads what it reserved (``_reserving``): ``statement`` reads the
     streams of ``reserved``."""
+    return _reservation(
+        schema,
+        name,
+        due,
+        f"TABLE ({columns})",
+        f"    RETURN QUERY {statement};\n",
+        # The output columns are variables too; in the statement a name is the column's.
+        "#variable_conflict use_column\n",
+    )
+
+
+def _reservation(
+    schema: str, name: str, due: str, returns: str, ending: str, options: str = ""
+) -> str:
+    """A function that reserves (``_reserving``), then ends with ``ending``."""
     declarations, statements = _reserving(due)
     return (
         f"CREATE FUNCTION {qualified(schema, name)}({signature(RESERVE_PARAMETERS)}) "
-        f"RETURNS TABLE ({columns}) LANGUAGE plpgsql {_PLANNED} AS $reserve$\n"
-        # The output columns are variables too; in the statement a name is the column's.
-        "#variable_conflict use_column\n"
-        f"DECLARE\n{declarations}BEGIN\n{statements}"
-        f"    RETURN QUERY {statement};\nEND\n$reserve$"
+        f"RETURNS {returns} LANGUAGE plpgsql {_PLANNED} AS $reserve$\n"
+        f"{options}DECLARE\n{declarations}BEGIN\n{statements}{ending}END\n$reserve$"
     )
 
 
