@@ -14,7 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
+from itertools import repeat
+from operator import itemgetter
 from typing import Final
+
+from journal.backend_common import StoredRow
 
 #: Printable ASCII except the quote and the backslash: a JSON string of these is just
 #: the characters between two quotes, in every encoder.
@@ -42,6 +47,43 @@ def entry_bytes(position: int, stream: str, version: int, topic: str, state: byt
 
 def leaf_hash(entry: bytes) -> bytes:
     return hashlib.sha256(b"\x00" + entry).digest()
+
+
+#: `entry_bytes` as one format: ``%a`` writes an int as ``str`` does (and a value of any
+#: other type otherwise: see `page_entries`).
+_ENTRY: Final = b'%b,"position":%a,"stream":"%b","type":"%b","version":%a}'
+
+
+def page_entries(rows: Sequence[StoredRow]) -> list[bytes] | None:
+    """`entry_bytes` of every row of a page, or ``None`` where `entry_bytes` would refuse a
+    row (then go row by row, where it is named).
+
+    One comprehension and a few C-level passes instead of a call per row, the same bytes
+    for every row of the types the journal writes. A version changed behind the journal's
+    back to text is written quoted (`entry_bytes` writes its characters): no number, so
+    never the entry that was appended, nor one matching its recorded leaf.
+    """
+    try:
+        states = list(map(itemgetter(4), rows))
+        envelopes = (
+            all(map(bytes.startswith, states, repeat(b"{")))
+            and all(map(bytes.endswith, states, repeat(b"}")))
+            and b"{}" not in states
+        )
+        if not envelopes:
+            return None
+        return [
+            _ENTRY % (state[:-1], position, stream.encode(), topic.encode(), version)
+            for position, stream, version, topic, state in rows
+        ]
+    except (AttributeError, TypeError, ValueError):  # not str, not bytes, not UTF-8
+        return None
+
+
+def leaf_hashes(entries: Sequence[bytes]) -> list[bytes]:
+    """`leaf_hash` of each entry, in one comprehension."""
+    sha256 = hashlib.sha256
+    return [sha256(b"\x00" + entry).digest() for entry in entries]
 
 
 def event_leaf(position: int, stream: str, version: int, topic: str, state: bytes) -> bytes:

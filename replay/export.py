@@ -10,8 +10,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import BinaryIO
 
+from journal.leaves import page_entries
 from journal.store import EventStore
 from replay.observed import observed_line
 
@@ -35,8 +37,13 @@ def observed_lines(
         rows = store.read_raw_after(after, size)
         if not rows:
             return
-        for row in rows:
-            yield row.id, observed_line(row)
+        entries = page_entries(rows)
+        if entries is None:  # some row is no canonical envelope: observed_line names it
+            for row in rows:
+                yield row.id, observed_line(row)
+        else:
+            lines = [entry + b"\n" for entry in entries]
+            yield from zip(map(attrgetter("id"), rows), lines, strict=True)
         after = rows[-1].id
         if remaining is not None:
             remaining -= len(rows)

@@ -64,6 +64,25 @@ class Frontier:
         stack.append(node)
         self.size += 1
 
+    def extend(self, leaves: Sequence[bytes]) -> None:
+        """`append` each of ``leaves``, a level at a time: the same nodes, hashed pairwise in
+        one comprehension per level instead of a method call and a loop per leaf."""
+        stack, start, level = self._stack, self.size, list(leaves)
+        smaller: list[bytes] = []  # roots left over at each level, smallest first
+        while level:
+            if start & 1:  # the stack's smallest root is this level's left neighbour
+                level.insert(0, stack.pop())
+                start -= 1
+            if len(level) & 1:
+                smaller.append(level.pop())
+            level = [
+                _sha256(b"\x01" + a + b).digest()
+                for a, b in zip(level[::2], level[1::2], strict=True)
+            ]
+            start >>= 1
+        stack.extend(reversed(smaller))
+        self.size += len(leaves)
+
     def root(self) -> bytes:
         if not self._stack:
             return EMPTY_ROOT
@@ -75,8 +94,7 @@ class Frontier:
 
 def root_of(leaves: Iterable[bytes]) -> bytes:
     frontier = Frontier()
-    for leaf in leaves:
-        frontier.append(leaf)
+    frontier.extend(list(leaves))
     return frontier.root()
 
 
