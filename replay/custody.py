@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import threading
 import uuid
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import attrgetter, itemgetter
 from typing import Any, BinaryIO
 
 from domain.clock import Clock, format_instant
 from domain.context import Actor
 from domain.errors import BlackOpsError
 from domain.events import NewEvent
-from journal.leaves import leaf_hash
+from journal.backend_common import StoredRow
+from journal.leaves import leaf_hash, leaf_hashes, page_entries
 from journal.store import Append, EventStore
 from replay.export import PAGE
 from replay.merkle import Frontier, root_of
@@ -56,6 +60,14 @@ class _Tree:
             return True
         self.buffer, self.next = self.store.read_leaves(self.after, PAGE), 0
         return bool(self.buffer)
+
+    def ahead(self, count: int) -> list[tuple[int, bytes]]:
+        """The next ``count`` recorded leaves (fewer past the last), not folded yet."""
+        if len(self.buffer) - self.next < count:
+            rest = self.buffer[self.next :]
+            last = rest[-1][0] if rest else self.after
+            self.buffer, self.next = rest + self.store.read_leaves(last, max(count, PAGE)), 0
+        return self.buffer[self.next : self.next + count]
 
     def leaf_at(self, position: int) -> bytes:
         """The recorded leaf of ``position``, folding every earlier one into the tree."""
@@ -103,35 +115,17 @@ def export_with_manifest(
         _fold_until(tree, after)
     exported: list[tuple[int, bytes]] = []
     position = after
-    fold, write, remember = tree.frontier.append, out.write, exported.append
     while True:
         end = store.last_position()
         while rows := store.read_raw_after(position, PAGE):
-            for row in rows:
-                here = row.id
-                if until is not None and here > until:
-                    break
-                try:
-                    line = observed_line(row)
-                except ValueError:  # a state that is no canonical envelope: changed since
-                    raise IntegrityError(here, "the event is not what was appended") from None
-                leaf = leaf_hash(line[:-1])
-                buffer, index = tree.buffer, tree.next
-                if index < len(buffer) and buffer[index][0] == here:
-                    # The usual case, leaf_at's first step inlined: the next recorded leaf
-                    # is this event's (a leaf per event, in order; nothing purged between).
-                    recorded = buffer[index][1]
-                    tree.next, tree.after = index + 1, here
-                    fold(recorded)
-                else:
-                    recorded = tree.leaf_at(here)
-                if recorded != leaf:
-                    raise IntegrityError(here, "the event differs from what was appended")
-                if keep is None or keep(line):
-                    write(line)
-                    remember((here, leaf))
-                position = here
-            if until is not None and rows[-1].id > until:
+            cut = until is not None and rows[-1].id > until
+            if cut:
+                rows = rows[: bisect_right(rows, until, key=attrgetter("id"))]
+            if rows:
+                if not _export_page(tree, rows, out, exported, keep):
+                    _export_rows(tree, rows, out, exported, keep)
+                position = rows[-1].id
+            if cut:
                 break
             if progress is not None:
                 progress(position, max(end, position))
@@ -172,6 +166,62 @@ def export_with_manifest(
     manifest["custody"] = {"stream": custody, "position": custody_position}
     manifest["leaves"] = [[p, leaf.hex()] for p, leaf in exported]
     return manifest
+
+
+def _export_page(
+    tree: _Tree,
+    rows: list[StoredRow],
+    out: BinaryIO,
+    exported: list[tuple[int, bytes]],
+    keep: Callable[[bytes], bool] | None,
+) -> bool:
+    """Export a page at once when the next recorded leaves are its rows' own, one each, and
+    every one equals its row's: the usual journal (a leaf per event, in order, nothing
+    purged between). Otherwise nothing is written or folded, and ``False`` sends the page
+    row by row, where the first difference is named."""
+    recorded = tree.ahead(len(rows))
+    positions = list(map(attrgetter("id"), rows))
+    if list(map(itemgetter(0), recorded)) != positions:
+        return False
+    entries = page_entries(rows)
+    if entries is None:
+        return False
+    leaves = leaf_hashes(entries)
+    if list(map(itemgetter(1), recorded)) != leaves:
+        return False
+    tree.next, tree.after = tree.next + len(rows), positions[-1]
+    tree.frontier.extend(leaves)
+    if keep is None:
+        out.write(b"\n".join(entries) + b"\n")
+        exported += zip(positions, leaves, strict=True)
+        return True
+    lines = [entry + b"\n" for entry in entries]
+    chosen = list(map(keep, lines))
+    out.write(b"".join(compress(lines, chosen)))
+    exported += compress(zip(positions, leaves, strict=True), chosen)
+    return True
+
+
+def _export_rows(
+    tree: _Tree,
+    rows: list[StoredRow],
+    out: BinaryIO,
+    exported: list[tuple[int, bytes]],
+    keep: Callable[[bytes], bool] | None,
+) -> None:
+    """Export a page row by row: each row's leaf is checked before its line is written."""
+    for row in rows:
+        here = row.id
+        try:
+            line = observed_line(row)
+        except ValueError:  # a state that is no canonical envelope: changed since
+            raise IntegrityError(here, "the event is not what was appended") from None
+        leaf = leaf_hash(line[:-1])
+        if tree.leaf_at(here) != leaf:
+            raise IntegrityError(here, "the event differs from what was appended")
+        if keep is None or keep(line):
+            out.write(line)
+            exported.append((here, leaf))
 
 
 def _range_root(

@@ -5,15 +5,27 @@ built from (`Frontier.extend`, `page_entries`) agree with the one-at-a-time ones
 
 from __future__ import annotations
 
+import io
+import sqlite3
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import replay.custody as custody
+from blackops.testing import FakeClock
+from domain.context import Actor
+from domain.events import NewEvent
 from journal.backend_common import StoredRow
 from journal.leaves import entry_bytes, leaf_hash, page_entries
+from journal.store import Append, EventStore
+from replay.custody import IntegrityError, export_with_manifest
+from replay.export import observed_lines
 from replay.merkle import Frontier, root_of
+from replay.observed import observed_line
+from replay.verify import verify_export
 
 AT = "2026-11-30T09:00:00.000000Z"
 CONTEXT = {"actor": {"id": "ana", "kind": "principal"}, "tenant": "t"}
@@ -95,3 +107,173 @@ def test_a_version_stored_as_text_never_gives_the_appended_entry() -> None:
     appended = entry_bytes(*_row(b'{"at":"x"}'))
     [entry] = page_entries([_row(b'{"at":"x"}', version="3")]) or [b""]
     assert entry != appended and b"\"version\":'3'" in entry
+
+
+# -- the export, page at a time against row by row ------------------------------------------
+
+
+def _journal(store: EventStore, streams: int = 9) -> int:
+    """Streams of a few events; the third stream purged up to its version 2, with the
+    tombstone that accounts for the deleted positions (as retention does). Returns the
+    last position."""
+    for n in range(streams):
+        events = [
+            NewEvent("t.created", AT, {**CONTEXT, "n": n}, {"n": n, "note": "é" * n}),
+            NewEvent("t.noted", AT, CONTEXT, {"k": [n, 1.5, None]}),
+        ]
+        store.append(Append(f"op-{n}", 0, events))
+    gone = [e.position for e in store.read_stream("op-2")]
+    store.append(
+        Append("op-2", 2, [NewEvent("operation.purged", AT, CONTEXT, {"positions": gone})])
+    )
+    store.delete_stream_events("op-2", 2)
+    for n in range(streams, streams + 4):
+        store.append(Append(f"op-{n}", 0, [NewEvent("t.created", AT, CONTEXT, {"n": n})]))
+    return store.last_position()
+
+
+@pytest.fixture
+def journal(any_store_url: str) -> Iterator[tuple[EventStore, int]]:
+    store = EventStore(any_store_url)
+    try:
+        yield store, _journal(store)
+    finally:
+        store.close()
+
+
+def _export(
+    store: EventStore, paged: bool, monkeypatch: pytest.MonkeyPatch, **options: Any
+) -> tuple[bytes, dict[str, Any], int]:
+    """One export, page at a time or (``paged`` false) row by row: its lines, its manifest
+    without the members that differ between any two exports, the pages taken at once."""
+    out = io.BytesIO()
+    pages: list[bool] = []
+    page = custody._export_page
+
+    def counted(*args: Any) -> bool:
+        pages.append(paged and page(*args))
+        return pages[-1]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(custody, "_export_page", counted)
+        manifest = export_with_manifest(
+            store, out, actor=Actor("auditor"), clock=FakeClock(), **options
+        )
+    for volatile in ("custody", "exportedAt"):
+        manifest.pop(volatile)
+    return out.getvalue(), manifest, sum(pages)
+
+
+def _tenant_odd(line: bytes) -> bool:
+    return b'"n":1' in line or b'"n":3' in line or b'"n":5' in line
+
+
+@pytest.mark.parametrize("page", [2, 3, 5, 2000])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"after": 4},
+        {"after": 5},
+        {"until": 13},
+        {"after": 3, "until": 6},
+        {"keep": _tenant_odd},
+    ],
+    ids=["all", "after4", "after5", "until", "range", "keep"],
+)
+def test_a_paged_export_is_the_row_by_row_export(
+    journal: tuple[EventStore, int],
+    monkeypatch: pytest.MonkeyPatch,
+    page: int,
+    options: dict[str, Any],
+) -> None:
+    store, last = journal
+    monkeypatch.setattr(custody, "PAGE", page)
+    options = {"until": last, **options}  # each export journals itself: the same range
+    rows, manifest, none = _export(store, False, monkeypatch, **options)
+    paged_rows, paged_manifest, at_once = _export(store, True, monkeypatch, **options)
+    assert (paged_rows, paged_manifest) == (rows, manifest)
+    # Small pages after the purged positions align with their leaves: taken at once.
+    assert none == 0 and (page == 2000 or at_once > 0)
+    lines = rows.splitlines(keepends=True)
+    assert manifest["count"] == len(lines) > 0
+    assert verify_export(lines, manifest).ok
+
+
+TAMPERING = {
+    # A state changed: its line no longer hashes to its leaf.
+    "state": "UPDATE {events} SET state = CAST(replace(CAST(state AS TEXT), '2026', '2027') "
+    "AS {blob}) WHERE {position} = ?",
+    # Leaves renumbered from there on: the same leaves in the same order, recorded for no
+    # event (only their positions tell).
+    "leaves": "UPDATE {leaves} SET position = position + 1000 WHERE position >= ?",
+}
+
+
+@pytest.mark.parametrize("tampering", sorted(TAMPERING))
+@pytest.mark.parametrize("page", [3, 5])
+def test_a_paged_export_refuses_where_the_row_by_row_export_does(
+    store_url: str, monkeypatch: pytest.MonkeyPatch, page: int, tampering: str
+) -> None:
+    """A change behind the journal's back in the middle of a page that aligns with its
+    leaves (after the purged positions): the same position is named, and the same lines
+    are written before it."""
+    store = EventStore(store_url)
+    try:
+        last = _journal(store)
+        monkeypatch.setattr(custody, "PAGE", page)
+        victim = 10
+        _behind_the_journals_back(store, TAMPERING[tampering], victim)
+        written = []
+        for paged in (False, True):
+            out = io.BytesIO()
+            with monkeypatch.context() as patch:
+                if not paged:
+                    patch.setattr(custody, "_export_page", lambda *args: False)
+                with pytest.raises(IntegrityError) as refused:
+                    export_with_manifest(
+                        store, out, actor=Actor("a"), clock=FakeClock(), until=last
+                    )
+            assert refused.value.position == victim
+            written.append(out.getvalue())
+        assert written[0] == written[1]
+        assert len(written[1].splitlines()) == victim - 1 - 2  # op-2's two events were purged
+    finally:
+        store.close()
+
+
+def _behind_the_journals_back(store: EventStore, statement: str, position: int) -> None:
+    location = store.location
+    if location.kind == "sqlite":
+        assert location.sqlite_path is not None
+        names = {"events": "stored_events", "leaves": "blackops_leaves", "position": "rowid"}
+        with sqlite3.connect(location.sqlite_path, isolation_level=None) as conn:
+            conn.execute(statement.format(blob="BLOB", **names), (position,))
+        return
+    import psycopg
+
+    settings = location.settings
+    schema = settings["POSTGRES_SCHEMA"]
+    names = {
+        "events": f"{schema}.blackops_events",
+        "leaves": f"{schema}.blackops_leaves",
+        "position": "notification_id",
+    }
+    with psycopg.connect(
+        host=settings["POSTGRES_HOST"],
+        port=settings["POSTGRES_PORT"],
+        user=settings["POSTGRES_USER"],
+        dbname=settings["POSTGRES_DBNAME"],
+        autocommit=True,
+    ) as pg:
+        text = "CAST(replace(CAST(state AS TEXT), '2026', '2027') AS {blob})"
+        bytea = "convert_to(replace(convert_from(state, 'UTF8'), '2026', '2027'), 'UTF8')"
+        statement = statement.replace(text, bytea).format(**names).replace("?", "%s")
+        pg.execute(statement, (position,))
+
+
+def test_observed_lines_are_observed_line_of_each_row(journal: tuple[EventStore, int]) -> None:
+    store, _ = journal
+    rows = store.read_raw_after(0, 1000)
+    expected: Callable[[StoredRow], bytes] = observed_line
+    assert list(observed_lines(store, page=4)) == [(row.id, expected(row)) for row in rows]
