@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import repeat
 from typing import Any, NamedTuple
 
 from eventsourcing.persistence import Notification, StoredEvent
@@ -19,6 +20,12 @@ class StoredRow(NamedTuple):
     originator_version: int
     topic: str
     state: bytes
+
+
+def stored_rows(rows: list[tuple[Any, ...]]) -> list[StoredRow]:
+    """`StoredRow` of each row a ``SELECT position, stream, version, topic, state`` fetched:
+    ``tuple.__new__`` in one C-level map (``StoredRow._make`` is a Python call per row)."""
+    return list(map(tuple.__new__, repeat(StoredRow), rows))
 
 
 def predecessors(stored_events: Sequence[StoredEvent]) -> Iterable[tuple[str, int]]:

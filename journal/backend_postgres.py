@@ -25,7 +25,13 @@ from psycopg.sql import SQL, Composed, Identifier
 from psycopg_pool import ConnectionPool
 
 from journal import append_sql, lease_sql, retention_index, topic_sql, work_index
-from journal.backend_common import StoredRow, new_streams, notification, predecessors
+from journal.backend_common import (
+    StoredRow,
+    new_streams,
+    notification,
+    predecessors,
+    stored_rows,
+)
 from journal.locator import postgres_connect
 from journal.marks import MarkRecorder, MarkTables
 from journal.retention_index import Rebuild
@@ -218,7 +224,7 @@ class BlackOpsPostgresRecorder(
     def select_after(self, after: int, limit: int) -> list[StoredRow]:
         with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
             curs.execute(self._select_after, (after, limit), prepare=True)
-            return list(map(StoredRow._make, curs.fetchall()))
+            return stored_rows(curs.fetchall())
 
     def select_leaves(self, after: int, limit: int) -> list[tuple[int, bytes]]:
         with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:

@@ -9,7 +9,13 @@ from eventsourcing.persistence import IntegrityError, Notification, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
 
 from journal import retention_index, topic_sql, work_index
-from journal.backend_common import StoredRow, new_streams, notification, predecessors
+from journal.backend_common import (
+    StoredRow,
+    new_streams,
+    notification,
+    predecessors,
+    stored_rows,
+)
 from journal.leaves import event_leaf
 from journal.marks import MarkRecorder, MarkTables
 from journal.retention_index import Rebuild
@@ -113,7 +119,7 @@ class BlackOpsSQLiteRecorder(
             cursor = c.sqlite_cursor
             cursor.row_factory = None  # plain tuples: sqlite3.Row costs more than the read
             cursor.execute(self._select_after, (after, limit))
-            return list(map(StoredRow._make, cursor.fetchall()))
+            return stored_rows(cursor.fetchall())
 
     def select_leaves(self, after: int, limit: int) -> list[tuple[int, bytes]]:
         with self.datastore.transaction(commit=False) as c:

@@ -86,6 +86,15 @@ class _Tree:
                 return leaf
 
 
+@dataclass(slots=True)
+class _Exported:
+    """What an export wrote, position and leaf of each line: two flat lists (a tuple per
+    line kept alive would have the garbage collector scan them all, again and again)."""
+
+    positions: list[int] = field(default_factory=list)
+    leaves: list[bytes] = field(default_factory=list)
+
+
 def export_with_manifest(
     store: EventStore,
     out: BinaryIO,
@@ -113,7 +122,7 @@ def export_with_manifest(
     tree = _Tree(store, Frontier(), purged=purged)
     if after:
         _fold_until(tree, after)
-    exported: list[tuple[int, bytes]] = []
+    exported = _Exported()
     position = after
     while True:
         end = store.last_position()
@@ -140,10 +149,10 @@ def export_with_manifest(
         "hash": HASH,
         "tree": TREE,
         "after": after,
-        "firstPosition": exported[0][0] if exported else None,
-        "lastPosition": exported[-1][0] if exported else None,
-        "count": len(exported),
-        "root": _range_root(exported, tree, after, keep).hex(),
+        "firstPosition": exported.positions[0] if exported.positions else None,
+        "lastPosition": exported.positions[-1] if exported.positions else None,
+        "count": len(exported.positions),
+        "root": _range_root(exported.leaves, tree, after, keep).hex(),
         "journalTreeSize": tree.frontier.size,
         "journalRoot": tree.frontier.root().hex(),
         "exportedBy": actor.to_dict(),
@@ -164,7 +173,9 @@ def export_with_manifest(
         Append(custody, 0, [NewEvent("journal.exported", at, {"actor": actor.to_dict()}, data)])
     )
     manifest["custody"] = {"stream": custody, "position": custody_position}
-    manifest["leaves"] = [[p, leaf.hex()] for p, leaf in exported]
+    manifest["leaves"] = [
+        [p, leaf.hex()] for p, leaf in zip(exported.positions, exported.leaves, strict=True)
+    ]
     return manifest
 
 
@@ -172,7 +183,7 @@ def _export_page(
     tree: _Tree,
     rows: list[StoredRow],
     out: BinaryIO,
-    exported: list[tuple[int, bytes]],
+    exported: _Exported,
     keep: Callable[[bytes], bool] | None,
 ) -> bool:
     """Export a page at once when the next recorded leaves are its rows' own, one each, and
@@ -192,13 +203,16 @@ def _export_page(
     tree.next, tree.after = tree.next + len(rows), positions[-1]
     tree.frontier.extend(leaves)
     if keep is None:
-        out.write(b"\n".join(entries) + b"\n")
-        exported += zip(positions, leaves, strict=True)
+        out.write(b"\n".join(entries))
+        out.write(b"\n")
+        exported.positions += positions
+        exported.leaves += leaves
         return True
     lines = [entry + b"\n" for entry in entries]
     chosen = list(map(keep, lines))
     out.write(b"".join(compress(lines, chosen)))
-    exported += compress(zip(positions, leaves, strict=True), chosen)
+    exported.positions += compress(positions, chosen)
+    exported.leaves += compress(leaves, chosen)
     return True
 
 
@@ -206,7 +220,7 @@ def _export_rows(
     tree: _Tree,
     rows: list[StoredRow],
     out: BinaryIO,
-    exported: list[tuple[int, bytes]],
+    exported: _Exported,
     keep: Callable[[bytes], bool] | None,
 ) -> None:
     """Export a page row by row: each row's leaf is checked before its line is written."""
@@ -221,18 +235,19 @@ def _export_rows(
             raise IntegrityError(here, "the event differs from what was appended")
         if keep is None or keep(line):
             out.write(line)
-            exported.append((here, leaf))
+            exported.positions.append(here)
+            exported.leaves.append(leaf)
 
 
 def _range_root(
-    exported: list[tuple[int, bytes]], tree: _Tree, after: int, keep: Callable[[bytes], bool] | None
+    exported: list[bytes], tree: _Tree, after: int, keep: Callable[[bytes], bool] | None
 ) -> bytes:
     """The Merkle root of the exported leaves. When they are every leaf the journal tree
     folded (from the start, every line kept, none purged), the two trees are one: each
     exported leaf was just found equal to the recorded one."""
     if after == 0 and keep is None and tree.frontier.size == len(exported):
         return tree.frontier.root()
-    return root_of(leaf for _, leaf in exported)
+    return root_of(exported)
 
 
 def _fold_until(tree: _Tree, after: int) -> None:
