@@ -30,6 +30,7 @@ from journal.store import Append, EventStore
 from replay.export import PAGE
 from replay.merkle import Frontier, root_of
 from replay.observed import observed_line
+from replay.recorded import RecordedLeaves
 from replay.verify import CANONICALISATION, HASH, PURGE_TYPES, TREE, verify_store
 
 FORMAT = "blackops.observed-jsonl"
@@ -45,42 +46,22 @@ class IntegrityError(BlackOpsError):
 
 @dataclass(slots=True)
 class _Tree:
-    """Recorded leaves read in order, folded into the journal's running tree."""
+    """Recorded leaves taken in order, folded into the journal's running tree."""
 
-    store: EventStore
+    leaves: RecordedLeaves
     frontier: Frontier
-    after: int = 0
-    buffer: list[tuple[int, bytes]] = field(default_factory=list)
-    next: int = 0  # the first leaf of ``buffer`` not folded yet (a pop(0) moves the rest)
     purged: frozenset[int] = frozenset()  # positions a retention tombstone accounts for
-
-    def _fill(self) -> bool:
-        """Read the next page of leaves when the buffer is used up; False past the last."""
-        if self.next < len(self.buffer):
-            return True
-        self.buffer, self.next = self.store.read_leaves(self.after, PAGE), 0
-        return bool(self.buffer)
-
-    def ahead(self, count: int) -> list[tuple[int, bytes]]:
-        """The next ``count`` recorded leaves (fewer past the last), not folded yet."""
-        if len(self.buffer) - self.next < count:
-            rest = self.buffer[self.next :]
-            last = rest[-1][0] if rest else self.after
-            self.buffer, self.next = rest + self.store.read_leaves(last, max(count, PAGE)), 0
-        return self.buffer[self.next : self.next + count]
 
     def leaf_at(self, position: int) -> bytes:
         """The recorded leaf of ``position``, folding every earlier one into the tree."""
         while True:
-            if not self._fill():
+            found = self.leaves.peek()
+            if found is None or found[0] > position:
                 raise IntegrityError(position, "no leaf was recorded for this event")
-            leaf_position, leaf = self.buffer[self.next]
-            if leaf_position > position:
-                raise IntegrityError(position, "no leaf was recorded for this event")
+            leaf_position, leaf = found
             if leaf_position < position and leaf_position not in self.purged:
                 raise IntegrityError(leaf_position, "a leaf was recorded but the event is gone")
-            self.next += 1
-            self.after = leaf_position
+            self.leaves.take()
             self.frontier.append(leaf)
             if leaf_position == position:
                 return leaf
@@ -119,7 +100,7 @@ def export_with_manifest(
         for tombstone in store.read_topics(PURGE_TYPES)
         for p in tombstone.data.get("positions", [])
     )
-    tree = _Tree(store, Frontier(), purged=purged)
+    tree = _Tree(RecordedLeaves(store, PAGE), Frontier(), purged=purged)
     if after:
         _fold_until(tree, after)
     exported = _Exported()
@@ -190,7 +171,7 @@ def _export_page(
     every one equals its row's: the usual journal (a leaf per event, in order, nothing
     purged between). Otherwise nothing is written or folded, and ``False`` sends the page
     row by row, where the first difference is named."""
-    recorded = tree.ahead(len(rows))
+    recorded = tree.leaves.ahead(len(rows))
     positions = list(map(attrgetter("id"), rows))
     if list(map(itemgetter(0), recorded)) != positions:
         return False
@@ -200,7 +181,7 @@ def _export_page(
     leaves = leaf_hashes(entries)
     if list(map(itemgetter(1), recorded)) != leaves:
         return False
-    tree.next, tree.after = tree.next + len(rows), positions[-1]
+    tree.leaves.take(len(rows))
     tree.frontier.extend(leaves)
     if keep is None:
         out.write(b"\n".join(entries))
@@ -252,11 +233,9 @@ def _range_root(
 
 def _fold_until(tree: _Tree, after: int) -> None:
     """Fold every recorded leaf up to ``after`` into the journal tree (nothing exported)."""
-    while tree._fill() and tree.buffer[tree.next][0] <= after:
-        position, leaf = tree.buffer[tree.next]
-        tree.next += 1
-        tree.after = position
-        tree.frontier.append(leaf)
+    while (found := tree.leaves.peek()) is not None and found[0] <= after:
+        tree.leaves.take()
+        tree.frontier.append(found[1])
 
 
 def record_checkpoint(store: EventStore, *, actor: Actor, clock: Clock) -> dict[str, Any]:
