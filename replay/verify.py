@@ -14,14 +14,18 @@ Either way the first problem is named by position and kind: ``modified``,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from bisect import bisect_right
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
 from typing import Any
 
-from journal.leaves import event_leaf, leaf_hash
+from journal.backend_common import StoredRow
+from journal.leaves import event_leaf, leaf_hash, leaf_hashes, page_entries
 from journal.store import EventStore
-from replay.merkle import Frontier, root_of
+from replay.merkle import EMPTY_ROOT, Frontier, root_of
 from replay.observed import ObservedLineError, parse_line_entry
+from replay.recorded import RecordedLeaves
 
 TREE_HEAD_TYPES = frozenset({"journal.checkpoint", "journal.exported"})
 #: Retention tombstones: the versions before them were deleted, their positions listed.
@@ -65,96 +69,140 @@ class VerifyReport:
         }
 
 
-def _pages(store: EventStore, page: int) -> Iterator[Any]:
-    after = 0
-    while rows := store.read_raw_after(after, page):
-        yield from rows
-        after = rows[-1].id
-
-
-def _leaf_pages(store: EventStore, page: int) -> Iterator[tuple[int, bytes]]:
-    after = 0
-    while leaves := store.read_leaves(after, page):
-        yield from leaves
-        after = leaves[-1][0]
-
-
 def verify_store(store: EventStore, page: int = 5000, limit: int = 100) -> VerifyReport:
-    """Check the live journal; at most ``limit`` problems are collected."""
-    report = VerifyReport()
-    frontier = Frontier()
+    """Check the live journal; at most ``limit`` problems are collected.
+
+    Events and recorded leaves are walked side by side in position order. A page whose rows
+    and next leaves pair up one to one and all match (the usual journal) is checked at once;
+    any other page row by row, where each difference is named.
+    """
     # Tree heads come later than the size they name: read them first, so the root is
     # kept only at the sizes that will be asked for.
     heads = [
         (e.position, int(e.data.get("tree_size", -1)), str(e.data.get("root", "")))
         for e in store.read_topics(sorted(TREE_HEAD_TYPES))
     ]
-    wanted = {size for _, size, _ in heads}
     purged: set[int] = set()
     for tombstone in store.read_topics(PURGE_TYPES):
         purged.update(int(p) for p in tombstone.data.get("positions", []))
-    roots_at: dict[int, str] = {0: root_of([]).hex()}
-    versions: dict[str, int] = {}
-    events = _pages(store, page)
-    leaves = _leaf_pages(store, page)
-    event = next(events, None)
-    recorded = next(leaves, None)
-
-    def problem(kind: str, position: int, message: str) -> None:
-        if len(report.problems) < limit:
-            report.problems.append(Problem(kind, position, message))
-
-    while event is not None or recorded is not None:
-        if recorded is None or (event is not None and event.id < recorded[0]):
-            assert event is not None
-            problem("inserted", event.id, "an event with no leaf recorded at append time")
-            event = next(events, None)
-            continue
-        if event is None or recorded[0] < event.id:
-            if recorded[0] not in purged:  # a purge tombstone accounts for it (OL-10)
-                problem("deleted", recorded[0], "a leaf was recorded here but the event is gone")
-            frontier.append(recorded[1])
-            if frontier.size in wanted:
-                roots_at[frontier.size] = frontier.root().hex()
-            recorded = next(leaves, None)
-            continue
-        stream = str(event.originator_id)
-        try:
-            leaf = event_leaf(event.id, stream, event.originator_version, event.topic, event.state)
-        except ValueError as error:
-            leaf = b""
-            problem("modified", event.id, str(error))
-        if leaf and leaf != recorded[1]:
-            problem("modified", event.id, "the event's content differs from what was appended")
-        expected = versions.get(stream, 0) + 1
-        if expected == 1 and event.topic in PURGE_TYPES:
-            expected = int(_tombstone_versions(event.state)) + 1
-        if event.originator_version != expected:
-            problem(
-                "gap",
-                event.id,
-                f"stream {stream} jumps from version {expected - 1} to {event.originator_version}",
-            )
-        versions[stream] = event.originator_version
-        frontier.append(recorded[1])
-        if frontier.size in wanted:
-            roots_at[frontier.size] = frontier.root().hex()
-        report.events += 1
-        event = next(events, None)
-        recorded = next(leaves, None)
+    live = _Live(limit, sorted({size for _, size, _ in heads}), purged)
+    leaves = RecordedLeaves(store, page)
+    after = 0
+    while rows := store.read_raw_after(after, page):
+        if not live.page_at_once(rows, leaves):
+            for row in rows:
+                while (found := leaves.peek()) is not None and found[0] < row.id:
+                    leaves.take()
+                    live.leaf_without_event(*found)
+                if found is not None and found[0] == row.id:
+                    leaves.take()
+                    live.event(row, found[1])
+                else:
+                    live.problem(
+                        "inserted", row.id, "an event with no leaf recorded at append time"
+                    )
+        after = rows[-1].id
+    while (found := leaves.peek()) is not None:
+        leaves.take()
+        live.leaf_without_event(*found)
+    report = live.report
     for position, size, root in heads:
         report.tree_heads_checked += 1
-        if roots_at.get(size) != root:
-            problem(
+        if live.roots_at.get(size) != root:
+            live.problem(
                 "tree_head",
                 position,
                 f"the tree head recorded here (size {size}) no longer matches: history "
                 "before it was changed",
             )
-    report.tree_size = frontier.size
-    report.root = frontier.root().hex()
+    report.tree_size = live.frontier.size
+    report.root = live.frontier.root().hex()
     report.problems.sort(key=lambda p: p.position)
     return report
+
+
+@dataclass(slots=True)
+class _Live:
+    """`verify_store`'s walk: the running tree, its roots at the tree heads' sizes, each
+    stream's last version, and the problems found."""
+
+    limit: int
+    wanted: list[int]  # the tree heads' sizes, sorted
+    purged: set[int]  # positions a retention tombstone accounts for
+    report: VerifyReport = field(default_factory=VerifyReport)
+    frontier: Frontier = field(default_factory=Frontier)
+    roots_at: dict[int, str] = field(default_factory=lambda: {0: EMPTY_ROOT.hex()})
+    versions: dict[str, int] = field(default_factory=dict)
+
+    def problem(self, kind: str, position: int, message: str) -> None:
+        if len(self.report.problems) < self.limit:
+            self.report.problems.append(Problem(kind, position, message))
+
+    def fold(self, leaves: list[bytes]) -> None:
+        """Fold ``leaves`` into the tree, keeping its root at every size a tree head names."""
+        frontier, start = self.frontier, self.frontier.size
+        wanted = self.wanted
+        done = 0
+        for size in wanted[bisect_right(wanted, start) : bisect_right(wanted, start + len(leaves))]:
+            frontier.extend(leaves[done : size - start])
+            self.roots_at[size] = frontier.root().hex()
+            done = size - start
+        frontier.extend(leaves[done:])
+
+    def leaf_without_event(self, position: int, leaf: bytes) -> None:
+        if position not in self.purged:  # a purge tombstone accounts for it (OL-10)
+            self.problem("deleted", position, "a leaf was recorded here but the event is gone")
+        self.fold([leaf])
+
+    def event(self, event: StoredRow, recorded: bytes) -> None:
+        """One event and its recorded leaf, checked on its own."""
+        stream = str(event.originator_id)
+        try:
+            leaf = event_leaf(event.id, stream, event.originator_version, event.topic, event.state)
+        except ValueError as error:
+            leaf = b""
+            self.problem("modified", event.id, str(error))
+        if leaf and leaf != recorded:
+            self.problem("modified", event.id, "the event's content differs from what was appended")
+        self.version(event.id, stream, event.originator_version, event.topic, event.state)
+        self.fold([recorded])
+        self.report.events += 1
+
+    def version(self, position: int, stream: str, version: int, topic: str, state: bytes) -> None:
+        """Each stream's versions run 1, 2, 3... (a tombstone continues a purged history)."""
+        expected = self.versions.get(stream, 0) + 1
+        if expected == 1 and topic in PURGE_TYPES:
+            expected = int(_tombstone_versions(state)) + 1
+        if version != expected:
+            self.problem(
+                "gap", position, f"stream {stream} jumps from version {expected - 1} to {version}"
+            )
+        self.versions[stream] = version
+
+    def page_at_once(self, rows: list[StoredRow], leaves: RecordedLeaves) -> bool:
+        """Check a page at once when the next recorded leaves are its rows' own, one each, and
+        every one equals its row's (entries and hashes per page, one fold); else ``False``
+        and nothing is taken."""
+        recorded = leaves.ahead(len(rows))
+        positions = list(map(attrgetter("id"), rows))
+        if list(map(itemgetter(0), recorded)) != positions:
+            return False
+        entries = page_entries(rows)
+        if entries is None:
+            return False
+        hashes = leaf_hashes(entries)
+        if list(map(itemgetter(1), recorded)) != hashes:
+            return False
+        leaves.take(len(rows))
+        versions, version = self.versions, self.version
+        for position, stream, number, topic, state in rows:
+            if number != versions.get(stream, 0) + 1 or (number == 1 and topic in PURGE_TYPES):
+                version(position, stream, number, topic, state)  # said by it, or a tombstone
+            else:
+                versions[stream] = number
+        self.fold(hashes)
+        self.report.events += len(rows)
+        return True
 
 
 def _tombstone_versions(state: bytes) -> int:
@@ -168,18 +216,22 @@ def verify_export(lines: Iterable[bytes], manifest: dict[str, Any]) -> VerifyRep
     """Check an Observed JSONL export against its manifest, offline."""
     report = VerifyReport()
     try:
-        expected = [(int(p), bytes.fromhex(h)) for p, h in manifest["leaves"]]
+        expected_positions = [int(p) for p, _ in manifest["leaves"]]
+        expected_leaves = [bytes.fromhex(h) for _, h in manifest["leaves"]]
         claimed_root = str(manifest["root"])
     except (KeyError, TypeError, ValueError):
         report.problems.append(Problem("manifest", 0, "the manifest has no usable leaves/root"))
         return report
-    rebuilt = root_of(leaf for _, leaf in expected)
-    if rebuilt.hex() != claimed_root or int(manifest.get("count", -1)) != len(expected):
+    rebuilt = root_of(expected_leaves)
+    if rebuilt.hex() != claimed_root or int(manifest.get("count", -1)) != len(expected_leaves):
         report.problems.append(
             Problem("manifest", 0, "the manifest's leaves do not rebuild its root and count")
         )
         return report
-    found: list[tuple[int, bytes]] = []
+    # Flat lists, not a tuple per line: kept alive, tuples would have the garbage collector
+    # scan them again and again.
+    positions: list[int] = []
+    leaves: list[bytes] = []
     for number, raw in enumerate(lines, start=1):
         text = raw.rstrip(b"\n")
         if not text:
@@ -189,18 +241,23 @@ def verify_export(lines: Iterable[bytes], manifest: dict[str, Any]) -> VerifyRep
             position, entry = parse_line_entry(text, number)
         except ObservedLineError as bad:
             # Unreadable: name the position the manifest expects on this line.
-            index = len(found)
-            position = expected[index][0] if index < len(expected) else 0
+            index = len(positions)
+            position = expected_positions[index] if index < len(expected_positions) else 0
             report.problems.append(Problem("modified", position, str(bad)))
             return report
-        found.append((position, leaf_hash(entry)))
-    report.events = len(found)
-    same = found == expected  # the usual answer, at C speed; else the first difference
-    problem = None if same else _first_difference(found, expected)
-    if problem is not None:
-        report.problems.append(problem)
-    report.tree_size = len(found)
-    report.root = claimed_root if same else root_of(leaf for _, leaf in found).hex()
+        positions.append(position)
+        leaves.append(leaf_hash(entry))
+    report.events = len(positions)
+    # The usual answer, at C speed; else the first difference.
+    same = positions == expected_positions and leaves == expected_leaves
+    if not same:
+        found = list(zip(positions, leaves, strict=True))
+        expected = list(zip(expected_positions, expected_leaves, strict=True))
+        problem = _first_difference(found, expected)
+        if problem is not None:
+            report.problems.append(problem)
+    report.tree_size = len(positions)
+    report.root = claimed_root if same else root_of(leaves).hex()
     return report
 
 

@@ -1,7 +1,9 @@
-"""An export a page at a time (replay/custody.py `_export_page`) writes and proves exactly
-what the row-by-row export does: the same lines, leaves, roots and refusals, across page
-edges, purged positions, ``after``, ``until`` and ``keep``; and the page primitives it is
-built from (`Frontier.extend`, `page_entries`) agree with the one-at-a-time ones."""
+"""A page at a time: an export (replay/custody.py `_export_page`) writes and proves exactly
+what the row-by-row export does (the same lines, leaves, roots and refusals across page
+edges, purged positions, ``after``, ``until`` and ``keep``), a live verification
+(replay/verify.py `_Live.page_at_once`) reports exactly what the row-by-row one does, clean or
+changed behind the journal's back; and the page primitives they are built from
+(`Frontier.extend`, `page_entries`) agree with the one-at-a-time ones."""
 
 from __future__ import annotations
 
@@ -21,11 +23,11 @@ from domain.events import NewEvent
 from journal.backend_common import StoredRow
 from journal.leaves import entry_bytes, leaf_hash, page_entries
 from journal.store import Append, EventStore
-from replay.custody import IntegrityError, export_with_manifest
+from replay.custody import IntegrityError, export_with_manifest, record_checkpoint
 from replay.export import observed_lines
 from replay.merkle import Frontier, root_of
 from replay.observed import observed_line
-from replay.verify import verify_export
+from replay.verify import _Live, verify_export, verify_store
 
 AT = "2026-11-30T09:00:00.000000Z"
 CONTEXT = {"actor": {"id": "ana", "kind": "principal"}, "tenant": "t"}
@@ -124,7 +126,11 @@ def _journal(store: EventStore, streams: int = 9) -> int:
         store.append(Append(f"op-{n}", 0, events))
     gone = [e.position for e in store.read_stream("op-2")]
     store.append(
-        Append("op-2", 2, [NewEvent("operation.purged", AT, CONTEXT, {"positions": gone})])
+        Append(
+            "op-2",
+            2,
+            [NewEvent("operation.purged", AT, CONTEXT, {"positions": gone, "versions": 2})],
+        )
     )
     store.delete_stream_events("op-2", 2)
     for n in range(streams, streams + 4):
@@ -277,3 +283,75 @@ def test_observed_lines_are_observed_line_of_each_row(journal: tuple[EventStore,
     rows = store.read_raw_after(0, 1000)
     expected: Callable[[StoredRow], bytes] = observed_line
     assert list(observed_lines(store, page=4)) == [(row.id, expected(row)) for row in rows]
+
+
+# -- live verification, page at a time against row by row -----------------------------------
+
+EVENT_GONE = "DELETE FROM {events} WHERE {position} = ?"
+LEAF_GONE = "DELETE FROM {leaves} WHERE position = ?"
+#: Changes behind the journal's back: the statements, and the position they are made at.
+CHANGES: dict[str, tuple[tuple[str, ...], int]] = {
+    "none": ((), 0),
+    **{name: ((statement,), 10) for name, statement in TAMPERING.items()},
+    # A version changed: its leaf no longer matches.
+    "version": (("UPDATE {events} SET originator_version = 7 WHERE {position} = ?",), 10),
+    # An event gone with no tombstone to account for it; its leaf stays.
+    "event gone": ((EVENT_GONE,), 10),
+    # A leaf gone: its event was never recorded.
+    "leaf gone": ((LEAF_GONE,), 10),
+    # Both gone: rows and leaves still pair up, but the stream's next version leaves a gap
+    # (and the tree heads no longer match).
+    "both gone": ((EVENT_GONE, LEAF_GONE), 9),
+}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+@pytest.mark.parametrize("page", [2, 3, 5, 5000])
+def test_a_paged_verification_is_the_row_by_row_one(
+    store_url: str, monkeypatch: pytest.MonkeyPatch, page: int, change: str
+) -> None:
+    """Tree heads inside pages and at their edges, purged positions, and one change behind
+    the journal's back in a page that aligns with its leaves: the same report, problems
+    and roots included."""
+    store = EventStore(store_url)
+    try:
+        _journal(store)
+        for _ in range(2):
+            record_checkpoint(store, actor=Actor("ops"), clock=FakeClock())
+            store.append(Append(f"late-{store.last_position()}", 0, [_event()]))
+        statements, position = CHANGES[change]
+        for statement in statements:
+            _behind_the_journals_back(store, statement, position)
+        (rows, none), (pages, at_once) = (
+            _verified(store, page, paged, monkeypatch) for paged in (False, True)
+        )
+        assert pages == rows
+        assert none == 0 and (page > 3 or at_once > 0)
+        summary, problems, _ = rows
+        assert summary["ok"] == (change == "none") and summary["treeHeadsChecked"] == 2
+        if change == "both gone":
+            assert {p.kind for p in problems} == {"gap", "tree_head"}
+    finally:
+        store.close()
+
+
+def _verified(
+    store: EventStore, page: int, paged: bool, monkeypatch: pytest.MonkeyPatch
+) -> tuple[tuple[dict[str, Any], list[Any], str], int]:
+    """One live verification, page at a time or (``paged`` false) row by row: its report,
+    problems and root, and the pages checked at once."""
+    pages: list[bool] = []
+    page_at_once = _Live.page_at_once
+
+    def counted(live: _Live, *args: Any) -> bool:
+        pages.append(paged and page_at_once(live, *args))
+        return pages[-1]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_Live, "page_at_once", counted)
+        report = verify_store(store, page=page)
+    return (report.to_dict(), report.problems, report.root), sum(pages)
+
+
+def _event() -> NewEvent:
+    return NewEvent("t.created", AT, CONTEXT, {"late": True})
