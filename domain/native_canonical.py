@@ -83,25 +83,20 @@ _HIGH_BMP: Final = re.compile("[\ue000-\uffff]")
 # whichever correct algorithm (Ryu, Schubfach, zmij, David Gay's) finds it.
 
 #: Integral floats: ``.0`` directly before a delimiter (never in a float ECMAScript writes).
-_INTEGRAL: Final = re.compile(rb"\.0(?=[,\]}])")
-#: Negative exponents ECMAScript writes in full (e-1..e-6), in a writing with strings.
-_FOREIGN_NEGATIVE: Final = re.compile(rb"e-[1-6][,\]}]")
+INTEGRAL: Final = re.compile(rb"\.0(?=[,\]}])")
 #: Up to this many integral floats, `_spell_found` looks at each in a Python loop.
 _FEW_POINTS: Final = 16
-#: Positive exponents ECMAScript writes in full (below e+21), and unsigned ones.
-_FOREIGN_POSITIVE: Final = re.compile(rb"e(?:[0-9]|\+(?:[0-9]|1[0-9]|20)[,\]])")
-#: Digits 1-6 become "a", other digits "b", "]" and "}" become ",", so that ``e-a,`` finds
-#: every exponent from e-1 to e-6 before a delimiter (ECMAScript writes those in full).
-_EXPONENT_CLASSES: Final = bytes.maketrans(b"1234560789]}", b"aaaaaabbbb,,")
 #: orjson releases before 3.11 write positive exponents unsigned (``1e21``): RFC 8785 never.
 _UNSIGNED_EXPONENTS: Final = b"+" not in orjson.dumps(1e300)
-#: A list of floats this long or shorter is searched once for every spelling given up on:
-#: ``null``, ``-0.0``, e-1..e-6, e+1..e+20 (and unsigned exponents), as the checks below.
-_SHORT: Final = 512
-_GIVEN_UP: Final = re.compile(
-    rb"n|-0\.0[,\]]|e-[1-6][,\]]|e\+(?:[0-9]|1[0-9]|20)[,\]]"
-    + (rb"|e[0-9]" if _UNSIGNED_EXPONENTS else b"")
+#: Exponents ECMAScript writes in full, before a delimiter: e-1..e-6 and e+0..e+20 (and any
+#: unsigned one: ECMAScript always signs). One pattern with a literal start, searched for in C.
+_IN_FULL: Final = re.compile(
+    rb"e(?:-[1-6]|\+(?:[0-9]|1[0-9]|20))[,\]}]" + (rb"|e[0-9]" if _UNSIGNED_EXPONENTS else b"")
 )
+#: Does a text, orjson's writing, hold an exponent ECMAScript writes otherwise (a match, else
+#: ``None``)? Text inside strings may match too: a false alarm only costs the caller's slower
+#: path. The one place these rules are written (a bound method: no Python frame per call).
+exponent_in_full: Final = _IN_FULL.search
 
 _float_reference: Callable[[float], str] | None = None
 _floats_trusted: bool | None = None
@@ -374,20 +369,15 @@ def _escaped(out: bytes, quote: int) -> bool:
 def _spell_floats(out: bytes, floats: list[float]) -> bytes | None:
     """``out`` with ECMAScript's spelling of ``floats`` (all of its floats), or ``None``.
 
-    Every search is for a byte sequence whose last byte is rare in a list of numbers (the
-    search skips ahead on it) or a single byte (``memchr``).
+    The floats are written once more on their own (no strings in between), where every
+    spelling ECMAScript does not use is found by a search for a byte or a literal: ``null``
+    (NaN, an infinity), ``-0.0`` (written ``0``; not -0.05, -0.001) and `exponent_in_full`.
     """
     written = orjson.dumps(floats)
-    if len(written) <= _SHORT:  # one search costs less than several calls
-        if _GIVEN_UP.search(written):
-            return None
-    elif b"n" in written or b"-0.0," in written or written.endswith(b"-0.0]"):
-        return None  # null: NaN or an infinity; -0.0 is written 0 (not -0.05, -0.001)
-    elif b"e" in written:
-        if b"e-" in written and b"e-a," in written.translate(_EXPONENT_CLASSES):
-            return None
-        if (b"e+" in written or _UNSIGNED_EXPONENTS) and _FOREIGN_POSITIVE.search(written):
-            return None
+    if b"n" in written or b"-0.0," in written or written.endswith(b"-0.0]"):
+        return None
+    if exponent_in_full(written) is not None:
+        return None
     if b".0" not in written:
         return out
     return _drop_point_zeros(out, written.count(b".0,") + written.endswith(b".0]"))
@@ -408,9 +398,9 @@ def _spell_found(out: bytes) -> bytes | None:
         return None
     if b"\\" in out and b'\\"' in out:  # one byte is found much faster than two
         return None
-    if _FOREIGN_NEGATIVE.search(out):
+    if exponent_in_full(out) is not None:  # its e+ rules: already stricter here
         return None
-    points = [found.start() for found in _INTEGRAL.finditer(out)]
+    points = [found.start() for found in INTEGRAL.finditer(out)]
     if not points:
         return out
     if len(points) <= _FEW_POINTS:
@@ -423,7 +413,7 @@ def _spell_found(out: bytes) -> bytes | None:
             if out[point - 2 : point] == b"-0":
                 return None  # -0.0 is written 0
         else:
-            return _INTEGRAL.sub(b"", out)  # every one ends a number
+            return INTEGRAL.sub(b"", out)  # every one ends a number
     quotes_before = accumulate(map(out.count, repeat(b'"'), [0, *points], points))
     numbers = list(compress(points, map(not_, map(and_, quotes_before, repeat(1)))))
     if not numbers:
@@ -439,7 +429,7 @@ def _drop_point_zeros(out: bytes, integral: int) -> bytes | None:
     """``out`` without the ``.0`` of its ``integral`` integral floats, or ``None`` when a
     string holds ``.0`` before a delimiter too (one regular expression pass: byte counts and
     replacements would scan ``out`` twice per delimiter)."""
-    fixed, removed = _INTEGRAL.subn(b"", out)
+    fixed, removed = INTEGRAL.subn(b"", out)
     return fixed if removed == integral else None
 
 

@@ -10,7 +10,6 @@ canonicalising the whole object (tests/test_observed_jsonl.py checks both ways).
 from __future__ import annotations
 
 import operator
-import re
 from dataclasses import fields
 from typing import Any, NoReturn
 
@@ -19,22 +18,13 @@ import orjson
 from domain.documents import DocumentError, canonical_json
 from domain.events import RecordedEvent
 from domain.json_text import JSONTextError, integral_floats, parse_json
-from domain.native_canonical import utf16_order_may_differ
+from domain.native_canonical import INTEGRAL, exponent_in_full, utf16_order_may_differ
 from journal.backend_common import StoredRow
 from journal.leaves import entry_bytes
 
 REQUIRED = ("at", "context", "data", "position", "stream", "type", "version")
 _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
 _AS_READ = orjson.OPT_STRICT_INTEGER
-#: orjson releases before 3.11 write positive exponents unsigned (``1e21``): RFC 8785 never.
-_UNSIGNED_EXPONENTS = b"+" not in orjson.dumps(1e300)
-_UNSIGNED_EXPONENT = re.compile(rb"[0-9]e[0-9]+[,\]}]")
-#: ``.0`` before a delimiter: an integral float (RFC 8785 writes ``2``, ``0``).
-_INTEGRAL = re.compile(rb"\.0(?=[,\]}])")
-#: e-1 .. e-6 before a delimiter: RFC 8785 writes those numbers in full.
-_FOREIGN_NEGATIVE = re.compile(rb"e-[1-6][,\]}]")
-_DIGITS = frozenset(b"0123456789")
-_ENDS = (b",", b"]", b"}")
 
 
 def observed_line(row: StoredRow) -> bytes:
@@ -142,33 +132,12 @@ def _parse_strict(text: bytes, line: int) -> tuple[ObservedEvent, bytes]:
 def _foreign_float(text: bytes) -> bool:
     """Might ``text`` hold a number spelled as orjson spells it but RFC 8785 does not?
 
-    Those are integral floats (``2.0``, ``-0.0``: RFC 8785 writes ``2``, ``0``) and exponents
-    it writes in full (``e-6``, ``e+16`` to ``e+20``, unsigned ones). Text inside strings may
-    match too; that only costs the strict path. The line is orjson's own writing here (no
-    leading zeros, no spaces), so a regular expression with a literal start, or a single
-    byte found first, settles each: a search per pattern over every line would cost more
-    than reading it.
+    Those are integral floats (``2.0``, ``-0.0``: RFC 8785 writes ``2``, ``0``) and the
+    exponents of `exponent_in_full`. Text inside strings may match too; that only costs the
+    strict path. Each is a search for a literal: a search per pattern over every line would
+    cost more than reading it.
     """
-    if _INTEGRAL.search(text) or _FOREIGN_NEGATIVE.search(text):
-        return True
-    if b"+" in text and b"e+" in text and _exponent_below(text, b"e+", 21):
-        return True
-    return _UNSIGNED_EXPONENTS and _UNSIGNED_EXPONENT.search(text) is not None
-
-
-def _exponent_below(text: bytes, marker: bytes, limit: int) -> bool:
-    """Is there a number (a digit, ``marker``, digits, a delimiter) whose exponent is below
-    ``limit``?"""
-    find, start = text.find, text.find(marker)
-    while start > 0:
-        end = start + 2
-        while end < len(text) and text[end] in _DIGITS:
-            end += 1
-        number = text[start - 1] in _DIGITS and end > start + 2 and text[end : end + 1] in _ENDS
-        if number and int(text[start + 2 : end]) < limit:
-            return True
-        start = find(marker, start + 2)
-    return False
+    return INTEGRAL.search(text) is not None or exponent_in_full(text) is not None
 
 
 def _canonical_or_none(value: dict[str, Any]) -> bytes | None:
