@@ -355,3 +355,60 @@ def _verified(
 
 def _event() -> NewEvent:
     return NewEvent("t.created", AT, CONTEXT, {"late": True})
+
+
+# -- the checkpoint tree's re-hash, page at a time against event by event -------------------
+
+
+@pytest.mark.parametrize("change", ["none", "state", "version", "event gone", "both gone"])
+def test_the_checkpoint_trees_rehash_a_page_at_a_time_finds_what_one_at_a_time_does(
+    store_url: str, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """`JournalTree._rehash` re-hashes the events of a range against the leaves it folded
+    in: a page at once where their leaves follow one another (`_rehashed_at_once`), else
+    event by event; both name the same first event that no longer hashes to its leaf."""
+    from blackops.audit.tree import JournalTree
+
+    store = EventStore(store_url)
+    try:
+        _journal(store)
+        monkeypatch.setattr("blackops.audit.tree._PAGE", 3)
+        tree = JournalTree(store)
+        tree.sync()
+        statements, position = CHANGES[change]
+        for statement in statements:  # behind the back of a tree that folded the leaves in
+            _behind_the_journals_back(store, statement, position)
+        (one, none), (paged, taken) = (
+            _rehashed(tree, at_once, monkeypatch) for at_once in (False, True)
+        )
+        assert paged == one
+        assert none == 0 and taken > 0
+        changed = change in ("state", "version")  # an event there that no longer hashes
+        assert one == (
+            (10, "an event no longer hashes to the leaf signed over") if changed else None
+        )
+    finally:
+        store.close()
+
+
+def _rehashed(
+    tree: Any, at_once: bool, monkeypatch: pytest.MonkeyPatch
+) -> tuple[tuple[int, str] | None, int]:
+    """`JournalTree._rehash` over the whole tree, pages at once or (``at_once`` false) event
+    by event: the first mismatch (position, message) or ``None``, and the pages at once."""
+    from blackops.audit.tree import JournalTree, LeafMismatch
+
+    pages: list[bool] = []
+    rehashed = JournalTree._rehashed_at_once
+
+    def counted(self: JournalTree, *args: Any) -> bool:
+        pages.append(at_once and rehashed(self, *args))
+        return pages[-1]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(JournalTree, "_rehashed_at_once", counted)
+        try:
+            tree._rehash(0, tree.size)
+        except LeafMismatch as mismatch:
+            return (mismatch.position, str(mismatch)), sum(pages)
+    return None, sum(pages)
