@@ -24,7 +24,8 @@ class StoredRow(NamedTuple):
 
 def stored_rows(rows: list[tuple[Any, ...]]) -> list[StoredRow]:
     """`StoredRow` of each row a ``SELECT position, stream, version, topic, state`` fetched:
-    ``tuple.__new__`` in one C-level map (``StoredRow._make`` is a Python call per row)."""
+    ``tuple.__new__`` in one C-level map (``StoredRow._make`` is a Python call per row, and
+    checks the row's length, which those five columns fix)."""
     return list(map(tuple.__new__, repeat(StoredRow), rows))
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from itertools import repeat
+from itertools import chain, repeat
 from operator import itemgetter
 from typing import Final
 
@@ -49,20 +49,22 @@ def leaf_hash(entry: bytes) -> bytes:
     return hashlib.sha256(b"\x00" + entry).digest()
 
 
-#: `entry_bytes` as one format: ``%a`` writes an int as ``str`` does (and a value of any
-#: other type otherwise: see `page_entries`).
-_ENTRY: Final = b'%b,"position":%a,"stream":"%b","type":"%b","version":%a}'
+#: `entry_bytes` as one format, for positions and versions that are ints.
+_ENTRY: Final = b'%b,"position":%d,"stream":"%b","type":"%b","version":%d}'
+_INTS: Final = {int}
 
 
 def page_entries(rows: Sequence[StoredRow]) -> list[bytes] | None:
-    """`entry_bytes` of every row of a page, or ``None`` where `entry_bytes` would refuse a
-    row (then go row by row, where it is named).
+    """`entry_bytes` of every row of a page, byte for byte, or ``None``: then go row by row
+    (where a row `entry_bytes` refuses is named, and values of other types are written as
+    the row-by-row callers write them).
 
-    One comprehension and a few C-level passes instead of a call per row, the same bytes
-    for every row of the types the journal writes. A version changed behind the journal's
-    back to text is written quoted (`entry_bytes` writes its characters): no number, so
-    never the entry that was appended, nor one matching its recorded leaf.
+    One comprehension and a few C-level passes instead of a call per row. ``None`` unless
+    every state is a canonical envelope's bytes, every position and version an int, and
+    every stream and topic text that UTF-8 can encode.
     """
+    if not rows:
+        return []
     try:
         states = list(map(itemgetter(4), rows))
         envelopes = (
@@ -70,13 +72,14 @@ def page_entries(rows: Sequence[StoredRow]) -> list[bytes] | None:
             and all(map(bytes.endswith, states, repeat(b"}")))
             and b"{}" not in states
         )
-        if not envelopes:
+        numbers = chain(map(itemgetter(0), rows), map(itemgetter(2), rows))
+        if not envelopes or set(map(type, numbers)) != _INTS:
             return None
         return [
             _ENTRY % (state[:-1], position, stream.encode(), topic.encode(), version)
             for position, stream, version, topic, state in rows
         ]
-    except (AttributeError, TypeError, ValueError):  # not str, not bytes, not UTF-8
+    except (AttributeError, TypeError, ValueError):  # not text, not bytes, not UTF-8
         return None
 
 

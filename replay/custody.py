@@ -17,7 +17,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import compress
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Any, BinaryIO
 
 from domain.clock import Clock, format_instant
@@ -167,22 +167,23 @@ def _export_page(
     exported: _Exported,
     keep: Callable[[bytes], bool] | None,
 ) -> bool:
-    """Export a page at once when the next recorded leaves are its rows' own, one each, and
-    every one equals its row's: the usual journal (a leaf per event, in order, nothing
-    purged between). Otherwise nothing is written or folded, and ``False`` sends the page
+    """Export a page at once when the next recorded leaves are its rows' own, one each, in
+    order, with only purged positions' leaves between them, and every one equals its row's:
+    the usual journal. Otherwise nothing is written or folded, and ``False`` sends the page
     row by row, where the first difference is named."""
-    recorded = tree.leaves.ahead(len(rows))
     positions = list(map(attrgetter("id"), rows))
-    if list(map(itemgetter(0), recorded)) != positions:
+    recorded = tree.leaves.for_rows(positions, tree.purged)
+    if recorded is None:
         return False
+    every, own = recorded
     entries = page_entries(rows)
     if entries is None:
         return False
     leaves = leaf_hashes(entries)
-    if list(map(itemgetter(1), recorded)) != leaves:
+    if own != leaves:
         return False
-    tree.leaves.take(len(rows))
-    tree.frontier.extend(leaves)
+    tree.leaves.take(len(every))
+    tree.frontier.extend(every)
     if keep is None:
         out.write(b"\n".join(entries))
         out.write(b"\n")

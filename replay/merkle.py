@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
+from itertools import islice
 
 EMPTY_ROOT = hashlib.sha256(b"").digest()
 HASH_SIZE = 32
@@ -93,8 +94,15 @@ class Frontier:
 
 
 def root_of(leaves: Iterable[bytes]) -> bytes:
+    """The root of ``leaves``, folded a batch at a time (memory stays bounded for an
+    iterator of any length)."""
     frontier = Frontier()
-    frontier.extend(list(leaves))
+    if isinstance(leaves, Sequence):
+        frontier.extend(leaves)
+        return frontier.root()
+    remaining = iter(leaves)
+    while batch := list(islice(remaining, 4096)):
+        frontier.extend(batch)
     return frontier.root()
 
 

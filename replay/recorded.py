@@ -4,7 +4,10 @@ leaves of purged events, whose rows are gone)."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections.abc import Collection
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from journal.store import EventStore
 
@@ -36,7 +39,36 @@ class RecordedLeaves:
             self.buffer, self.next = rest + more, 0
         return self.buffer[self.next : self.next + count]
 
+    def for_rows(
+        self, positions: list[int], purged: Collection[int]
+    ) -> tuple[list[bytes], list[bytes]] | None:
+        """The next recorded leaves through the row at ``positions[-1]``, not taken, when
+        they are the rows' own, one each and in order, with only leaves of ``purged``
+        positions between them (a retention purge deletes events, never their leaves):
+        every one of them in order (to fold and take) and the rows' own (to compare with
+        their events). ``None`` otherwise."""
+        recorded = self.ahead(len(positions))
+        if list(map(itemgetter(0), recorded)) == positions:  # the usual journal
+            leaves = list(map(itemgetter(1), recorded))
+            return leaves, leaves
+        if not purged:
+            return None
+        last, count = positions[-1], len(positions)
+        while len(recorded) == count and recorded[-1][0] < last:  # more to read through it
+            count += len(positions)
+            recorded = self.ahead(count)
+        recorded = recorded[: bisect_right(recorded, last, key=itemgetter(0))]
+        rows = set(positions)
+        own = [(position, leaf) for position, leaf in recorded if position in rows]
+        if list(map(itemgetter(0), own)) != positions:
+            return None
+        if any(position not in purged for position, _ in recorded if position not in rows):
+            return None
+        return list(map(itemgetter(1), recorded)), list(map(itemgetter(1), own))
+
     def take(self, count: int = 1) -> None:
-        """Move past the next ``count`` leaves (seen by `peek` or `ahead`)."""
+        """Move past the next ``count`` leaves, which `peek` or `ahead` has just shown."""
+        if not 0 < count <= len(self.buffer) - self.next:
+            raise ValueError("take only what peek or ahead has shown")
         self.next += count
         self.after = self.buffer[self.next - 1][0]

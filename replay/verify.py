@@ -17,7 +17,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Any
 
 from journal.backend_common import StoredRow
@@ -129,6 +129,11 @@ class _Live:
     limit: int
     wanted: list[int]  # the tree heads' sizes, sorted
     purged: set[int]  # positions a retention tombstone accounts for
+    heads: set[int] = field(init=False)  # ``wanted`` as a set
+
+    def __post_init__(self) -> None:
+        self.heads = set(self.wanted)
+
     report: VerifyReport = field(default_factory=VerifyReport)
     frontier: Frontier = field(default_factory=Frontier)
     roots_at: dict[int, str] = field(default_factory=lambda: {0: EMPTY_ROOT.hex()})
@@ -149,10 +154,17 @@ class _Live:
             done = size - start
         frontier.extend(leaves[done:])
 
+    def fold_one(self, leaf: bytes) -> None:
+        """`fold` of one leaf, for the row-by-row walk (no batch to split)."""
+        frontier = self.frontier
+        frontier.append(leaf)
+        if frontier.size in self.heads:
+            self.roots_at[frontier.size] = frontier.root().hex()
+
     def leaf_without_event(self, position: int, leaf: bytes) -> None:
         if position not in self.purged:  # a purge tombstone accounts for it (OL-10)
             self.problem("deleted", position, "a leaf was recorded here but the event is gone")
-        self.fold([leaf])
+        self.fold_one(leaf)
 
     def event(self, event: StoredRow, recorded: bytes) -> None:
         """One event and its recorded leaf, checked on its own."""
@@ -165,7 +177,7 @@ class _Live:
         if leaf and leaf != recorded:
             self.problem("modified", event.id, "the event's content differs from what was appended")
         self.version(event.id, stream, event.originator_version, event.topic, event.state)
-        self.fold([recorded])
+        self.fold_one(recorded)
         self.report.events += 1
 
     def version(self, position: int, stream: str, version: int, topic: str, state: bytes) -> None:
@@ -180,27 +192,26 @@ class _Live:
         self.versions[stream] = version
 
     def page_at_once(self, rows: list[StoredRow], leaves: RecordedLeaves) -> bool:
-        """Check a page at once when the next recorded leaves are its rows' own, one each, and
-        every one equals its row's (entries and hashes per page, one fold); else ``False``
-        and nothing is taken."""
-        recorded = leaves.ahead(len(rows))
-        positions = list(map(attrgetter("id"), rows))
-        if list(map(itemgetter(0), recorded)) != positions:
+        """Check a page at once when the next recorded leaves are its rows' own, one each, in
+        order, with only purged positions' leaves between them, and every one equals its
+        row's (entries and hashes per page, one fold); else ``False`` and nothing is taken."""
+        recorded = leaves.for_rows(list(map(attrgetter("id"), rows)), self.purged)
+        if recorded is None:
             return False
+        every, own = recorded
         entries = page_entries(rows)
         if entries is None:
             return False
-        hashes = leaf_hashes(entries)
-        if list(map(itemgetter(1), recorded)) != hashes:
+        if own != leaf_hashes(entries):
             return False
-        leaves.take(len(rows))
+        leaves.take(len(every))
         versions, version = self.versions, self.version
         for position, stream, number, topic, state in rows:
             if number != versions.get(stream, 0) + 1 or (number == 1 and topic in PURGE_TYPES):
                 version(position, stream, number, topic, state)  # said by it, or a tombstone
             else:
                 versions[stream] = number
-        self.fold(hashes)
+        self.fold(every)
         self.report.events += len(rows)
         return True
 
@@ -215,11 +226,14 @@ def _tombstone_versions(state: bytes) -> int:
 def verify_export(lines: Iterable[bytes], manifest: dict[str, Any]) -> VerifyReport:
     """Check an Observed JSONL export against its manifest, offline."""
     report = VerifyReport()
+    expected_positions: list[int] = []
+    expected_leaves: list[bytes] = []
     try:
-        expected_positions = [int(p) for p, _ in manifest["leaves"]]
-        expected_leaves = [bytes.fromhex(h) for _, h in manifest["leaves"]]
+        for position, leaf in manifest["leaves"]:  # one pass: the first bad entry decides
+            expected_positions.append(int(position))
+            expected_leaves.append(bytes.fromhex(leaf))
         claimed_root = str(manifest["root"])
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: int(Infinity)
         report.problems.append(Problem("manifest", 0, "the manifest has no usable leaves/root"))
         return report
     rebuilt = root_of(expected_leaves)
