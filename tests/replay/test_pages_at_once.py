@@ -440,3 +440,13 @@ def _rehashed(
         except LeafMismatch as mismatch:
             return (mismatch.position, str(mismatch)), sum(pages)
     return None, sum(pages)
+
+
+@pytest.mark.parametrize(
+    "leaves", [[[1, "zz"], [float("inf"), "00"]], [[float("inf"), "00"]]], ids=["after", "alone"]
+)
+def test_a_manifest_with_an_infinite_position_is_named_a_bad_manifest(leaves: list[Any]) -> None:
+    """Its leaves read in one pass: the first bad entry decides, and an infinite position is
+    a bad manifest, not an OverflowError (found by review)."""
+    report = verify_export([], {"leaves": leaves, "root": "x", "count": len(leaves)})
+    assert [(p.kind, p.position) for p in report.problems] == [("manifest", 0)]
