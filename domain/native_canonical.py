@@ -459,7 +459,7 @@ def _calibrate(reference: Callable[[float], str]) -> bool:
     Checked in groups: a group `_spell_floats` gives up on is checked value by value.
     """
     sample = calibration_sample()
-    for size in (64, 8):  # long and short lists: `_spell_floats` checks each its own way
+    for size in (64, 8):  # long and short lists of floats
         for start in range(0, len(sample), size):
             group = sample[start : start + size]
             verdict = _spelled_as(group, reference)

@@ -17,7 +17,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import compress
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, BinaryIO
 
 from domain.clock import Clock, format_instant
@@ -54,17 +54,18 @@ class _Tree:
 
     def leaf_at(self, position: int) -> bytes:
         """The recorded leaf of ``position``, folding every earlier one into the tree."""
-        while True:
-            found = self.leaves.peek()
-            if found is None or found[0] > position:
-                raise IntegrityError(position, "no leaf was recorded for this event")
-            leaf_position, leaf = found
-            if leaf_position < position and leaf_position not in self.purged:
-                raise IntegrityError(leaf_position, "a leaf was recorded but the event is gone")
-            self.leaves.take()
-            self.frontier.append(leaf)
-            if leaf_position == position:
-                return leaf
+        for taken in self.leaves.before(position):
+            positions = list(map(itemgetter(0), taken))
+            if not self.purged.issuperset(positions):
+                gone = next(p for p in positions if p not in self.purged)
+                raise IntegrityError(gone, "a leaf was recorded but the event is gone")
+            self.frontier.extend(list(map(itemgetter(1), taken)))
+        found = self.leaves.peek()
+        if found is None or found[0] != position:
+            raise IntegrityError(position, "no leaf was recorded for this event")
+        self.leaves.take()
+        self.frontier.append(found[1])
+        return found[1]
 
 
 @dataclass(slots=True)

@@ -4,8 +4,8 @@ leaves of purged events, whose rows are gone)."""
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Collection
+from bisect import bisect_left, bisect_right
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
 
@@ -46,16 +46,21 @@ class RecordedLeaves:
         they are the rows' own, one each and in order, with only leaves of ``purged``
         positions between them (a retention purge deletes events, never their leaves):
         every one of them in order (to fold and take) and the rows' own (to compare with
-        their events). ``None`` otherwise."""
+        their events). ``None`` otherwise, or when more than a page of other leaves lies
+        between them."""
         recorded = self.ahead(len(positions))
         if list(map(itemgetter(0), recorded)) == positions:  # the usual journal
             leaves = list(map(itemgetter(1), recorded))
             return leaves, leaves
         if not purged:
             return None
-        last, count = positions[-1], len(positions)
-        while len(recorded) == count and recorded[-1][0] < last:  # more to read through it
-            count += len(positions)
+        # Read on through the last row, doubling, but past at most a page of other leaves:
+        # rows far apart (much purged between them) go row by row, a page of leaves at a time.
+        last, count, most = positions[-1], len(positions), len(positions) + self.page
+        while len(recorded) == count and recorded[-1][0] < last:
+            if count == most:
+                return None
+            count = min(2 * count, most)
             recorded = self.ahead(count)
         recorded = recorded[: bisect_right(recorded, last, key=itemgetter(0))]
         rows = set(positions)
@@ -65,6 +70,23 @@ class RecordedLeaves:
         if any(position not in purged for position, _ in recorded if position not in rows):
             return None
         return list(map(itemgetter(1), recorded)), list(map(itemgetter(1), own))
+
+    def before(self, position: int) -> Iterator[list[tuple[int, bytes]]]:
+        """Take every leaf before ``position``, a list per page read (what lies between one
+        event and the next: the leaves of purged events, or of events gone)."""
+        while True:
+            if self.next == len(self.buffer):
+                self.buffer, self.next = self.store.read_leaves(self.after, self.page), 0
+                if not self.buffer:
+                    return
+            end = bisect_left(self.buffer, position, lo=self.next, key=itemgetter(0))
+            if end == self.next:
+                return
+            taken = self.buffer[self.next : end]
+            self.next, self.after = end, taken[-1][0]
+            yield taken
+            if end < len(self.buffer):
+                return
 
     def take(self, count: int = 1) -> None:
         """Move past the next ``count`` leaves, which `peek` or `ahead` has just shown."""

@@ -17,12 +17,12 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from journal.backend_common import StoredRow
 from journal.leaves import event_leaf, leaf_hash, leaf_hashes, page_entries
-from journal.store import EventStore
+from journal.store import MAX_POSITION, EventStore
 from replay.merkle import EMPTY_ROOT, Frontier, root_of
 from replay.observed import ObservedLineError, parse_line_entry
 from replay.recorded import RecordedLeaves
@@ -91,9 +91,9 @@ def verify_store(store: EventStore, page: int = 5000, limit: int = 100) -> Verif
     while rows := store.read_raw_after(after, page):
         if not live.page_at_once(rows, leaves):
             for row in rows:
-                while (found := leaves.peek()) is not None and found[0] < row.id:
-                    leaves.take()
-                    live.leaf_without_event(*found)
+                for taken in leaves.before(row.id):
+                    live.leaves_without_events(taken)
+                found = leaves.peek()
                 if found is not None and found[0] == row.id:
                     leaves.take()
                     live.event(row, found[1])
@@ -102,9 +102,8 @@ def verify_store(store: EventStore, page: int = 5000, limit: int = 100) -> Verif
                         "inserted", row.id, "an event with no leaf recorded at append time"
                     )
         after = rows[-1].id
-    while (found := leaves.peek()) is not None:
-        leaves.take()
-        live.leaf_without_event(*found)
+    for taken in leaves.before(MAX_POSITION + 1):
+        live.leaves_without_events(taken)
     report = live.report
     for position, size, root in heads:
         report.tree_heads_checked += 1
@@ -161,10 +160,15 @@ class _Live:
         if frontier.size in self.heads:
             self.roots_at[frontier.size] = frontier.root().hex()
 
-    def leaf_without_event(self, position: int, leaf: bytes) -> None:
-        if position not in self.purged:  # a purge tombstone accounts for it (OL-10)
-            self.problem("deleted", position, "a leaf was recorded here but the event is gone")
-        self.fold_one(leaf)
+    def leaves_without_events(self, leaves: list[tuple[int, bytes]]) -> None:
+        positions = list(map(itemgetter(0), leaves))
+        if not self.purged.issuperset(positions):  # a purge tombstone accounts for those
+            for position in positions:  # (OL-10)
+                if position not in self.purged:
+                    self.problem(
+                        "deleted", position, "a leaf was recorded here but the event is gone"
+                    )
+        self.fold(list(map(itemgetter(1), leaves)))
 
     def event(self, event: StoredRow, recorded: bytes) -> None:
         """One event and its recorded leaf, checked on its own."""
@@ -233,11 +237,12 @@ def verify_export(lines: Iterable[bytes], manifest: dict[str, Any]) -> VerifyRep
             expected_positions.append(int(position))
             expected_leaves.append(bytes.fromhex(leaf))
         claimed_root = str(manifest["root"])
+        count = int(manifest.get("count", -1))
     except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: int(Infinity)
         report.problems.append(Problem("manifest", 0, "the manifest has no usable leaves/root"))
         return report
     rebuilt = root_of(expected_leaves)
-    if rebuilt.hex() != claimed_root or int(manifest.get("count", -1)) != len(expected_leaves):
+    if rebuilt.hex() != claimed_root or count != len(expected_leaves):
         report.problems.append(
             Problem("manifest", 0, "the manifest's leaves do not rebuild its root and count")
         )

@@ -450,3 +450,42 @@ def test_a_manifest_with_an_infinite_position_is_named_a_bad_manifest(leaves: li
     a bad manifest, not an OverflowError (found by review)."""
     report = verify_export([], {"leaves": leaves, "root": "x", "count": len(leaves)})
     assert [(p.kind, p.position) for p in report.problems] == [("manifest", 0)]
+
+
+def test_rows_far_apart_read_at_most_a_page_of_other_leaves_ahead(
+    any_store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two rows with 60 purged positions' leaves between them, pages of 5: the export and
+    the verification take what pairs up at once, read at most a page of leaves past a
+    page's rows, and give what row by row gives (review found a read that grew with the
+    gap, and time with its square)."""
+    from replay.recorded import RecordedLeaves
+
+    store = EventStore(any_store_url)
+    try:
+        store.append(Append("first", 0, [_event()]))
+        events = [NewEvent("t.noted", AT, CONTEXT, {"k": n}) for n in range(60)]
+        store.append(Append("gone", 0, events))
+        gone = [e.position for e in store.read_stream("gone")]
+        tombstone = {"positions": gone, "versions": 60}
+        store.append(Append("gone", 60, [NewEvent("operation.purged", AT, CONTEXT, tombstone)]))
+        store.delete_stream_events("gone", 60)
+        last = store.last_position()
+        monkeypatch.setattr(custody, "PAGE", 5)
+        asked: list[int] = []
+        ahead = RecordedLeaves.ahead
+
+        def counted(self: RecordedLeaves, count: int) -> list[tuple[int, bytes]]:
+            asked.append(count)
+            return ahead(self, count)
+
+        monkeypatch.setattr(RecordedLeaves, "ahead", counted)
+        rows, manifest, _ = _export(store, False, monkeypatch, until=last)
+        assert (rows, manifest) == _export(store, True, monkeypatch, until=last)[:2]
+        assert manifest["count"] == 2 and verify_export(rows.splitlines(True), manifest).ok
+        assert (
+            _verified(store, 5, True, monkeypatch)[0] == _verified(store, 5, False, monkeypatch)[0]
+        )
+        assert asked and max(asked) <= 5 + 5  # a page of rows, a page of other leaves
+    finally:
+        store.close()
