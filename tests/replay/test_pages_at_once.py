@@ -452,6 +452,14 @@ def test_a_manifest_with_an_infinite_position_is_named_a_bad_manifest(leaves: li
     assert [(p.kind, p.position) for p in report.problems] == [("manifest", 0)]
 
 
+@pytest.mark.parametrize("count", ["x", None, float("inf")])
+def test_a_manifest_whose_count_is_no_integer_is_named_a_bad_manifest(count: Any) -> None:
+    """Found by review: it was an uncaught ValueError or TypeError."""
+    empty = root_of([]).hex()
+    report = verify_export([], {"leaves": [], "root": empty, "count": count})
+    assert [(p.kind, p.position) for p in report.problems] == [("manifest", 0)]
+
+
 def test_rows_far_apart_read_at_most_a_page_of_other_leaves_ahead(
     any_store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
