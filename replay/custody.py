@@ -25,7 +25,7 @@ from domain.context import Actor
 from domain.errors import BlackOpsError
 from domain.events import NewEvent
 from journal.backend_common import StoredRow
-from journal.leaves import leaf_hash, leaf_hashes, page_entries
+from journal.leaves import leaf_hash
 from journal.store import Append, EventStore
 from replay.export import PAGE
 from replay.merkle import Frontier, root_of
@@ -168,23 +168,14 @@ def _export_page(
     exported: _Exported,
     keep: Callable[[bytes], bool] | None,
 ) -> bool:
-    """Export a page at once when the next recorded leaves are its rows' own, one each, in
-    order, with only purged positions' leaves between them, and every one equals its row's:
-    the usual journal. Otherwise nothing is written or folded, and ``False`` sends the page
+    """Export a page at once when its recorded leaves match (`RecordedLeaves.take_matching`:
+    the usual journal). Otherwise nothing is written or folded, and ``False`` sends the page
     row by row, where the first difference is named."""
-    positions = list(map(attrgetter("id"), rows))
-    recorded = tree.leaves.for_rows(positions, tree.purged)
-    if recorded is None:
+    page = tree.leaves.take_matching(rows, tree.purged)
+    if page is None:
         return False
-    every, own = recorded
-    entries = page_entries(rows)
-    if entries is None:
-        return False
-    leaves = leaf_hashes(entries)
-    if own != leaves:
-        return False
-    tree.leaves.take(len(every))
-    tree.frontier.extend(every)
+    tree.frontier.extend(page.every)
+    entries, leaves, positions = page.entries, page.leaves, list(map(attrgetter("id"), rows))
     if keep is None:
         out.write(b"\n".join(entries))
         out.write(b"\n")

@@ -1,17 +1,29 @@
 """The Merkle leaves recorded at append time, read in position order a page at a time: what
 an export and a live verification walk beside the events (one leaf per event, and the
-leaves of purged events, whose rows are gone)."""
+leaves of purged events, whose rows are gone). `RecordedLeaves.take_matching` takes a page
+of rows' leaves at once when every row's event hashes to its own (decisions F162)."""
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 
+from journal.backend_common import StoredRow
+from journal.leaves import leaf_hashes, page_entries
 from journal.store import EventStore
 
 PAGE = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class MatchedPage:
+    """A page of rows whose recorded leaves all matched (`RecordedLeaves.take_matching`)."""
+
+    entries: list[bytes]  # each row's Merkle entry (its Observed line without the newline)
+    leaves: list[bytes]  # each row's leaf, equal to the one recorded
+    every: list[bytes]  # every leaf taken, in order: the rows' and purged positions' (to fold)
 
 
 @dataclass(slots=True)
@@ -70,6 +82,22 @@ class RecordedLeaves:
         if any(position not in purged for position, _ in recorded if position not in rows):
             return None
         return list(map(itemgetter(1), recorded)), list(map(itemgetter(1), own))
+
+    def take_matching(self, rows: list[StoredRow], purged: Collection[int]) -> MatchedPage | None:
+        """Take a page's leaves when they are its rows' own (`for_rows`) and each row's event
+        hashes to its own; else ``None`` and nothing is taken (go row by row)."""
+        recorded = self.for_rows(list(map(attrgetter("id"), rows)), purged)
+        if recorded is None:
+            return None
+        every, own = recorded
+        entries = page_entries(rows)
+        if entries is None:
+            return None
+        leaves = leaf_hashes(entries)
+        if own != leaves:
+            return None
+        self.take(len(every))
+        return MatchedPage(entries, leaves, every)
 
     def before(self, position: int) -> Iterator[list[tuple[int, bytes]]]:
         """Take every leaf before ``position``, a list per page read (what lies between one

@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import base64
 import json
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from cli_processes import run
+from tampering import behind_the_journals_back, position_column, q
 
 from blackops import Application, ExecutionContext
 from blackops.audit.checkpoints import (
@@ -83,31 +81,6 @@ def run_ops(app: Application, count: int) -> list[str]:
 
 def service_for(app: Application, key: SigningKey | None, tmp_path: Path) -> CheckpointService:
     return CheckpointService(app.store, key, app.clock, key_path=tmp_path / "key")
-
-
-@contextmanager
-def raw(store: EventStore) -> Iterator[tuple[Any, str, str]]:
-    """A raw connection to the store's database: (connection, events table, leaves table)."""
-    location = store.location
-    if location.kind == "sqlite":
-        assert location.sqlite_path is not None
-        conn: Any = sqlite3.connect(location.sqlite_path, isolation_level=None)
-        try:
-            yield conn, "stored_events", "blackops_leaves"
-        finally:
-            conn.close()
-        return
-    s = location.settings
-    with psycopg.connect(
-        host=s["POSTGRES_HOST"], port=s["POSTGRES_PORT"], user=s["POSTGRES_USER"],
-        dbname=s["POSTGRES_DBNAME"], autocommit=True,
-    ) as pg:  # fmt: skip
-        schema = s["POSTGRES_SCHEMA"]
-        yield pg, f"{schema}.blackops_events", f"{schema}.blackops_leaves"
-
-
-def q(conn: Any, sql: str) -> str:
-    return sql if isinstance(conn, sqlite3.Connection) else sql.replace("?", "%s")
 
 
 def verify_receipt_cli(path: Path, document: str, key: str) -> subprocess.CompletedProcess[str]:
@@ -296,9 +269,9 @@ def test_the_signer_refuses_a_truncated_tail(
     service.sign()
     signed = Checkpoint.parse(service.published().split("\n\n")[0] + "\n")
     cut = app.store.read_raw_after(0, 10_000)[signed.size - 3].id
-    with raw(app.store) as (conn, events, leaves):
+    with behind_the_journals_back(app.store) as (conn, events, leaves):
         # Deleting the tail with its leaves (and the checkpoint event in it).
-        column = "rowid" if isinstance(conn, sqlite3.Connection) else "notification_id"
+        column = position_column(conn)
         conn.execute(q(conn, f"DELETE FROM {events} WHERE {column} >= ?"), (cut,))
         conn.execute(q(conn, f"DELETE FROM {leaves} WHERE position >= ?"), (cut,))
     assert verify_store(app.store).ok  # the old verify cannot see a truncation
@@ -434,7 +407,7 @@ def overwrite(store: EventStore, stored: Any, state: bytes) -> None:
     leaf = event_leaf(
         stored.id, str(stored.originator_id), stored.originator_version, stored.topic, state
     )
-    with raw(store) as (conn, events, leaves):
+    with behind_the_journals_back(store) as (conn, events, leaves):
         conn.execute(
             q(conn, f"UPDATE {events} SET state = ? WHERE originator_id = ? AND "
                     "originator_version = ?"),

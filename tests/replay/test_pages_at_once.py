@@ -10,11 +10,13 @@ from __future__ import annotations
 import io
 import sqlite3
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tampering import behind_the_journals_back, position_column, q
 
 import replay.custody as custody
 from blackops.testing import FakeClock
@@ -145,21 +147,31 @@ def journal(any_store_url: str) -> Iterator[tuple[EventStore, int]]:
         store.close()
 
 
+@contextmanager
+def _pages_at_once(
+    monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, allowed: bool
+) -> Iterator[list[bool]]:
+    """Count the pages ``owner.name`` (a page-at-once check) takes at once; with ``allowed``
+    false it declines every page, so the code goes row by row as before."""
+    pages: list[bool] = []
+    check = getattr(owner, name)
+
+    def counted(*args: Any) -> bool:
+        pages.append(allowed and check(*args))
+        return pages[-1]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(owner, name, counted)
+        yield pages
+
+
 def _export(
     store: EventStore, paged: bool, monkeypatch: pytest.MonkeyPatch, **options: Any
 ) -> tuple[bytes, dict[str, Any], int]:
     """One export, page at a time or (``paged`` false) row by row: its lines, its manifest
     without the members that differ between any two exports, the pages taken at once."""
     out = io.BytesIO()
-    pages: list[bool] = []
-    page = custody._export_page
-
-    def counted(*args: Any) -> bool:
-        pages.append(paged and page(*args))
-        return pages[-1]
-
-    with monkeypatch.context() as patch:
-        patch.setattr(custody, "_export_page", counted)
+    with _pages_at_once(monkeypatch, custody, "_export_page", paged) as pages:
         manifest = export_with_manifest(
             store, out, actor=Actor("auditor"), clock=FakeClock(), **options
         )
@@ -231,13 +243,11 @@ def test_a_paged_export_refuses_where_the_row_by_row_export_does(
         written = []
         for paged in (False, True):
             out = io.BytesIO()
-            with monkeypatch.context() as patch:
-                if not paged:
-                    patch.setattr(custody, "_export_page", lambda *args: False)
-                with pytest.raises(IntegrityError) as refused:
-                    export_with_manifest(
-                        store, out, actor=Actor("a"), clock=FakeClock(), until=last
-                    )
+            with (
+                _pages_at_once(monkeypatch, custody, "_export_page", paged),
+                pytest.raises(IntegrityError) as refused,
+            ):
+                export_with_manifest(store, out, actor=Actor("a"), clock=FakeClock(), until=last)
             assert refused.value.position == victim
             written.append(out.getvalue())
         assert written[0] == written[1]
@@ -247,33 +257,15 @@ def test_a_paged_export_refuses_where_the_row_by_row_export_does(
 
 
 def _behind_the_journals_back(store: EventStore, statement: str, position: int) -> None:
-    location = store.location
-    if location.kind == "sqlite":
-        assert location.sqlite_path is not None
-        names = {"events": "stored_events", "leaves": "blackops_leaves", "position": "rowid"}
-        with sqlite3.connect(location.sqlite_path, isolation_level=None) as conn:
-            conn.execute(statement.format(blob="BLOB", **names), (position,))
-        return
-    import psycopg
-
-    settings = location.settings
-    schema = settings["POSTGRES_SCHEMA"]
-    names = {
-        "events": f"{schema}.blackops_events",
-        "leaves": f"{schema}.blackops_leaves",
-        "position": "notification_id",
-    }
-    with psycopg.connect(
-        host=settings["POSTGRES_HOST"],
-        port=settings["POSTGRES_PORT"],
-        user=settings["POSTGRES_USER"],
-        dbname=settings["POSTGRES_DBNAME"],
-        autocommit=True,
-    ) as pg:
-        text = "CAST(replace(CAST(state AS TEXT), '2026', '2027') AS {blob})"
-        bytea = "convert_to(replace(convert_from(state, 'UTF8'), '2026', '2027'), 'UTF8')"
-        statement = statement.replace(text, bytea).format(**names).replace("?", "%s")
-        pg.execute(statement, (position,))
+    """Run one of `TAMPERING`'s or `CHANGES`' statements at ``position``."""
+    with behind_the_journals_back(store) as (conn, events, leaves):
+        column = position_column(conn)
+        if column != "rowid":  # PostgreSQL: bytea has no text cast that keeps every byte
+            text = "CAST(replace(CAST(state AS TEXT), '2026', '2027') AS {blob})"
+            bytea = "convert_to(replace(convert_from(state, 'UTF8'), '2026', '2027'), 'UTF8')"
+            statement = statement.replace(text, bytea)
+        names = {"events": events, "leaves": leaves, "position": column, "blob": "BLOB"}
+        conn.execute(q(conn, statement.format(**names)), (position,))
 
 
 def test_observed_lines_are_observed_line_of_each_row(journal: tuple[EventStore, int]) -> None:
@@ -368,15 +360,7 @@ def _verified(
 ) -> tuple[tuple[dict[str, Any], list[Any], str], int]:
     """One live verification, page at a time or (``paged`` false) row by row: its report,
     problems and root, and the pages checked at once."""
-    pages: list[bool] = []
-    page_at_once = _Live.page_at_once
-
-    def counted(live: _Live, *args: Any) -> bool:
-        pages.append(paged and page_at_once(live, *args))
-        return pages[-1]
-
-    with monkeypatch.context() as patch:
-        patch.setattr(_Live, "page_at_once", counted)
+    with _pages_at_once(monkeypatch, _Live, "page_at_once", paged) as pages:
         report = verify_store(store, page=page)
     return (report.to_dict(), report.problems, report.root), sum(pages)
 
@@ -426,15 +410,7 @@ def _rehashed(
     by event: the first mismatch (position, message) or ``None``, and the pages at once."""
     from blackops.audit.tree import JournalTree, LeafMismatch
 
-    pages: list[bool] = []
-    rehashed = JournalTree._rehashed_at_once
-
-    def counted(self: JournalTree, *args: Any) -> bool:
-        pages.append(at_once and rehashed(self, *args))
-        return pages[-1]
-
-    with monkeypatch.context() as patch:
-        patch.setattr(JournalTree, "_rehashed_at_once", counted)
+    with _pages_at_once(monkeypatch, JournalTree, "_rehashed_at_once", at_once) as pages:
         try:
             tree._rehash(0, tree.size)
         except LeafMismatch as mismatch:

@@ -15,16 +15,14 @@ import asyncio
 import hashlib
 import io
 import json
-import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from cli_processes import run
+from tampering import behind_the_journals_back, q
 
 from blackops import Application, ExecutionContext, Retryable, Supervision
 from blackops.testing import FakeClock
@@ -67,34 +65,6 @@ def fill(app: Application) -> list[str]:
     ids.append(app.run("t.ok", {"n": 9}, actor="a", tenant="t").operation_id)
     asyncio.run(app.work_until_idle())
     return ids
-
-
-@contextmanager
-def behind_the_journals_back(store: EventStore) -> Iterator[tuple[Any, str, str]]:
-    """A raw connection to the store's database: (connection, events table, leaves table)."""
-    location = store.location
-    if location.kind == "sqlite":
-        assert location.sqlite_path is not None
-        conn: Any = sqlite3.connect(location.sqlite_path, isolation_level=None)
-        try:
-            yield conn, "stored_events", "blackops_leaves"
-        finally:
-            conn.close()
-        return
-    settings = location.settings
-    with psycopg.connect(
-        host=settings["POSTGRES_HOST"],
-        port=settings["POSTGRES_PORT"],
-        user=settings["POSTGRES_USER"],
-        dbname=settings["POSTGRES_DBNAME"],
-        autocommit=True,
-    ) as pg:
-        schema = settings["POSTGRES_SCHEMA"]
-        yield pg, f"{schema}.blackops_events", f"{schema}.blackops_leaves"
-
-
-def q(conn: Any, sql: str) -> str:
-    return sql if isinstance(conn, sqlite3.Connection) else sql.replace("?", "%s")
 
 
 def rows(store: EventStore) -> list[Any]:
