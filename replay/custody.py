@@ -22,26 +22,18 @@ from typing import Any, BinaryIO
 
 from domain.clock import Clock, format_instant
 from domain.context import Actor
-from domain.errors import BlackOpsError
 from domain.events import NewEvent
 from journal.backend_common import StoredRow
 from journal.leaves import leaf_hash
 from journal.store import Append, EventStore
 from replay.export import PAGE
+from replay.integrity import IntegrityError
 from replay.merkle import Frontier, root_of
 from replay.observed import observed_line
 from replay.recorded import RecordedLeaves
 from replay.verify import CANONICALISATION, HASH, PURGE_TYPES, TREE, verify_store
 
 FORMAT = "blackops.observed-jsonl"
-
-
-class IntegrityError(BlackOpsError):
-    """The journal no longer says what was appended; ``position`` is the first place."""
-
-    def __init__(self, position: int, message: str) -> None:
-        super().__init__("conflict", f"journal integrity: position {position}: {message}")
-        self.position = position
 
 
 @dataclass(slots=True)

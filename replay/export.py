@@ -15,6 +15,7 @@ from typing import BinaryIO
 
 from journal.leaves import page_entries
 from journal.store import EventStore
+from replay.integrity import IntegrityError
 from replay.observed import observed_line
 
 PAGE = 2000
@@ -38,9 +39,13 @@ def observed_lines(
         if not rows:
             return
         entries = page_entries(rows)
-        if entries is None:  # some row is no canonical envelope: observed_line names it
+        if entries is None:  # some row is not as the journal writes it: find it
             for row in rows:
-                yield row.id, observed_line(row)
+                try:
+                    line = observed_line(row)
+                except (ValueError, TypeError, AttributeError):  # changed behind its back
+                    raise IntegrityError(row.id, "the event is not what was appended") from None
+                yield row.id, line
         else:
             lines = [entry + b"\n" for entry in entries]
             yield from zip(map(attrgetter("id"), rows), lines, strict=True)

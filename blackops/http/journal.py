@@ -43,7 +43,7 @@ JSONL: dict[int | str, dict[str, Any]] = {
     "/v1/journal",
     summary="Observed JSONL (application/jsonl): events after a position, in order",
     response_class=Response,
-    responses={**JSONL, **errors(400, 403)},
+    responses={**JSONL, **errors(400, 403, 409)},
 )
 async def journal(
     after: After = 0,
@@ -67,7 +67,7 @@ async def journal(
     "/v1/spaces/{space}/journal",
     summary="Observed JSONL of one Space: its lines only (positions keep their gaps)",
     response_class=Response,
-    responses={**JSONL, **errors(400, 403, 404)},
+    responses={**JSONL, **errors(400, 403, 404, 409)},
 )
 async def space_journal(
     space: SpacePath,

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from cli_processes import BLACKOPS, ROOT, run
 from fastapi.testclient import TestClient
+from tampering import behind_the_journals_back, position_column, q
 
 from blackops import Application, ExecutionContext, OperationRejected, Retryable, Supervision
 from blackops.http.app import create_http_app
@@ -29,6 +30,7 @@ from blackops.operations.results import status_view
 from domain.documents import canonical_json
 from domain.operation import Operation
 from replay.export import export_journal, observed_lines
+from replay.integrity import IntegrityError
 from replay.observed import ObservedEvent, ObservedLineError, parse_line
 from replay.replayer import ReplayStopped, read_state, replay
 
@@ -205,6 +207,26 @@ def test_http_journal_answers_pages_of_jsonl(app: Application) -> None:
         bad = client.get(f"/v1/journal?{query}", headers=auth)
         assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_request"
     assert client.get("/v1/journal").status_code == 401
+
+
+def test_http_journal_names_an_event_changed_behind_its_back(app: Application) -> None:
+    """A state that is no longer a canonical envelope: the journal pages answer the export's
+    409 ``conflict`` naming its position (it was a 500), and the pages before it still read."""
+    busy_journal(app)
+    victim = app.store.read_raw_after(4, 1)[0].id
+    with behind_the_journals_back(app.store) as (conn, events, _):
+        column = position_column(conn)
+        conn.execute(q(conn, f"UPDATE {events} SET state = ? WHERE {column} = ?"), (b"{}", victim))
+    with pytest.raises(IntegrityError) as refused:
+        list(observed_lines(app.store))
+    assert refused.value.position == victim
+    client = TestClient(create_http_app(app, "t0k"))
+    auth = {"Authorization": "Bearer t0k"}
+    answer = client.get("/v1/journal", headers=auth)
+    assert answer.status_code == 409 and answer.json()["error"]["code"] == "conflict"
+    assert f"position {victim}:" in answer.json()["error"]["message"]
+    before = client.get(f"/v1/journal?limit={victim - 1}", headers=auth)
+    assert before.status_code == 200 and len(before.content.splitlines()) == victim - 1
 
 
 def test_cli_export_and_replay(store_url: str, tmp_path: Path) -> None:

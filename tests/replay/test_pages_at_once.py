@@ -25,8 +25,9 @@ from domain.events import NewEvent
 from journal.backend_common import StoredRow
 from journal.leaves import entry_bytes, leaf_hash, page_entries
 from journal.store import Append, EventStore
-from replay.custody import IntegrityError, export_with_manifest, record_checkpoint
+from replay.custody import export_with_manifest, record_checkpoint
 from replay.export import observed_lines
+from replay.integrity import IntegrityError
 from replay.merkle import Frontier, root_of
 from replay.observed import observed_line
 from replay.verify import _Live, verify_export, verify_store

@@ -30,7 +30,8 @@ from domain.context import Actor
 from domain.events import NewEvent
 from journal.leaves import entry_bytes, leaf_hash
 from journal.store import Append, EventStore
-from replay.custody import IntegrityError, export_with_manifest, record_checkpoint
+from replay.custody import export_with_manifest, record_checkpoint
+from replay.integrity import IntegrityError
 from replay.merkle import (
     EMPTY_ROOT,
     consistency_proof,
