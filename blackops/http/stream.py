@@ -47,6 +47,7 @@ from domain.access import Action, check_system
 from domain.errors import BlackOpsError, InvalidRequest
 from journal.store import MAX_POSITION, EventStore
 from replay.export import observed_lines
+from replay.integrity import IntegrityError
 from replay.schema import OBSERVED_LINE_SCHEMA_PATH, observed_line_schema_bytes
 
 log = logging.getLogger("blackops.http.stream")
@@ -339,11 +340,20 @@ class _Page:
 
 
 def _page(store: EventStore, after: int, space: str | None) -> _Page:
-    """One page of lines after ``after`` (only ``space``'s, if given)."""
-    lines = list(observed_lines(store, after, PAGE))
+    """One page of lines after ``after`` (only ``space``'s, if given). The lines before an
+    event changed behind the journal's back are sent; the next page names it (F163)."""
+    lines: list[tuple[int, bytes]] = []
+    changed = False
+    try:
+        for line in observed_lines(store, after, PAGE):
+            lines.append(line)
+    except IntegrityError:
+        if not lines:
+            raise
+        changed = True  # read on at once: the next page raises it
     if not lines:
         return _Page([], after, False)
-    read_up_to, full = lines[-1][0], len(lines) == PAGE
+    read_up_to, full = lines[-1][0], changed or len(lines) == PAGE
     if space is not None:
         lines = [(position, line) for position, line in lines if tenant_of(line) == space]
     return _Page(lines, read_up_to, full)

@@ -227,6 +227,15 @@ def test_http_journal_names_an_event_changed_behind_its_back(app: Application) -
     assert f"position {victim}:" in answer.json()["error"]["message"]
     before = client.get(f"/v1/journal?limit={victim - 1}", headers=auth)
     assert before.status_code == 200 and len(before.content.splitlines()) == victim - 1
+    # The stream sends the events before it too, then ends (its headers are sent).
+    for query, count in ((f"limit={victim - 1}", victim - 1), ("max_seconds=2", victim - 1),
+                         (f"after={victim - 3}&max_seconds=2", 2)):  # fmt: skip
+        streamed = client.get(f"/v1/journal/stream?{query}", headers=auth)
+        assert streamed.status_code == 200, query
+        assert streamed.text.count("\nid: ") + streamed.text.startswith("id: ") == count, query
+    documented = client.get("/openapi.json").json()["paths"]
+    assert "409" in documented["/v1/journal"]["get"]["responses"]
+    assert "409" in documented["/v1/spaces/{space}/journal"]["get"]["responses"]
 
 
 def test_cli_export_and_replay(store_url: str, tmp_path: Path) -> None:

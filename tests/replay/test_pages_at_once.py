@@ -391,6 +391,9 @@ def test_the_checkpoint_trees_rehash_a_page_at_a_time_finds_what_one_at_a_time_d
         statements, position = CHANGES[change]
         for statement in statements:  # behind the back of a tree that folded the leaves in
             _behind_the_journals_back(store, statement, position)
+        if statements:  # the change did happen (review)
+            still_there = [row.id for row in store.read_raw_after(position - 1, 1)] == [position]
+            assert still_there == ("gone" not in change)
         (one, none), (paged, taken) = (
             _rehashed(tree, at_once, monkeypatch) for at_once in (False, True)
         )
