@@ -4,6 +4,7 @@ journal as Observed JSONL, its integrity, and observers fed from it."""
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -108,8 +109,12 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
         raise InvalidRequest(f"--until {args.until} is before --after {args.after}")
     if args.json and not args.output:
         raise InvalidRequest("--json needs --output: stdout carries the JSONL")
+    if args.manifest and args.no_manifest:
+        raise InvalidRequest("--manifest and --no-manifest contradict each other")
     manifest_path = args.manifest or (f"{args.output}.manifest.json" if args.output else None)
-    if manifest_path is None and not args.no_manifest:
+    if args.no_manifest:  # a plain stream, to a file too: no manifest, not recorded
+        manifest_path = None
+    elif manifest_path is None:
         raise InvalidRequest(
             "an export to stdout needs --manifest FILE (or --no-manifest for a plain stream)"
         )
@@ -118,8 +123,12 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     body: dict[str, Any] = {"output": args.output, "manifest": manifest_path}
+    # A finished export replaces --output whole: it is written beside it first, so an export
+    # that fails (a journal that no longer verifies) leaves no partial file to be mistaken
+    # for a whole one. --follow writes the file itself, for readers who follow it.
+    partial = None if not args.output or args.follow else f"{args.output}.partial"
     try:
-        target = open(args.output, "wb") if args.output else sys.stdout.buffer  # noqa: SIM115
+        target = open(partial or args.output, "wb") if args.output else sys.stdout.buffer  # noqa: SIM115
         try:
             with progress("exporting") as report:
                 if manifest_path is None:
@@ -147,9 +156,16 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
                         root=manifest["root"],
                         custody=manifest["custody"],
                     )
+        except BaseException:
+            if partial is not None:
+                target.close()
+                os.remove(partial)
+            raise
         finally:
             if args.output:
                 target.close()
+        if partial is not None:
+            os.replace(partial, args.output)
     finally:
         store.close()
     if args.json:

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from cli_processes import run
-from tampering import behind_the_journals_back, q
+from tampering import behind_the_journals_back, position_column, q
 
 from blackops import Application, ExecutionContext, Retryable, Supervision
 from blackops.testing import FakeClock
@@ -327,6 +327,41 @@ def test_cli_checkpoint_export_and_verify(store_url: str, tmp_path: Path) -> Non
     assert broken.returncode == 1
     assert json.loads(broken.stdout)["firstProblem"]["kind"] == "deleted"
     assert json.loads(broken.stdout)["firstProblem"]["position"] == numbered(lines[3])
+
+
+@pytest.mark.parametrize("manifest", [True, False], ids=["manifest", "no manifest"])
+def test_cli_export_that_fails_leaves_no_partial_file(
+    store_url: str, tmp_path: Path, manifest: bool
+) -> None:
+    """``journal export --output F`` over a journal changed behind its back: a ``conflict``
+    naming the position, no traceback, and F as it was (absent here, or an earlier whole
+    export), with nothing left beside it; F is written whole only by an export that ends."""
+    app = Application(store_url)
+    fill(app)
+    app.close()
+    target = tmp_path / "j.jsonl"
+    options = [] if manifest else ["--no-manifest"]
+    whole = run("journal", "export", "--output", str(target), *options, store=store_url)
+    assert whole.returncode == 0, whole.stderr
+    earlier = target.read_bytes()
+    store = EventStore(store_url)
+    victim = tamper_position(store)
+    with behind_the_journals_back(store) as (conn, events, _):
+        column = position_column(conn)
+        conn.execute(
+            q(conn, f"UPDATE {events} SET state = ? WHERE {column} = ?"), (b"{}", victim.id)
+        )
+    store.close()
+    for output in (target, tmp_path / "new.jsonl"):
+        failed = run("journal", "export", "--output", str(output), *options, store=store_url)
+        assert failed.returncode != 0
+        assert "conflict" in failed.stderr and f"position {victim.id}" in failed.stderr
+        assert "Traceback" not in failed.stderr
+    assert target.read_bytes() == earlier
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("j.", "new."))) == [
+        "j.jsonl",
+        *(["j.jsonl.manifest.json"] if manifest else []),
+    ]
 
 
 # -- RFC 6962 arithmetic and fixed vectors ---------------------------------------------------
