@@ -167,7 +167,7 @@ def _export_page(
     if page is None:
         return False
     tree.frontier.extend(page.every)
-    entries, leaves, positions = page.entries, page.leaves, list(map(attrgetter("id"), rows))
+    entries, leaves, positions = page.entries, page.leaves, page.positions
     if keep is None:
         out.write(b"\n".join(entries))
         out.write(b"\n")
@@ -218,9 +218,8 @@ def _range_root(
 
 def _fold_until(tree: _Tree, after: int) -> None:
     """Fold every recorded leaf up to ``after`` into the journal tree (nothing exported)."""
-    while (found := tree.leaves.peek()) is not None and found[0] <= after:
-        tree.leaves.take()
-        tree.frontier.append(found[1])
+    for taken in tree.leaves.before(after + 1):
+        tree.frontier.extend(list(map(itemgetter(1), taken)))
 
 
 def record_checkpoint(store: EventStore, *, actor: Actor, clock: Clock) -> dict[str, Any]:

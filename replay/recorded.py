@@ -14,13 +14,12 @@ from journal.backend_common import StoredRow
 from journal.leaves import leaf_hashes, page_entries
 from journal.store import EventStore
 
-PAGE = 2000
-
 
 @dataclass(frozen=True, slots=True)
 class MatchedPage:
     """A page of rows whose recorded leaves all matched (`RecordedLeaves.take_matching`)."""
 
+    positions: list[int]  # each row's position
     entries: list[bytes]  # each row's Merkle entry (its Observed line without the newline)
     leaves: list[bytes]  # each row's leaf, equal to the one recorded
     every: list[bytes]  # every leaf taken, in order: the rows' and purged positions' (to fold)
@@ -29,18 +28,20 @@ class MatchedPage:
 @dataclass(slots=True)
 class RecordedLeaves:
     store: EventStore
-    page: int = PAGE
+    page: int  # leaves read at a time
     after: int = 0  # the position of the last leaf taken
     buffer: list[tuple[int, bytes]] = field(default_factory=list)
     next: int = 0  # the first leaf of ``buffer`` not taken yet (a pop(0) would move the rest)
 
-    def peek(self) -> tuple[int, bytes] | None:
-        """The next leaf, not taken; ``None`` past the last."""
+    def _refilled(self) -> bool:
+        """Read the next page of leaves once the buffer is used up; ``False`` past the last."""
         if self.next == len(self.buffer):
             self.buffer, self.next = self.store.read_leaves(self.after, self.page), 0
-            if not self.buffer:
-                return None
-        return self.buffer[self.next]
+        return self.next < len(self.buffer)
+
+    def peek(self) -> tuple[int, bytes] | None:
+        """The next leaf, not taken; ``None`` past the last."""
+        return self.buffer[self.next] if self._refilled() else None
 
     def ahead(self, count: int) -> list[tuple[int, bytes]]:
         """The next ``count`` leaves (fewer past the last), not taken."""
@@ -86,7 +87,8 @@ class RecordedLeaves:
     def take_matching(self, rows: list[StoredRow], purged: Collection[int]) -> MatchedPage | None:
         """Take a page's leaves when they are its rows' own (`for_rows`) and each row's event
         hashes to its own; else ``None`` and nothing is taken (go row by row)."""
-        recorded = self.for_rows(list(map(attrgetter("id"), rows)), purged)
+        positions = list(map(attrgetter("id"), rows))
+        recorded = self.for_rows(positions, purged)
         if recorded is None:
             return None
         every, own = recorded
@@ -97,16 +99,12 @@ class RecordedLeaves:
         if own != leaves:
             return None
         self.take(len(every))
-        return MatchedPage(entries, leaves, every)
+        return MatchedPage(positions, entries, leaves, every)
 
     def before(self, position: int) -> Iterator[list[tuple[int, bytes]]]:
         """Take every leaf before ``position``, a list per page read (what lies between one
         event and the next: the leaves of purged events, or of events gone)."""
-        while True:
-            if self.next == len(self.buffer):
-                self.buffer, self.next = self.store.read_leaves(self.after, self.page), 0
-                if not self.buffer:
-                    return
+        while self._refilled():
             end = bisect_left(self.buffer, position, lo=self.next, key=itemgetter(0))
             if end == self.next:
                 return

@@ -128,15 +128,14 @@ class _Live:
     limit: int
     wanted: list[int]  # the tree heads' sizes, sorted
     purged: set[int]  # positions a retention tombstone accounts for
-    heads: set[int] = field(init=False)  # ``wanted`` as a set
-
-    def __post_init__(self) -> None:
-        self.heads = set(self.wanted)
-
+    heads: set[int] = field(init=False)  # ``wanted`` as a set, for `fold_one`
     report: VerifyReport = field(default_factory=VerifyReport)
     frontier: Frontier = field(default_factory=Frontier)
     roots_at: dict[int, str] = field(default_factory=lambda: {0: EMPTY_ROOT.hex()})
     versions: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.heads = set(self.wanted)
 
     def problem(self, kind: str, position: int, message: str) -> None:
         if len(self.report.problems) < self.limit:

@@ -58,23 +58,6 @@ def test_extend_folds_the_same_nodes_as_append(start: int, batches: list[int]) -
         assert (many.size, many.nodes(), many.root()) == (one.size, one.nodes(), one.root())
 
 
-def test_root_of_is_rfc6962_on_every_size_to_40() -> None:
-    """The running tree against RFC 6962's recursive MTH, written out independently."""
-    from replay.merkle import node_hash
-
-    def mth(leaves: list[bytes]) -> bytes:
-        if len(leaves) == 1:
-            return leaves[0]
-        k = 1
-        while k * 2 < len(leaves):
-            k *= 2
-        return node_hash(mth(leaves[:k]), mth(leaves[k:]))
-
-    leaves = _leaves(40)
-    for n in range(1, 41):
-        assert root_of(leaves[:n]) == mth(leaves[:n])
-
-
 # -- page_entries -----------------------------------------------------------------------------
 
 
