@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import secrets
 import select
 import threading
 from collections.abc import Callable, Sequence
@@ -39,6 +40,9 @@ from journal.retention_sql import RetentionRecorder, RetentionTables
 from journal.snapshot_sql import SnapshotRecorder, SnapshotTables, Tail, tails
 from journal.work_sql import WorkTables
 
+#: What begins an announcer's mark among a NOTIFY payload's names (no topic begins so).
+ANNOUNCER_MARK = "@"
+
 log = logging.getLogger("blackops.journal")
 
 #: Parameters: schema, name. Whether one of our functions is there (no lock taken).
@@ -73,6 +77,9 @@ class BlackOpsPostgresRecorder(
         self._topic_index_name = f"{schema}.{topic_sql.INDEX}"
         # One wake-up channel per schema: workers of other journals are not disturbed.
         self.work_channel = "blackops_work_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
+        #: Signs this recorder's announcements, so that its own listener can tell them from
+        #: other stores' (this store's appends wake this process's listeners directly).
+        self.announcer = ANNOUNCER_MARK + secrets.token_hex(8)
         self._create_leaves = SQL(
             "CREATE TABLE IF NOT EXISTS {}.blackops_leaves "
             "(position bigint PRIMARY KEY, leaf bytea NOT NULL)"
@@ -185,14 +192,15 @@ class BlackOpsPostgresRecorder(
         if not stored_events:
             return []
         triples = [(str(s.originator_id), s.topic, s.state) for s in stored_events]
-        wake = ",".join(sorted({s.topic for s in stored_events} & work_index.WAKING_TOPICS))
+        waking = sorted({s.topic for s in stored_events} & work_index.WAKING_TOPICS)
+        wake = ",".join([*waking, self.announcer]) if waking else None
         arguments = (
             [stream for stream, _, _ in triples],
             [s.originator_version for s in stored_events],
             [topic for _, topic, _ in triples],
             [state for _, _, state in triples],
             *append_sql.checks(predecessors(stored_events), new_streams(stored_events)),
-            wake or None,
+            wake,
             self._lock_wait,
             append_sql.work_rows(work_index.changes(triples)),
             append_sql.retention_rows(retention_index.changes(triples)),
@@ -429,10 +437,13 @@ def listen_for_wakes(
     channel: str,
     on_wake: Callable[[frozenset[str] | None], None],
     stopped: threading.Event,
+    announcer: str | None = None,
 ) -> None:
     """LISTEN on a schema's work channel until ``stopped``; every append that may make
-    work due NOTIFYs it (in its own transaction) with the waking topics it committed,
-    which ``on_wake`` receives. Reconnects after failures with a backoff and calls
+    work due NOTIFYs it (in its own transaction) with the waking topics it committed and
+    its recorder's ``announcer`` mark, and ``on_wake`` receives the topics of every
+    announcement but those marked ``announcer`` (the listening store's own appends, which
+    woke its process already). Reconnects after failures with a backoff and calls
     ``on_wake(None)`` after each connect (announcements may have been missed meanwhile;
     the listener's own polling covers the gap)."""
     statement = SQL("LISTEN {}").format(Identifier(channel))
@@ -445,7 +456,11 @@ def listen_for_wakes(
                 on_wake(None)
                 while not stopped.is_set():
                     for notify in conn.notifies(timeout=0.5, stop_after=1):
-                        on_wake(frozenset(notify.payload.split(",")) if notify.payload else None)
+                        names = notify.payload.split(",") if notify.payload else []
+                        if announcer in names:
+                            continue  # the listening store's own append: it woke its process
+                        topics = frozenset(n for n in names if not n.startswith(ANNOUNCER_MARK))
+                        on_wake(topics or None)
         except psycopg.Error as error:
             log.info("LISTEN connection lost (%s); retrying", error)
             stopped.wait(backoff)

@@ -519,10 +519,10 @@ class EventStore:
         return self.location.kind == "postgresql"
 
     def listen_for_wakes(self, on_wake: Callable[[], None], stopped: threading.Event) -> None:
-        """Block until ``stopped``, calling ``on_wake`` whenever an append in any process
-        may have made work due (PostgreSQL LISTEN/NOTIFY). Returns at once on a backend
-        that has no such announcement; this process's own appends wake the listeners of
-        :meth:`add_wake_listener` on every backend."""
+        """Block until ``stopped``, calling ``on_wake`` whenever an append of another store
+        (another process, mostly) may have made work due (PostgreSQL LISTEN/NOTIFY).
+        Returns at once on a backend that has no such announcement; this store's own
+        appends wake the listeners of :meth:`add_wake_listener` instead, on every backend."""
         self.listen_for_wake_topics(lambda _topics: on_wake(), stopped)
 
     def listen_for_wake_topics(
@@ -535,7 +535,8 @@ class EventStore:
         from journal.backend_postgres import listen_for_wakes
 
         channel: str = self._recorder.work_channel  # type: ignore[attr-defined]
-        listen_for_wakes(dict(self.location.settings), channel, on_wake, stopped)
+        announcer: str = self._recorder.announcer  # type: ignore[attr-defined]
+        listen_for_wakes(dict(self.location.settings), channel, on_wake, stopped, announcer)
 
     @property
     def settings(self) -> dict[str, str]:

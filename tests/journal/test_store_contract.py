@@ -1019,6 +1019,33 @@ class EventStoreContract(ABC):
             listener.join(timeout=10)
         assert not listener.is_alive()
 
+    def test_a_stores_own_appends_are_not_announced_to_its_listener(
+        self, store: EventStore, peer: EventStore
+    ) -> None:
+        """Its own appends wake its process's listeners directly (add_wake_listener): the
+        LISTEN connection hears only other stores'. Announcements arrive in commit order,
+        so an echo of the first append would be heard before the peer's."""
+        heard: queue.Queue[frozenset[str] | None] = queue.Queue()
+        stopped = threading.Event()
+        listener = threading.Thread(
+            target=store.listen_for_wake_topics, args=(heard.put, stopped), daemon=True
+        )
+        listener.start()
+        try:
+            if not self.announces_wakes:
+                listener.join(timeout=10)
+                assert not listener.is_alive() and heard.empty()
+                return
+            assert heard.get(timeout=10) is None  # connected
+            store.append(Deferred("op-own").accept(0))
+            accepted = NewEvent(type=Topic.EVENT_ACCEPTED, at=AT, context={}, data={})
+            peer.append(Append("wf-peer", 0, [accepted]))
+            assert heard.get(timeout=10) == frozenset({Topic.EVENT_ACCEPTED})
+        finally:
+            stopped.set()
+            listener.join(timeout=10)
+        assert not listener.is_alive()
+
     # -- transactions ----------------------------------------------------------------------
 
     def test_a_transaction_commits_at_the_end_of_its_block_and_rolls_back_if_it_raises(
