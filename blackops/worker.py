@@ -8,8 +8,9 @@ attempts wait in its queue (their leases are renewed too), so claims and commits
 groups even when handlers are instant. The coordinator sleeps until a handler finishes,
 new work is announced (PostgreSQL LISTEN/NOTIFY, or an in-process signal), the next
 known due time, the next heartbeat, or the polling fallback. A busy coordinator's turns
-are paced (``wake_delay`` under load, ``gather_seconds`` under a trickle of this process's
-submits) so that claims and ends share transactions (decisions F111, F131).
+are paced (``wake_delay`` under load, ``gather_seconds`` under a trickle of submits, this
+process's or announced) so that claims and ends share transactions (decisions F111, F131,
+F164).
 
 A worker that cannot renew a lease abandons that attempt before the lease ends: its
 result is never committed, and a new claimant records ``attempt.claim_lost``. A
@@ -142,9 +143,10 @@ class Worker:
         self._notified = threading.Event()  # woken by LISTEN/NOTIFY (another process)
         self._next_due: int | None = None
         self.wake_delay = wake_delay
-        # This process's submits since the last turn began, when the last came and how
-        # long after the one before it: under a trickle of submits a busy worker's turns
-        # are spaced `gather_seconds` apart, not `wake_delay` (decisions F131).
+        # This process's submits since the last turn began; when the last submit came, here
+        # or announced by another process, and how long after the one before it: under a
+        # trickle of submits a busy worker's turns are spaced `gather_seconds` apart, not
+        # `wake_delay` (decisions F131, F164).
         self.gather_seconds = max(gather_seconds, wake_delay)
         self._submits = 0
         self._submitted_at = -math.inf
@@ -251,8 +253,10 @@ class Worker:
             if self._notified.is_set() and self._finished.empty():
                 # Announced by another process: every worker hears it. A short pause
                 # lets a burst of submissions be claimed as one group, and lets the
-                # first worker take it while the others then find nothing due.
-                self._stop_requested.wait(self.wake_delay * (1 + random.random()))
+                # first worker take it while the others then find nothing due; under a
+                # trickle of submits, `gather_seconds` gathers them (decisions F164).
+                pause = self.gather_seconds if self._trickle(time.monotonic()) else self.wake_delay
+                self._stop_requested.wait(pause * (1 + random.random()))
             self._notified.clear()
 
     def _pace(self, busy: float) -> None:
@@ -260,8 +264,9 @@ class Worker:
 
         Under load, turns begin at least ``wake_delay`` apart, so the submits and ends
         arriving meanwhile are claimed and committed as one group, not one transaction
-        (and one due-work read) per operation (decisions F111). Under a trickle (submits
-        coming at most ``gather_seconds`` apart, the last claim leaving room) they begin
+        (and one due-work read) per operation (decisions F111). Under a trickle (submits, here
+        or announced, coming at most ``gather_seconds`` apart, the last claim leaving room)
+        they begin
         ``gather_seconds`` apart, or as soon as this process's submits fill the room: at
         one submit at a time the attempts' ends then ride with the next claims (F131). An
         idle worker turns at once. A stop ends the pause; the pause never outlasts a
@@ -276,22 +281,29 @@ class Worker:
             until = min(until, busy + self._spacing(now))
 
     def _spacing(self, now: float) -> float:
-        trickle = (
+        if self._trickle(now) and self._submits < self._claim_room():
+            return self.gather_seconds
+        return self.wake_delay
+
+    def _trickle(self, now: float) -> bool:
+        """Submits (here or announced) came at most `gather_seconds` apart, the last at
+        most that long ago, and the last claim left room: more are likely soon."""
+        return (
             not self._last_claim_full
             and self._submit_gap <= self.gather_seconds
             and now - self._submitted_at <= self.gather_seconds
         )
-        if trickle and self._submits < self._claim_room():
-            return self.gather_seconds
-        return self.wake_delay
 
     def _on_submit(self) -> None:
         """This process committed a submit (a store wake listener)."""
-        now = time.monotonic()
-        self._submit_gap, self._submitted_at = now - self._submitted_at, now
+        self._submit_came()
         self._submits += 1
         self._paced.set()
         self._wake.set()
+
+    def _submit_came(self) -> None:
+        now = time.monotonic()
+        self._submit_gap, self._submitted_at = now - self._submitted_at, now
 
     def _claim_room(self) -> int:
         """Claim again once the queue in front of the threads has drained."""
@@ -447,6 +459,8 @@ class Worker:
         self.runtime.store.listen_for_wake_topics(self._announced, self._stop_requested)
 
     def _announced(self, topics: frozenset[str] | None) -> None:
+        if topics is not None and topics & SUBMIT_TOPICS:
+            self._submit_came()  # another process's: a trickle of them spaces busy turns
         if topics is None or topics & OPERATION_WAKING_TOPICS:
             self._notified.set()
             self._wake.set()

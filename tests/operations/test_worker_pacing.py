@@ -12,6 +12,7 @@ from functools import partial
 from typing import Any
 
 import pytest
+from conftest import postgres_schema_url  # type: ignore[import-not-found, unused-ignore]
 from worker_fleet import wait_for
 
 from blackops import Application, Retryable, Supervision
@@ -24,6 +25,7 @@ class BusyCoordinator:
 
     _pace = Worker._pace
     _spacing = Worker._spacing
+    _trickle = Worker._trickle
 
     def __init__(self, wake_delay: float, lease_seconds: float = 30.0) -> None:
         self.wake_delay, self.lease_seconds = wake_delay, lease_seconds
@@ -117,11 +119,9 @@ def test_a_turn_woken_by_a_submit_here_claims_without_a_due_work_read(
     """The submit's commit says there is work: the turn goes straight to the claim (the
     read stays for wakes that do not say so: polling, NOTIFY, retries)."""
     app = noop_app
-    worker = app.worker(poll_seconds=30)
-    # NOTIFY (PostgreSQL) echoes this process's submits too: such a wake does not say
-    # whose work it is, and its turn reads the index. Not heard here.
-    monkeypatch.setattr(worker, "_announced", lambda topics: None)
-    worker.start()
+    # On PostgreSQL this store's own submits are not announced back to its listener
+    # (an announced wake does not say whose work it is, and its turn reads the index).
+    worker = app.worker(poll_seconds=30).start()
     reads: list[object] = []
     original = app.store.next_due
 
@@ -203,6 +203,43 @@ def test_a_stop_ends_the_gathering_and_commits_what_finished(noop_app: Applicati
     assert app.status(slow)["status"] == "completed"  # committed at the stop
     assert app.status(waiting)["status"] == "accepted"  # a stop claims nothing more
     app.close()
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    yield from postgres_schema_url()
+
+
+def test_announced_submits_a_trickle_gathers_and_a_lone_one_does_not_wait(
+    postgres_url: str,
+) -> None:
+    """Another process's submits reach a worker as announcements (PostgreSQL NOTIFY). A
+    lone one is claimed after ``wake_delay``, not ``gather_seconds`` (3 s here); the second
+    of two announced 30 ms apart starts the gathering, so the third, 30 ms later, is
+    claimed in the same transaction (decisions F164)."""
+    working, submitting = Application(postgres_url), Application(postgres_url)
+    for app in (working, submitting):
+        app.operation("t.noop")(lambda ctx, params: None)
+    turns = Transactions(working)
+    worker = working.worker(gather_seconds=3.0, poll_seconds=30).start()
+    try:
+        time.sleep(0.5)  # listening (its first turn found nothing)
+        began = time.monotonic()
+        lone = submitting.submit("t.noop", {}, actor="a", tenant="t")
+        wait_for(lambda: completed(submitting, [lone]), 30, "the lone operation")
+        assert time.monotonic() - began < 2.5  # not gathered for 3-6 s
+        time.sleep(3.5)  # the lone submit is no longer recent
+        trickle = []
+        for n in range(3):
+            trickle.append(submitting.submit("t.noop", {"n": n}, actor="a", tenant="t"))
+            time.sleep(0.03)
+        wait_for(lambda: completed(submitting, trickle), 30, "the trickle")
+    finally:
+        worker.stop(5)
+        working.close()
+        submitting.close()
+    claims = [t["claims"] for t in turns.worker_turns() if t["claims"]]
+    assert sum(claims) == 4 and 2 in claims, claims
 
 
 def flaky_once(app: Application, *, retry_after: float, other_seconds: float) -> list[float]:
