@@ -14,11 +14,15 @@ import sys
 from datetime import UTC, datetime
 from typing import IO, Any
 
+import orjson
+
 FORMATS = ("auto", "json", "text")
 LEVELS = ("debug", "info", "warning", "error")
 #: The logger of the facts (claims, attempt ends, retries, ...).
 EVENTS = "blackops.events"
 _HANDLER_NAME = "blackops-structured"
+#: Dates and dataclasses are written as ``str()`` writes them, as json.dumps's default did.
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
 def _fields(record: logging.LogRecord) -> dict[str, Any]:
@@ -45,7 +49,11 @@ class JsonFormatter(logging.Formatter):
             line.setdefault(key, value)
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
-        return json.dumps(line, ensure_ascii=False, separators=(",", ":"), default=str)
+        try:  # a fifth of json.dumps's time; what orjson refuses (a key that is no string,
+            # an integer beyond 64 bits, a lone surrogate) the standard library writes
+            return orjson.dumps(line, default=str, option=_ORJSON_OPTIONS).decode()
+        except (TypeError, orjson.JSONEncodeError):
+            return json.dumps(line, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 _PLAIN = frozenset('"\\=')

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import logging
 import re
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from fastapi.testclient import TestClient
 
 from blackops import Application
 from blackops.http.app import create_http_app
-from blackops.observability.logs import TextFormatter, configure
+from blackops.observability.logs import JsonFormatter, TextFormatter, configure
 
 SYSTEM = "untrusted-labels-system-token"
 H = {"Authorization": f"Bearer {SYSTEM}"}
@@ -119,3 +120,27 @@ def test_an_exception_text_cannot_forge_a_text_log_line() -> None:
     assert len(lines) > 2 and not any(line.startswith(forged) for line in lines)
     assert all(line.startswith("    ") for line in lines[1:])  # the traceback, indented
     assert f"    {forged}" in lines
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"operation_id": "op\n1\u2028\u00e9\x00", "attempt": 3, "ok": True, "none": None},
+        {"big": 2**70},  # orjson refuses: the standard library writes it
+        {"odd": "\ud800"},  # a lone surrogate (orjson refuses)
+        {7: "a key that is no string"},
+    ],
+)
+def test_a_json_log_line_is_one_line_holding_every_field(fields: dict[Any, Any]) -> None:
+    """The JSON format writes with orjson and, where orjson refuses, with the standard
+    library: either way one line that reads back as the fields, and for the ordinary fields
+    the very bytes json.dumps wrote."""
+    record = logging.getLogger("t").makeRecord(
+        "t", logging.INFO, __file__, 0, "m", (), None, extra={"fields": fields}
+    )
+    line = JsonFormatter().format(record)
+    assert "\n" not in line
+    read = json.loads(line)
+    assert {k: read[str(k)] for k in fields} == {k: fields[k] for k in fields}
+    whole = {"ts": read["ts"], "level": "info", "logger": "t", "msg": "m", **fields}
+    assert line == json.dumps(whole, ensure_ascii=False, separators=(",", ":"), default=str)
