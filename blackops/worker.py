@@ -255,8 +255,11 @@ class Worker:
                 # lets a burst of submissions be claimed as one group, and lets the
                 # first worker take it while the others then find nothing due; under a
                 # trickle of submits, `gather_seconds` gathers them (decisions F164).
+                # Capped like the busy pause, so renewals come between turns.
                 pause = self.gather_seconds if self._trickle(time.monotonic()) else self.wake_delay
-                self._stop_requested.wait(pause * (1 + random.random()))
+                self._stop_requested.wait(
+                    min(pause * (1 + random.random()), self.lease_seconds / 10)
+                )
             self._notified.clear()
 
     def _pace(self, busy: float) -> None:
@@ -264,11 +267,11 @@ class Worker:
 
         Under load, turns begin at least ``wake_delay`` apart, so the submits and ends
         arriving meanwhile are claimed and committed as one group, not one transaction
-        (and one due-work read) per operation (decisions F111). Under a trickle (submits, here
-        or announced, coming at most ``gather_seconds`` apart, the last claim leaving room)
-        they begin
-        ``gather_seconds`` apart, or as soon as this process's submits fill the room: at
-        one submit at a time the attempts' ends then ride with the next claims (F131). An
+        (and one due-work read) per operation (decisions F111). Under a trickle (submits,
+        here or announced, coming at most ``gather_seconds`` apart, the last claim leaving
+        room) they begin ``gather_seconds`` apart, or as soon as this process's submits fill
+        the room: at one submit at a time the attempts' ends then ride with the next claims
+        (F131, F164). An
         idle worker turns at once. A stop ends the pause; the pause never outlasts a
         tenth of the lease, so renewals come between turns.
         """

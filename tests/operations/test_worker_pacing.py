@@ -77,6 +77,29 @@ def test_the_pause_never_outlasts_a_tenth_of_the_lease() -> None:
     assert len(starts) >= 4, starts  # about one turn every 0.1 s, not one a minute
 
 
+class NotifiedCoordinator(BusyCoordinator):
+    """Under a trickle of announced submits: every turn claims some, leaves room, and hears
+    another announcement meanwhile."""
+
+    def __init__(self, gather_seconds: float, lease_seconds: float) -> None:
+        super().__init__(wake_delay=0.005, lease_seconds=lease_seconds)
+        self.gather_seconds = gather_seconds
+        self._last_claim_full, self._submit_gap = False, 0.001
+
+    def _turn(self, *, claim: bool, submitted: bool) -> int:
+        self._submitted_at = time.monotonic()  # what Worker._announced records
+        self._notified.set()
+        self._wake.set()
+        return super()._turn(claim=claim, submitted=submitted)
+
+
+def test_the_pause_after_an_announcement_never_outlasts_a_tenth_of_the_lease() -> None:
+    coordinator = NotifiedCoordinator(gather_seconds=60.0, lease_seconds=1.0)
+    run(coordinator, 0.75)
+    starts = [at for at, _, stop in coordinator.turns if not stop]
+    assert len(starts) >= 3, starts  # a turn every 0.1-0.2 s, not one a minute
+
+
 # -- a real worker -----------------------------------------------------------------------------
 
 
