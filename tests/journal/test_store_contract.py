@@ -9,6 +9,7 @@ backend genuinely differs, the base reads a class attribute the subclass sets
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import queue
 import random
@@ -972,52 +973,56 @@ class EventStoreContract(ABC):
     ) -> None:
         assert store.announces_wakes is self.announces_wakes
 
-    def test_listen_for_wakes_hears_another_stores_waking_append_only_where_announced(
-        self, store: EventStore, peer: EventStore
-    ) -> None:
-        """Where the backend announces wakes, a waking append by another EventStore wakes
-        the listener; elsewhere listen_for_wakes returns at once without calling it."""
-        wakes: queue.Queue[None] = queue.Queue()
-        stopped = threading.Event()
-        listener = threading.Thread(
-            target=store.listen_for_wakes, args=(lambda: wakes.put(None), stopped), daemon=True
-        )
-        listener.start()
-        try:
-            if not self.announces_wakes:
-                listener.join(timeout=10)
-                assert not listener.is_alive() and wakes.empty()
-                return
-            wakes.get(timeout=10)  # called once connected: announcements may have been missed
-            peer.append(Deferred("op-x").accept(0))
-            wakes.get(timeout=10)
-        finally:
-            stopped.set()
-            listener.join(timeout=10)
-        assert not listener.is_alive()
-
-    def test_an_announcement_names_the_waking_topics_it_committed(
-        self, store: EventStore, peer: EventStore
-    ) -> None:
+    @contextlib.contextmanager
+    def _heard(
+        self, store: EventStore, *, topics: bool = True
+    ) -> Iterator[queue.Queue[frozenset[str] | None] | None]:
+        """What ``store``'s listener (``listen_for_wake_topics``, or ``listen_for_wakes``
+        whose calls are heard as ``None``) hears while the block runs, past the call made
+        once it is connected. ``None`` where the backend announces nothing: the listener
+        then returned at once without a call."""
         heard: queue.Queue[frozenset[str] | None] = queue.Queue()
         stopped = threading.Event()
-        listener = threading.Thread(
-            target=store.listen_for_wake_topics, args=(heard.put, stopped), daemon=True
-        )
+        if topics:
+            listener = threading.Thread(
+                target=store.listen_for_wake_topics, args=(heard.put, stopped), daemon=True
+            )
+        else:
+            listener = threading.Thread(
+                target=store.listen_for_wakes, args=(lambda: heard.put(None), stopped), daemon=True
+            )
         listener.start()
         try:
             if not self.announces_wakes:
                 listener.join(timeout=10)
                 assert not listener.is_alive() and heard.empty()
+                yield None
                 return
             assert heard.get(timeout=10) is None  # connected: anything may have been missed
-            peer.append(Append("quiet", 0, [ev(1)]))
-            peer.append(Deferred("op-n").accept(0))
-            assert heard.get(timeout=10) == frozenset({"operation.accepted"})
+            yield heard
         finally:
             stopped.set()
             listener.join(timeout=10)
         assert not listener.is_alive()
+
+    def test_listen_for_wakes_hears_another_stores_waking_append_only_where_announced(
+        self, store: EventStore, peer: EventStore
+    ) -> None:
+        """Where the backend announces wakes, a waking append by another EventStore wakes
+        the listener; elsewhere listen_for_wakes returns at once without calling it."""
+        with self._heard(store, topics=False) as heard:
+            if heard is not None:
+                peer.append(Deferred("op-x").accept(0))
+                heard.get(timeout=10)
+
+    def test_an_announcement_names_the_waking_topics_it_committed(
+        self, store: EventStore, peer: EventStore
+    ) -> None:
+        with self._heard(store) as heard:
+            if heard is not None:
+                peer.append(Append("quiet", 0, [ev(1)]))
+                peer.append(Deferred("op-n").accept(0))
+                assert heard.get(timeout=10) == frozenset({"operation.accepted"})
 
     def test_a_stores_own_appends_are_not_announced_to_its_listener(
         self, store: EventStore, peer: EventStore
@@ -1025,26 +1030,12 @@ class EventStoreContract(ABC):
         """Its own appends wake its process's listeners directly (add_wake_listener): the
         LISTEN connection hears only other stores'. Announcements arrive in commit order,
         so an echo of the first append would be heard before the peer's."""
-        heard: queue.Queue[frozenset[str] | None] = queue.Queue()
-        stopped = threading.Event()
-        listener = threading.Thread(
-            target=store.listen_for_wake_topics, args=(heard.put, stopped), daemon=True
-        )
-        listener.start()
-        try:
-            if not self.announces_wakes:
-                listener.join(timeout=10)
-                assert not listener.is_alive() and heard.empty()
-                return
-            assert heard.get(timeout=10) is None  # connected
-            store.append(Deferred("op-own").accept(0))
-            accepted = NewEvent(type=Topic.EVENT_ACCEPTED, at=AT, context={}, data={})
-            peer.append(Append("wf-peer", 0, [accepted]))
-            assert heard.get(timeout=10) == frozenset({Topic.EVENT_ACCEPTED})
-        finally:
-            stopped.set()
-            listener.join(timeout=10)
-        assert not listener.is_alive()
+        with self._heard(store) as heard:
+            if heard is not None:
+                store.append(Deferred("op-own").accept(0))
+                accepted = NewEvent(type=Topic.EVENT_ACCEPTED, at=AT, context={}, data={})
+                peer.append(Append("wf-peer", 0, [accepted]))
+                assert heard.get(timeout=10) == frozenset({Topic.EVENT_ACCEPTED})
 
     # -- transactions ----------------------------------------------------------------------
 
