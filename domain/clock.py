@@ -16,10 +16,15 @@ class Clock(Protocol):
 
 
 def format_instant(moment: datetime) -> str:
-    """RFC 3339 UTC with microseconds and a ``Z``: fixed width, so it sorts as text."""
-    if moment.tzinfo is None:
-        raise ValueError("instants must be timezone-aware")
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """RFC 3339 UTC with microseconds and a ``Z``: fixed width, so it sorts as text.
+
+    ``isoformat`` (two thirds of ``strftime``'s time, on every event) pads years before
+    1000 to four digits, which the C library's ``%Y`` does not."""
+    if moment.tzinfo is not UTC:
+        if moment.tzinfo is None:
+            raise ValueError("instants must be timezone-aware")
+        moment = moment.astimezone(UTC)
+    return moment.isoformat(timespec="microseconds")[:-6] + "Z"  # "+00:00" -> "Z"
 
 
 #: RFC 3339 ``date-time`` (section 5.6): a full date, a time with optional fraction, and a
