@@ -149,8 +149,9 @@ class Worker:
         # `wake_delay` (decisions F131, F164).
         self.gather_seconds = max(gather_seconds, wake_delay)
         self._submits = 0
-        self._submitted_at = -math.inf
-        self._submit_gap = math.inf
+        # (when, gap): one attribute, so that the listener's and the submitters' threads
+        # never leave a time beside another submit's gap.
+        self._last_submit = (-math.inf, math.inf)
         self._last_claim_full = False
         self._paced = threading.Event()  # a submit or a stop, during a pause
         self._stop_requested = threading.Event()
@@ -291,10 +292,11 @@ class Worker:
     def _trickle(self, now: float) -> bool:
         """Submits (here or announced) came at most `gather_seconds` apart, the last at
         most that long ago, and the last claim left room: more are likely soon."""
+        submitted_at, gap = self._last_submit
         return (
             not self._last_claim_full
-            and self._submit_gap <= self.gather_seconds
-            and now - self._submitted_at <= self.gather_seconds
+            and gap <= self.gather_seconds
+            and now - submitted_at <= self.gather_seconds
         )
 
     def _on_submit(self) -> None:
@@ -306,7 +308,7 @@ class Worker:
 
     def _submit_came(self) -> None:
         now = time.monotonic()
-        self._submit_gap, self._submitted_at = now - self._submitted_at, now
+        self._last_submit = (now, now - self._last_submit[0])
 
     def _claim_room(self) -> int:
         """Claim again once the queue in front of the threads has drained."""

@@ -197,17 +197,26 @@ class EventStore:
                 positions = list(self._recorder.insert_events(stored) or ())
         except IntegrityError:
             return self._reconcile(appends, stored)
+        except BackendUnavailable:
+            # It may have committed, its acknowledgement lost: its announcement is not heard
+            # here (F164), so this process's workers are woken as if it had (a wake for
+            # nothing costs one due-work read).
+            self._wake(appends)
+            raise
         return self._split(appends, positions)
 
     def _announce(self, appends: Sequence[Append]) -> None:
         """After a commit: wake this process's workers and live readers."""
+        self._wake(appends)
+        for listener in list(self._append_listeners):
+            listener()
+
+    def _wake(self, appends: Sequence[Append]) -> None:
         topics = {event.type for append in appends for event in append.events} & WAKING_TOPICS
         if topics:
             for listener, wanted in list(self._wake_listeners):
                 if topics & wanted:
                     listener()
-        for listener in list(self._append_listeners):
-            listener()
 
     def add_append_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` after every commit of this store (live projections)."""

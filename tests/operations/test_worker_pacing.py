@@ -13,10 +13,12 @@ from typing import Any
 
 import pytest
 from conftest import postgres_schema_url  # type: ignore[import-not-found, unused-ignore]
+from eventsourcing.persistence import OperationalError
 from worker_fleet import wait_for
 
 from blackops import Application, Retryable, Supervision
 from blackops.worker import Worker
+from domain.errors import BackendUnavailable
 from journal.store import Append
 
 
@@ -35,7 +37,7 @@ class BusyCoordinator:
         self._finished: queue.Queue[object] = queue.Queue()
         self.completed, self._next_due, self._submits = 0, None, 0
         # Busy: every turn claims all the room it has.
-        self._last_claim_full, self._submit_gap, self._submitted_at = True, math.inf, -math.inf
+        self._last_claim_full, self._last_submit = True, (-math.inf, math.inf)
         self.turns: list[tuple[float, bool, bool]] = []  # (when, claim, stop requested)
 
     def _claim_room(self) -> int:
@@ -84,10 +86,10 @@ class NotifiedCoordinator(BusyCoordinator):
     def __init__(self, gather_seconds: float, lease_seconds: float) -> None:
         super().__init__(wake_delay=0.005, lease_seconds=lease_seconds)
         self.gather_seconds = gather_seconds
-        self._last_claim_full, self._submit_gap = False, 0.001
+        self._last_claim_full = False
 
     def _turn(self, *, claim: bool, submitted: bool) -> int:
-        self._submitted_at = time.monotonic()  # what Worker._announced records
+        self._last_submit = (time.monotonic(), 0.001)  # what Worker._announced records
         self._notified.set()
         self._wake.set()
         return super()._turn(claim=claim, submitted=submitted)
@@ -263,6 +265,32 @@ def test_announced_submits_a_trickle_gathers_and_a_lone_one_does_not_wait(
         submitting.close()
     claims = [t["claims"] for t in turns.worker_turns() if t["claims"]]
     assert sum(claims) == 4 and 2 in claims, claims
+
+
+def test_a_submit_whose_acknowledgement_was_lost_still_wakes_the_worker_here(
+    noop_app: Application, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Committed, then the connection failed before the answer (BackendUnavailable): the
+    store's own announcement is not heard by its listener (F164), so the store wakes its
+    process's workers itself; the worker does not wait for its poll (30 s here)."""
+    app = noop_app
+    worker = app.worker(poll_seconds=30).start()
+    recorder = app.store._recorder
+    committed = recorder.insert_events
+
+    def acknowledgement_lost(stored: Any, **kwargs: Any) -> Any:
+        committed(stored, **kwargs)
+        raise OperationalError("server closed the connection unexpectedly")
+
+    try:
+        time.sleep(0.2)  # its first turn (nothing due) is over
+        monkeypatch.setattr(recorder, "insert_events", acknowledgement_lost)
+        with pytest.raises(BackendUnavailable):
+            app.submit("t.noop", {}, actor="a", tenant="t")
+        monkeypatch.setattr(recorder, "insert_events", committed)
+        wait_for(lambda: worker.completed == 1, 10, "the operation, long before the poll")
+    finally:
+        worker.stop(5)
 
 
 def flaky_once(app: Application, *, retry_after: float, other_seconds: float) -> list[float]:
