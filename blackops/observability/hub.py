@@ -100,9 +100,9 @@ class Observability(Signals):
         if fact.traceparent:
             fields["trace_id"] = fact.traceparent.split("-")[1]
         # Logger.log would look for its caller in the stack (a third of a line's cost): it is
-        # always this method, so the record names this file and goes straight to the handlers.
+        # always this method, so the record names it and goes straight to the handlers.
         record = self.log.makeRecord(
-            self.log.name, level, __file__, 0, fact.name, (), None, extra={"fields": fields}
+            self.log.name, level, __file__, _LINE, fact.name, (), None, "_log", {"fields": fields}
         )
         self.log.handle(record)
 
@@ -125,3 +125,7 @@ class Observability(Signals):
             self.metrics.restarts.labels(why).inc()
         self.log.info("executor.restarted", extra={"fields": {"event": "executor.restarted",
                                                                   "reason": why}})  # fmt: skip
+
+
+#: The line a fact's record names: `Observability._log`'s (found once, not per record).
+_LINE = Observability._log.__code__.co_firstlineno

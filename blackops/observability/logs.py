@@ -21,8 +21,8 @@ LEVELS = ("debug", "info", "warning", "error")
 #: The logger of the facts (claims, attempt ends, retries, ...).
 EVENTS = "blackops.events"
 _HANDLER_NAME = "blackops-structured"
-#: Dates and dataclasses are written as ``str()`` writes them, as json.dumps's default did.
-_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+#: Field types whose JSON orjson writes byte for byte as json.dumps (ensure_ascii=False).
+_ORJSON_TYPES = frozenset({str, int, bool, type(None)})
 
 
 def _fields(record: logging.LogRecord) -> dict[str, Any]:
@@ -49,11 +49,13 @@ class JsonFormatter(logging.Formatter):
             line.setdefault(key, value)
         if record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
-        try:  # a fifth of json.dumps's time; what orjson refuses (a key that is no string,
-            # an integer beyond 64 bits, a lone surrogate) the standard library writes
-            return orjson.dumps(line, default=str, option=_ORJSON_OPTIONS).decode()
-        except (TypeError, orjson.JSONEncodeError):
-            return json.dumps(line, ensure_ascii=False, separators=(",", ":"), default=str)
+        if all(map(_ORJSON_TYPES.__contains__, map(type, line.values()))):
+            try:  # a fifth of json.dumps's time, the same bytes for these types
+                return orjson.dumps(line).decode()
+            except orjson.JSONEncodeError:  # an integer beyond 64 bits, a lone surrogate
+                pass
+        # Floats (json.dumps writes 1e-05, orjson 0.00001), containers and anything else.
+        return json.dumps(line, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 _PLAIN = frozenset('"\\=')

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from blackops import Application
-from blackops.observability.hub import observe
+from blackops.observability.hub import Observability, observe
 from blackops.observability.logs import EVENTS, configure
 from blackops.testing import FakeClock
 
@@ -196,3 +196,19 @@ def test_a_scrape_never_counts_fewer_attempts_than_its_gauges_imply(
         assert body[("blackops_operations", completed)] == 1
         started = ("blackops_attempts_started_total", frozenset({("type", "t.echo")}))
         assert body.get(started, 0) == 1
+
+
+def test_a_facts_record_names_where_it_was_logged(clock: FakeClock, caplog: Any) -> None:
+    """The hub builds fact records itself (no stack walk): they still name their origin,
+    their level and their fields for any handler, as Logger.log's did."""
+    caplog.set_level(logging.INFO, logger=EVENTS)
+    with Application("memory://", clock=clock) as app:
+        observe(app.runtime)
+        app.operation("t.noop")(lambda ctx, params: None)
+        op = app.submit("t.noop", {}, actor="a", tenant="t")
+        asyncio.run(app.work_until_idle())
+    (record,) = [r for r in caplog.records if r.getMessage() == "operation.completed"]
+    assert record.name == EVENTS and record.levelno == logging.INFO
+    assert (record.funcName, record.filename) == ("_log", "hub.py")
+    assert record.lineno == Observability._log.__code__.co_firstlineno
+    assert record.fields["operation_id"] == op and record.fields["event"] == "operation.completed"

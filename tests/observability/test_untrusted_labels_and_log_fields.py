@@ -129,6 +129,8 @@ def test_an_exception_text_cannot_forge_a_text_log_line() -> None:
         {"big": 2**70},  # orjson refuses: the standard library writes it
         {"odd": "\ud800"},  # a lone surrogate (orjson refuses)
         {7: "a key that is no string"},
+        {"delay_seconds": 1e-05, "tiny": 2.5e-07, "huge": 1e16},  # json.dumps's spelling
+        {"nested": {"list": [1, "a", None]}},
     ],
 )
 def test_a_json_log_line_is_one_line_holding_every_field(fields: dict[Any, Any]) -> None:
