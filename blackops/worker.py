@@ -44,7 +44,12 @@ from blackops.workflows.in_process import run_due_contexts
 from domain.errors import BlackOpsError, InvalidRequest
 from domain.lifecycle import EventType
 from journal.leases import check_lease_seconds, check_worker_id
-from journal.work_index import OPERATION_WAKING_TOPICS, WORKFLOW_WAKING_TOPICS, moment_micros
+from journal.work_index import (
+    OPERATION_WAKING_TOPICS,
+    WORKFLOW_WAKING_TOPICS,
+    announced_types,
+    moment_micros,
+)
 
 log = logging.getLogger("blackops.worker")
 #: Events that make a new operation due at once (a retry, the other waking topic, may be
@@ -465,7 +470,10 @@ class Worker:
 
     def _announced(self, topics: frozenset[str] | None) -> None:
         if topics is not None and topics & SUBMIT_TOPICS:
-            self._submit_came()  # another process's: a trickle of them spaces busy turns
+            # Another process's submits of a type served here: a trickle spaces busy turns.
+            accepted = announced_types(topics)
+            if accepted is None or not accepted.isdisjoint(self.engine.types):
+                self._submit_came()
         if topics is None or topics & OPERATION_WAKING_TOPICS:
             self._notified.set()
             self._wake.set()

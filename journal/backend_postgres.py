@@ -192,8 +192,12 @@ class BlackOpsPostgresRecorder(
         if not stored_events:
             return []
         triples = [(str(s.originator_id), s.topic, s.state) for s in stored_events]
+        rows = work_index.changes(triples)
         waking = sorted({s.topic for s in stored_events} & work_index.WAKING_TOPICS)
-        wake = ",".join([*waking, self.announcer]) if waking else None
+        if waking:  # the topics, the operation types accepted (if they fit), the mark
+            wake = ",".join([*waking, *work_index.accepted_type_names(rows), self.announcer])
+        else:
+            wake = None
         arguments = (
             [stream for stream, _, _ in triples],
             [s.originator_version for s in stored_events],
@@ -202,7 +206,7 @@ class BlackOpsPostgresRecorder(
             *append_sql.checks(predecessors(stored_events), new_streams(stored_events)),
             wake,
             self._lock_wait,
-            append_sql.work_rows(work_index.changes(triples)),
+            append_sql.work_rows(rows),
             append_sql.retention_rows(retention_index.changes(triples)),
         )
         try:
@@ -440,8 +444,9 @@ def listen_for_wakes(
     announcer: str | None = None,
 ) -> None:
     """LISTEN on a schema's work channel until ``stopped``; every append that may make
-    work due NOTIFYs it (in its own transaction) with the waking topics it committed and
-    its recorder's ``announcer`` mark, and ``on_wake`` receives the topics of every
+    work due NOTIFYs it (in its own transaction) with the waking topics it committed, the
+    operation types it accepted (``=type``, when they fit) and its recorder's
+    ``announcer`` mark, and ``on_wake`` receives the topics and ``=type`` names of every
     announcement but those marked ``announcer`` (the listening store's own appends, which
     woke its process already). Reconnects after failures with a backoff and calls
     ``on_wake(None)`` after each connect (announcements may have been missed meanwhile;

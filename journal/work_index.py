@@ -70,11 +70,16 @@ OPERATION_WAKING_TOPICS = frozenset(
     {EventType.ACCEPTED.value, EventType.ATTEMPT_RETRY_SCHEDULED.value}
 )
 WAKING_TOPICS = OPERATION_WAKING_TOPICS | WORKFLOW_WAKING_TOPICS
+_WORKFLOW_ROW_PREFIX = "workflow:"
+#: Begins an accepted operation type among an announcement's names (no topic begins so).
+ACCEPTED_TYPE_MARK = "="
+#: An announcement names the types it accepted up to this many characters in all.
+ANNOUNCED_TYPES_MAX_CHARS = 1024
 
 
 def workflow_row_type(workflow: str) -> str:
     """The ``operation_type`` column of a workflow instance's row: its resource."""
-    return f"workflow:{workflow}"
+    return f"{_WORKFLOW_ROW_PREFIX}{workflow}"
 
 
 def micros(instant: str) -> int:
@@ -99,6 +104,23 @@ class RowChange:
     worker: str | None = None
     set_worker: bool = False
     delete: bool = False
+
+
+def accepted_type_names(rows: Iterable[RowChange]) -> list[str]:
+    """The operation types ``rows`` accept, as an announcement names them (decisions F164);
+    none when they would not all fit (a listener then assumes any type)."""
+    types = {row.create[0] for row in rows if row.create is not None}
+    types = {name for name in types if not name.startswith(_WORKFLOW_ROW_PREFIX)}
+    names = sorted(ACCEPTED_TYPE_MARK + name for name in types if "," not in name)
+    if len(names) < len(types) or sum(map(len, names)) > ANNOUNCED_TYPES_MAX_CHARS:
+        return []
+    return names
+
+
+def announced_types(names: frozenset[str]) -> frozenset[str] | None:
+    """The operation types an announcement's names say it accepted; ``None`` when it does
+    not say (too many to name, or a writer from before F164)."""
+    return frozenset(n[1:] for n in names if n.startswith(ACCEPTED_TYPE_MARK)) or None
 
 
 def changes(events: Iterable[tuple[str, str, bytes]]) -> list[RowChange]:

@@ -318,8 +318,8 @@ def test_an_append_with_waking_topics_notifies_once_with_them(url: str) -> None:
                 Append("op-1", 0, [ev("operation.accepted", operation_type="t", tenant="a")]),
             )
             payloads = [n.payload for n in listener.notifies(timeout=1, stop_after=2)]
-        # The topics, then the mark its own listener skips (decisions F164).
-        assert payloads == [f"operation.accepted,workflow.created,{recorder(store).announcer}"]
+        # The topics, the operation types accepted, the mark its own listener skips (F164).
+        assert payloads == [f"operation.accepted,workflow.created,=t,{recorder(store).announcer}"]
 
 
 # -- groups ---------------------------------------------------------------------------------

@@ -1021,8 +1021,10 @@ class EventStoreContract(ABC):
         with self._heard(store) as heard:
             if heard is not None:
                 peer.append(Append("quiet", 0, [ev(1)]))
-                peer.append(Deferred("op-n").accept(0))
-                assert heard.get(timeout=10) == frozenset({"operation.accepted"})
+                peer.append(Deferred("op-n").accept(0), Deferred("op-m", "report.build").accept(0))
+                # The topics, and the operation types accepted (decisions F164).
+                expected = {"operation.accepted", f"={MAIL}", "=report.build"}
+                assert heard.get(timeout=10) == frozenset(expected)
 
     def test_a_stores_own_appends_are_not_announced_to_its_listener(
         self, store: EventStore, peer: EventStore

@@ -267,6 +267,32 @@ def test_announced_submits_a_trickle_gathers_and_a_lone_one_does_not_wait(
     assert sum(claims) == 4 and 2 in claims, claims
 
 
+def test_a_trickle_of_types_served_elsewhere_does_not_delay_a_lone_operation(
+    postgres_url: str,
+) -> None:
+    """Announcements name the types they accepted: another process's trickle of a type this
+    worker does not serve is no trickle to it, so its own lone operation is claimed after
+    ``wake_delay``, not ``gather_seconds`` (3 s here)."""
+    working, submitting = Application(postgres_url), Application(postgres_url)
+    working.operation("t.noop")(lambda ctx, params: None)
+    for name in ("t.noop", "t.other"):
+        submitting.operation(name)(lambda ctx, params: None)
+    worker = working.worker(gather_seconds=3.0, poll_seconds=30).start()
+    try:
+        time.sleep(0.5)  # listening
+        for n in range(10):
+            submitting.submit("t.other", {"n": n}, actor="a", tenant="t")
+            time.sleep(0.03)
+        began = time.monotonic()
+        lone = submitting.submit("t.noop", {}, actor="a", tenant="t")
+        wait_for(lambda: completed(submitting, [lone]), 30, "the lone operation")
+        assert time.monotonic() - began < 2.5  # not gathered for 3-6 s
+    finally:
+        worker.stop(5)
+        working.close()
+        submitting.close()
+
+
 def test_a_submit_whose_acknowledgement_was_lost_still_wakes_the_worker_here(
     noop_app: Application, monkeypatch: pytest.MonkeyPatch
 ) -> None:
