@@ -472,7 +472,7 @@ class Worker:
         if topics is not None and topics & SUBMIT_TOPICS:
             # Another process's submits of a type served here: a trickle spaces busy turns.
             accepted = announced_types(topics)
-            if accepted is None or not accepted.isdisjoint(self.engine.types):
+            if accepted is None or not accepted.isdisjoint(self.engine.handlers):
                 self._submit_came()
         if topics is None or topics & OPERATION_WAKING_TOPICS:
             self._notified.set()

@@ -538,7 +538,9 @@ class EventStore:
         self, on_wake: Callable[[frozenset[str] | None], None], stopped: threading.Event
     ) -> None:
         """:meth:`listen_for_wakes`, telling ``on_wake`` the waking topics each append
-        committed (``None``: not known, as after a reconnect; assume anything)."""
+        committed and, as ``=type`` names, the operation types it accepted when they fit
+        (`journal.work_index.announced_types`); ``None``: not known, as after a reconnect
+        (assume anything)."""
         if not self.announces_wakes:
             return
         from journal.backend_postgres import listen_for_wakes

@@ -73,7 +73,8 @@ WAKING_TOPICS = OPERATION_WAKING_TOPICS | WORKFLOW_WAKING_TOPICS
 _WORKFLOW_ROW_PREFIX = "workflow:"
 #: Begins an accepted operation type among an announcement's names (no topic begins so).
 ACCEPTED_TYPE_MARK = "="
-#: An announcement names the types it accepted up to this many characters in all.
+#: An announcement names the types it accepted up to this many characters in all (each
+#: name with its ``=`` and its comma).
 ANNOUNCED_TYPES_MAX_CHARS = 1024
 
 
@@ -112,7 +113,7 @@ def accepted_type_names(rows: Iterable[RowChange]) -> list[str]:
     types = {row.create[0] for row in rows if row.create is not None}
     types = {name for name in types if not name.startswith(_WORKFLOW_ROW_PREFIX)}
     names = sorted(ACCEPTED_TYPE_MARK + name for name in types if "," not in name)
-    if len(names) < len(types) or sum(map(len, names)) > ANNOUNCED_TYPES_MAX_CHARS:
+    if len(names) < len(types) or sum(map(len, names)) + len(names) > ANNOUNCED_TYPES_MAX_CHARS:
         return []
     return names
 

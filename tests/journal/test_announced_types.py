@@ -35,3 +35,11 @@ def test_types_that_do_not_fit_or_would_split_the_payload_name_none() -> None:
     assert accepted_type_names(accepted(*many)) == []
     assert accepted_type_names(accepted("a.b", "bad,type")) == []
     assert announced_types(frozenset({"operation.accepted"})) is None
+
+
+def test_the_bound_counts_each_name_with_its_comma() -> None:
+    """The types' share of the payload is each name, its ``=`` and a comma."""
+    width = 127  # "=" + 126 characters, then a comma: 128 a name
+    fit = [f"t.{n}".ljust(width - 1, "x") for n in range(ANNOUNCED_TYPES_MAX_CHARS // 128)]
+    assert len(accepted_type_names(accepted(*fit))) == len(fit)
+    assert accepted_type_names(accepted(*fit, "a.b")) == []
