@@ -261,11 +261,11 @@ class Worker:
                 # lets a burst of submissions be claimed as one group, and lets the
                 # first worker take it while the others then find nothing due; under a
                 # trickle of submits, `gather_seconds` gathers them (decisions F164).
-                # Capped like the busy pause, so renewals come between turns.
-                pause = self.gather_seconds if self._trickle(time.monotonic()) else self.wake_delay
-                self._stop_requested.wait(
-                    min(pause * (1 + random.random()), self.lease_seconds / 10)
-                )
+                # Ended like the busy pause: by this process's submits filling the room, a
+                # stop, or a tenth of the lease (renewals come between turns).
+                now = time.monotonic()
+                pause = self.gather_seconds if self._trickle(now) else self.wake_delay
+                self._hold(now + pause * (1 + random.random()), now)
             self._notified.clear()
 
     def _pace(self, busy: float) -> None:
@@ -281,13 +281,18 @@ class Worker:
         idle worker turns at once. A stop ends the pause; the pause never outlasts a
         tenth of the lease, so renewals come between turns.
         """
+        self._hold(busy + self._spacing(time.monotonic()), busy)
+
+    def _hold(self, until: float, since: float) -> None:
+        """Wait until ``until``, at most a tenth of the lease; sooner (``since`` +
+        `_spacing`) once this process's submits fill the room, at once on a stop."""
         now = time.monotonic()
-        until = min(busy + self._spacing(now), now + self.lease_seconds / 10)
+        until = min(until, now + self.lease_seconds / 10)
         while (left := until - now) > 0 and not self._stop_requested.is_set():
             self._paced.wait(left)
             self._paced.clear()
             now = time.monotonic()
-            until = min(until, busy + self._spacing(now))
+            until = min(until, since + self._spacing(now))
 
     def _spacing(self, now: float) -> float:
         if self._trickle(now) and self._submits < self._claim_room():

@@ -26,6 +26,7 @@ class BusyCoordinator:
     """What `Worker._work` reads of its worker, with every turn claiming something."""
 
     _pace = Worker._pace
+    _hold = Worker._hold
     _spacing = Worker._spacing
     _trickle = Worker._trickle
 
@@ -100,6 +101,29 @@ def test_the_pause_after_an_announcement_never_outlasts_a_tenth_of_the_lease() -
     run(coordinator, 0.75)
     starts = [at for at, _, stop in coordinator.turns if not stop]
     assert len(starts) >= 3, starts  # a turn every 0.1-0.2 s, not one a minute
+
+
+def test_submits_here_filling_the_room_end_the_pause_after_an_announcement() -> None:
+    """The pause after an announcement (a minute here: gather_seconds under a trickle,
+    capped at a tenth of the lease) ends like the busy pause once this process's own
+    submits fill the claim room (found by CI: a reconnect's "anything" announcement held
+    a worker with gather_seconds of an hour for a minute)."""
+    coordinator = NotifiedCoordinator(gather_seconds=3600.0, lease_seconds=600.0)
+    thread = threading.Thread(target=Worker._work, args=(coordinator,))
+    thread.start()
+    try:
+        wait_for(lambda: len(coordinator.turns) == 1, 5, "the first turn")
+        time.sleep(0.2)  # in the pause after the announcement that turn heard
+        assert len(coordinator.turns) == 1
+        coordinator._submits = coordinator._claim_room()  # what Worker._on_submit counts
+        coordinator._paced.set()
+        wait_for(lambda: len(coordinator.turns) >= 2, 5, "the turn the submits start")
+    finally:
+        coordinator._stop_requested.set()
+        coordinator._paced.set()
+        coordinator._wake.set()
+        thread.join(5)
+    assert not thread.is_alive()
 
 
 # -- a real worker -----------------------------------------------------------------------------
