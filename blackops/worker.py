@@ -277,9 +277,8 @@ class Worker:
         here or announced, coming at most ``gather_seconds`` apart, the last claim leaving
         room) they begin ``gather_seconds`` apart, or as soon as this process's submits fill
         the room: at one submit at a time the attempts' ends then ride with the next claims
-        (F131, F164). An
-        idle worker turns at once. A stop ends the pause; the pause never outlasts a
-        tenth of the lease, so renewals come between turns.
+        (F131, F164). An idle worker turns at once. A stop ends the pause; the pause never
+        outlasts a tenth of the lease, so renewals come between turns (`_hold`).
         """
         self._hold(busy + self._spacing(time.monotonic()), busy)
 

@@ -111,9 +111,9 @@ def accepted_type_names(rows: Iterable[RowChange]) -> list[str]:
     """The operation types ``rows`` accept, as an announcement names them (decisions F164);
     none when they would not all fit (a listener then assumes any type)."""
     types = {row.create[0] for row in rows if row.create is not None}
-    types = {name for name in types if not name.startswith(_WORKFLOW_ROW_PREFIX)}
-    names = sorted(ACCEPTED_TYPE_MARK + name for name in types if "," not in name)
-    if len(names) < len(types) or sum(map(len, names)) + len(names) > ANNOUNCED_TYPES_MAX_CHARS:
+    names = sorted(ACCEPTED_TYPE_MARK + t for t in types if not t.startswith(_WORKFLOW_ROW_PREFIX))
+    size = sum(map(len, names)) + len(names)  # each name with its "=" and its comma
+    if size > ANNOUNCED_TYPES_MAX_CHARS or any("," in name for name in names):
         return []
     return names
 

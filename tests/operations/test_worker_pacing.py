@@ -59,6 +59,10 @@ def run(coordinator: BusyCoordinator, seconds: float) -> None:
     thread = threading.Thread(target=Worker._work, args=(coordinator,))
     thread.start()
     time.sleep(seconds)
+    stop(coordinator, thread)
+
+
+def stop(coordinator: BusyCoordinator, thread: threading.Thread) -> None:
     coordinator._stop_requested.set()  # what request_stop() does
     coordinator._paced.set()
     coordinator._wake.set()
@@ -119,11 +123,7 @@ def test_submits_here_filling_the_room_end_the_pause_after_an_announcement() -> 
         coordinator._paced.set()
         wait_for(lambda: len(coordinator.turns) >= 2, 5, "the turn the submits start")
     finally:
-        coordinator._stop_requested.set()
-        coordinator._paced.set()
-        coordinator._wake.set()
-        thread.join(5)
-    assert not thread.is_alive()
+        stop(coordinator, thread)
 
 
 # -- a real worker -----------------------------------------------------------------------------
@@ -255,20 +255,30 @@ def test_a_stop_ends_the_gathering_and_commits_what_finished(noop_app: Applicati
 
 
 @pytest.fixture
-def postgres_url() -> Iterator[str]:
-    yield from postgres_schema_url()
+def announced() -> Iterator[tuple[Application, Application]]:
+    """On PostgreSQL, a working Application (serving ``t.noop``) and another submitting to
+    the same journal (``t.noop`` and ``t.other``): its submits reach the first one's worker
+    only as announcements."""
+    for url in postgres_schema_url():
+        working, submitting = Application(url), Application(url)
+        working.operation("t.noop")(lambda ctx, params: None)
+        for name in ("t.noop", "t.other"):
+            submitting.operation(name)(lambda ctx, params: None)
+        try:
+            yield working, submitting
+        finally:
+            working.close()
+            submitting.close()
 
 
 def test_announced_submits_a_trickle_gathers_and_a_lone_one_does_not_wait(
-    postgres_url: str,
+    announced: tuple[Application, Application],
 ) -> None:
     """Another process's submits reach a worker as announcements (PostgreSQL NOTIFY). A
     lone one is claimed after ``wake_delay``, not ``gather_seconds`` (3 s here); the second
     of two announced 30 ms apart starts the gathering, so the third, 30 ms later, is
     claimed in the same transaction (decisions F164)."""
-    working, submitting = Application(postgres_url), Application(postgres_url)
-    for app in (working, submitting):
-        app.operation("t.noop")(lambda ctx, params: None)
+    working, submitting = announced
     turns = Transactions(working)
     worker = working.worker(gather_seconds=3.0, poll_seconds=30).start()
     try:
@@ -285,22 +295,17 @@ def test_announced_submits_a_trickle_gathers_and_a_lone_one_does_not_wait(
         wait_for(lambda: completed(submitting, trickle), 30, "the trickle")
     finally:
         worker.stop(5)
-        working.close()
-        submitting.close()
     claims = [t["claims"] for t in turns.worker_turns() if t["claims"]]
     assert sum(claims) == 4 and 2 in claims, claims
 
 
 def test_a_trickle_of_types_served_elsewhere_does_not_delay_a_lone_operation(
-    postgres_url: str,
+    announced: tuple[Application, Application],
 ) -> None:
     """Announcements name the types they accepted: another process's trickle of a type this
     worker does not serve is no trickle to it, so its own lone operation is claimed after
     ``wake_delay``, not ``gather_seconds`` (3 s here)."""
-    working, submitting = Application(postgres_url), Application(postgres_url)
-    working.operation("t.noop")(lambda ctx, params: None)
-    for name in ("t.noop", "t.other"):
-        submitting.operation(name)(lambda ctx, params: None)
+    working, submitting = announced
     worker = working.worker(gather_seconds=3.0, poll_seconds=30).start()
     try:
         time.sleep(0.5)  # listening
@@ -313,8 +318,6 @@ def test_a_trickle_of_types_served_elsewhere_does_not_delay_a_lone_operation(
         assert time.monotonic() - began < 2.5  # not gathered for 3-6 s
     finally:
         worker.stop(5)
-        working.close()
-        submitting.close()
 
 
 def test_a_submit_whose_acknowledgement_was_lost_still_wakes_the_worker_here(
