@@ -100,6 +100,7 @@ def export_with_manifest(
     position = after
     while True:
         end = store.last_position()
+        cut = False
         while rows := store.read_raw_after(position, PAGE):
             cut = until is not None and rows[-1].id > until
             if cut:
@@ -113,7 +114,9 @@ def export_with_manifest(
             if progress is not None:
                 progress(position, max(end, position))
         out.flush()
-        if not follow or stop.wait(poll_seconds):
+        # --follow --until ends once the journal is past ``until`` (or has reached it).
+        reached = until is not None and (cut or position >= until)
+        if not follow or reached or stop.wait(poll_seconds):
             break
     at = format_instant(clock.now())
     manifest: dict[str, Any] = {

@@ -63,16 +63,22 @@ def export_journal(
     stop: threading.Event | None = None,
     poll_seconds: float = 0.2,
     progress: Callable[[int, int], None] | None = None,
+    until: int | None = None,
 ) -> ExportSummary:
-    """Write every event after ``after``; with ``follow``, keep going until ``stop``.
+    """Write every event after ``after`` (up to ``until``, when given); with ``follow``, keep
+    going until ``stop`` (or until ``until`` is reached).
 
     ``progress(position, last_position)`` is called after each page.
     """
     summary = ExportSummary()
     stop = stop or threading.Event()
-    while True:
+    reached = until is not None and after >= until
+    while not reached:
         end = store.last_position()
         for position, line in observed_lines(store, after):
+            if until is not None and position > until:
+                reached = True
+                break
             out.write(line)
             summary.count += 1
             if summary.first_position is None:
@@ -80,8 +86,10 @@ def export_journal(
             summary.last_position = after = position
             if progress is not None and summary.count % PAGE == 0:
                 progress(position, max(end, position))
+        reached = reached or (until is not None and after >= until)
         out.flush()
         if progress is not None:
             progress(after, max(end, after))
-        if not follow or stop.wait(poll_seconds):
+        if not follow or reached or stop.wait(poll_seconds):
             return summary
+    return summary

@@ -134,7 +134,7 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
                 if manifest_path is None:
                     summary = export_journal(
                         store, target, after=args.after, follow=args.follow, stop=stop,
-                        progress=report,
+                        progress=report, until=args.until,
                     )  # fmt: skip
                     body.update(count=summary.count, lastPosition=summary.last_position)
                 else:
