@@ -193,14 +193,16 @@ class EventStore:
             for offset, event in enumerate(append.events, start=1)
         ]
         try:
-            with _backend_errors():
-                positions = list(self._recorder.insert_events(stored) or ())
-        except IntegrityError:
-            return self._reconcile(appends, stored)
+            try:
+                with _backend_errors():
+                    positions = list(self._recorder.insert_events(stored) or ())
+            except IntegrityError:
+                return self._reconcile(appends, stored)
         except BackendUnavailable:
-            # It may have committed, its acknowledgement lost: its announcement is not heard
-            # here (F164), so this process's workers are woken as if it had (a wake for
-            # nothing costs one due-work read).
+            # It may have committed (its acknowledgement lost, or a retry's reconciliation
+            # that could not read back): its announcement is not heard here (F164), so this
+            # process's workers are woken as if it had (a wake for nothing costs one due-work
+            # read).
             self._wake(appends)
             raise
         return self._split(appends, positions)

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import pytest
 import rfc8785
 from conftest import postgres_schema_url  # type: ignore[import-not-found, unused-ignore]
-from eventsourcing.persistence import IntegrityError, StoredEvent
+from eventsourcing.persistence import IntegrityError, OperationalError, StoredEvent
 
 from domain.clock import format_instant
 from domain.context import Actor, ExecutionContext
@@ -419,6 +419,25 @@ class EventStoreContract(ABC):
         assert store.last_position() == last and store.read_leaves(0) == leaves
         assert store.work_rows() == rows
         assert [e.version for e in store.read_stream("side")] == [1, 2, 3]
+
+    def test_a_retry_whose_reconciliation_cannot_read_back_still_wakes_this_process(
+        self, store: EventStore, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The retry of a commit collides with what is stored (maybe its own lost commit),
+        then the read that would tell fails: BackendUnavailable, and this process's workers
+        are woken as after any append that may have committed (F164)."""
+        append = Deferred("op-w").accept(0)
+        store.append(append)
+        woken: list[int] = []
+        store.add_wake_listener(lambda: woken.append(1))
+
+        def unreachable(*args: Any, **kwargs: Any) -> Any:
+            raise OperationalError("server closed the connection unexpectedly")
+
+        monkeypatch.setattr(store._recorder, "select_stream", unreachable)
+        with pytest.raises(BackendUnavailable):
+            store.append(append)
+        assert woken == [1]
 
     def test_recorder_primary_key_is_the_fence(self, store: EventStore) -> None:
         """The refusal comes from the store's own constraint, not from a read-then-write check."""
