@@ -240,7 +240,7 @@ FLOAT_LIKE = [".0,", ".0]", ".0}", "-0.0", "e+5", "1e-6,", "e-6]", '\\".0,', '"'
 def test_floats_are_found_outside_strings_only(
     strings: list[str], floats: list[float], wide: bool
 ) -> None:
-    """Integral floats lose ``.0`` and only they (more than `_FEW_POINTS` of them too, and
+    """Integral floats lose ``.0`` and only they (few or many of them, and
     in documents walked for their widths); look-alikes inside strings are kept as written."""
     document: dict[str, Any] = {
         "s": strings,
