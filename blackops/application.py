@@ -22,10 +22,11 @@ from blackops.operations.contexts import check_operation_id, check_tenant
 from blackops.operations.deferred import DeferredEngine
 from blackops.operations.handlers import Handler, HandlerSpec
 from blackops.operations.outcomes import OutcomeRecord
-from blackops.operations.registry import BUILTIN_PREFIX, check_operation_type
+from blackops.operations.registry import BUILTIN_PREFIX
 from blackops.operations.results import OperationResult
 from blackops.operations.retention import PurgeReport, RetentionService, check_reason
 from blackops.operations.service import OperationService
+from blackops.operations.type_names import check_operation_type
 from blackops.runtime import Runtime
 from blackops.workflows.binding import WorkflowBinding
 from blackops.workflows.code import (

@@ -31,18 +31,15 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from domain.errors import BackendUnavailable
-
-if TYPE_CHECKING:
-    from journal.store import Append
+from journal.appends import Append
 
 log = logging.getLogger("blackops.journal")
 
 #: Told of every committed transaction: its appends, how many callers shared it, and how
 #: long the commit took in seconds (the hook blackops' metrics register; decisions M2).
-CommitObserver = Callable[["Sequence[Append]", int, float], None]
+CommitObserver = Callable[[Sequence[Append], int, float], None]
 
 #: A group holds at most this many events (one INSERT of a few hundred rows stays quick).
 MAX_GROUP_EVENTS = 2000

@@ -12,7 +12,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, cast
 
 from eventsourcing.persistence import (
@@ -27,7 +26,8 @@ from eventsourcing.persistence import (
 from eventsourcing.utils import Environment
 
 from domain.errors import BackendUnavailable, Conflict, FencingError, InvalidRequest
-from domain.events import NewEvent, RecordedEvent
+from domain.events import RecordedEvent
+from journal.appends import Append as Append  # re-exported: callers import it from the store
 from journal.backend_common import StoredRow
 from journal.backend_memory import BlackOpsMemoryRecorder
 from journal.codec import decode_state, encode_state
@@ -49,15 +49,6 @@ _RECORDERS = {
 PAGE_LIMIT_MAX = 10_000
 #: Positions are 64-bit signed integers in every backend.
 MAX_POSITION = 2**63 - 1
-
-
-@dataclass(frozen=True, slots=True)
-class Append:
-    """New events for one stream, valid only if the stream is still at ``expected_version``."""
-
-    stream: str
-    expected_version: int
-    events: Sequence[NewEvent]
 
 
 @contextlib.contextmanager

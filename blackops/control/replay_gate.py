@@ -40,8 +40,8 @@ from journal.instances import instance_stream
 from journal.resources import catalog, load_version, load_workflow, version_stream
 from journal.store import Append, EventStore
 
-if TYPE_CHECKING:
-    from blackops.control.plane import ControlPlane
+if TYPE_CHECKING:  # the gate needs a plane's Versions, not the whole ControlPlane
+    from blackops.control.versions import VersionControl
 
 #: Terminal histories checked per Workflow unless told otherwise (``--check-histories``).
 DEFAULT_TERMINAL = 100
@@ -205,7 +205,7 @@ def class_missing(
 
 
 def gate_histories(
-    plane: ControlPlane, workflow: str, terminal: int
+    plane: VersionControl, workflow: str, terminal: int
 ) -> tuple[list[History], dict[str, int]]:
     """Every non-terminal instance of ``workflow`` and its newest ``terminal`` terminal
     ones; and how many of each were taken."""
@@ -228,7 +228,7 @@ def gate_histories(
 
 
 def check_version(
-    plane: ControlPlane,
+    plane: VersionControl,
     space: str,
     vid: str,
     *,
@@ -264,7 +264,7 @@ def check_version(
 
 
 def record_check(
-    plane: ControlPlane,
+    plane: VersionControl,
     space: str,
     vid: str,
     report: ReplayReport,

@@ -30,9 +30,9 @@ from blackops.http.openapi import document_body, errors, request_body
 from blackops.http.params import SPACE_PATTERN, SpacePath, TypePath
 from blackops.http.responses import JSON, result_response
 from blackops.operations.contexts import IDEMPOTENCY_KEY
-from blackops.operations.registry import OPERATION_TYPE
 from blackops.operations.results import OperationResult
 from blackops.operations.service import read_params
+from blackops.operations.type_names import OPERATION_TYPE
 from domain.access import Action
 from domain.context import TRACEPARENT, Actor, check_traceparent
 from domain.errors import InvalidRequest, NotFound

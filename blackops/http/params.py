@@ -8,7 +8,7 @@ from typing import Annotated
 
 from fastapi import Path
 
-from blackops.operations.registry import OPERATION_TYPE
+from blackops.operations.type_names import OPERATION_TYPE
 from domain.access import PRINCIPAL_ID, SPACE_NAME, TOKEN_ID
 
 

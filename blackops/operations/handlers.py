@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from blackops.failures import OutcomeInvalid, is_validation_error, summarise_validation
 from blackops.operations.contexts import CURRENT_CONTEXT
-from blackops.operations.registry import check_operation_type
+from blackops.operations.type_names import check_operation_type
 from domain.documents import MAX_SAFE_INTEGER, DocumentError, canonical_document
 from domain.retention import Retention
 from domain.supervision import OperationRejected, Supervision

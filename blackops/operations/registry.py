@@ -3,21 +3,13 @@ CLI's read commands need the registry's rules, not pydantic)."""
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
-from domain.errors import InvalidRequest, NotFound
+from blackops.operations.type_names import check_operation_type
+from domain.errors import NotFound
 
 if TYPE_CHECKING:
     from blackops.operations.handlers import HandlerSpec
-
-OPERATION_TYPE = re.compile(r"^[a-z][a-z0-9_-]{0,63}(\.[a-z][a-z0-9_-]{0,63}){0,7}$")
-
-
-def check_operation_type(name: object) -> str:
-    if not isinstance(name, str) or len(name) > 128 or not OPERATION_TYPE.fullmatch(name):
-        raise InvalidRequest("operation type must be dotted lower-case words, e.g. 'invoice.issue'")
-    return name
 
 
 #: Operation types under this prefix are the control plane's own (built-in handlers).

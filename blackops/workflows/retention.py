@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from blackops.workflows.stamping import event_context
 from domain.clock import Clock
@@ -24,9 +24,6 @@ from domain.workflow_rules import RETENTION_MICROS
 from journal.instances import load_instance, refresh
 from journal.resources import catalog
 from journal.store import Append, EventStore
-
-if TYPE_CHECKING:
-    from blackops.workflows.instances import InstanceService
 
 log = logging.getLogger("blackops.workflows")
 #: The mark of :meth:`InstanceRetention.finish_purges` (journal/marks.py).
@@ -82,13 +79,20 @@ def stream_positions(store: EventStore, stream: str) -> list[int]:
     return [e.position for e in store.read_stream(stream)]
 
 
+class Terminations(Protocol):
+    """What the batch purge needs of the instance service (blackops/workflows/instances.py):
+    one step towards an orphan's proven stop."""
+
+    def advance_termination(self, state: InstanceState, actor: Actor, how: str = "") -> bool: ...
+
+
 @dataclass(frozen=True, slots=True)
 class InstanceRetention:
     """The batch path of instance retention (``purge``); workers purge on their own too."""
 
     store: EventStore
     clock: Clock
-    instances: InstanceService
+    instances: Terminations
 
     def purge(self, actor: Actor, reason: str, *, dry_run: bool) -> list[dict[str, str]]:
         """Terminal instances whose retention ended, and orphans of deleted Workflows:

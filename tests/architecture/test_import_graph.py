@@ -66,12 +66,13 @@ def _type_checking(node: ast.If) -> bool:
     )
 
 
-def imported_names(tree: ast.AST) -> Iterator[tuple[str, int]]:
-    """``(dotted name, line)`` of every import, however deep, outside TYPE_CHECKING."""
+def imported_names(tree: ast.AST, typing_only: bool = False) -> Iterator[tuple[str, int]]:
+    """``(dotted name, line)`` of every import, however deep, outside TYPE_CHECKING (inside
+    it too with ``typing_only``)."""
     stack: list[ast.AST] = [tree]
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.If) and _type_checking(node):
+        if isinstance(node, ast.If) and _type_checking(node) and not typing_only:
             stack.extend(node.orelse)
             continue
         if isinstance(node, ast.Import):
@@ -95,13 +96,15 @@ def resolve(name: str, known: dict[str, Path]) -> str | None:
     return None
 
 
-def graph() -> dict[str, dict[str, int]]:
+def graph(typing_only: bool = False) -> dict[str, dict[str, int]]:
+    """Module -> the modules of ours it imports (and the line); ``typing_only``: imports made
+    for the type checker only count too."""
     known = modules()
     edges: dict[str, dict[str, int]] = {}
     for module, path in known.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         targets: dict[str, int] = {}
-        for name, line in imported_names(tree):
+        for name, line in imported_names(tree, typing_only):
             target = resolve(name, known)
             # A package's __init__ is not an edge of its own submodules' imports.
             if target is not None and target != module and not module.startswith(target + "."):
@@ -150,6 +153,13 @@ def circles(edges: dict[str, dict[str, int]]) -> list[list[str]]:
 
 def test_the_product_packages_have_no_import_circles() -> None:
     assert circles(graph()) == []
+
+
+def test_not_even_through_imports_for_the_type_checker() -> None:
+    """A module that needs another's type only (``if TYPE_CHECKING:``) is still drawn
+    depending on it: a shared type lives where both can import it (journal/appends.py,
+    blackops/operations/type_names.py) or is a Protocol of what the user needs."""
+    assert circles(graph(typing_only=True)) == []
 
 
 def test_imports_point_one_way_between_the_top_level_packages() -> None:

@@ -1,0 +1,16 @@
+"""What an operation type's name may be: dotted lower-case words (shared by the registry, the
+handlers and the application, none of which the others need for it)."""
+
+from __future__ import annotations
+
+import re
+
+from domain.errors import InvalidRequest
+
+OPERATION_TYPE = re.compile(r"^[a-z][a-z0-9_-]{0,63}(\.[a-z][a-z0-9_-]{0,63}){0,7}$")
+
+
+def check_operation_type(name: object) -> str:
+    if not isinstance(name, str) or len(name) > 128 or not OPERATION_TYPE.fullmatch(name):
+        raise InvalidRequest("operation type must be dotted lower-case words, e.g. 'invoice.issue'")
+    return name
