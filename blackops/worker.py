@@ -342,7 +342,7 @@ class Worker:
             return 0
         began = moment_micros(self.runtime.clock.now())  # the claim reads its own, later
         try:
-            committed, attempts = self.engine.cycle(self._unsaved, room)
+            cycle = self.engine.cycle(self._unsaved, room)
         except BlackOpsError as error:
             # Kept: retried on the next turn while the leases are still ours.
             self._pause(f"journal write failed: {error}")
@@ -351,16 +351,16 @@ class Worker:
                     ending.attempt.abandoned = True
                 self._unsaved.clear()
             return 0
-        self.completed += len(committed)
+        self.completed += len(cycle.committed)
         self._unsaved.clear()
-        self._last_claim_full = room > 0 and self.engine.last_found >= room
+        self._last_claim_full = room > 0 and cycle.found >= room
         if room and not self._last_claim_full:
             self._forget_passed_due(began)  # this claim took all that was due by then
-        for attempt in attempts:
+        for attempt in cycle.attempts:
             future = self._pool.submit(self.engine.execute, attempt)
             self._running[attempt] = future
             future.add_done_callback(self._on_done)
-        return len(attempts)
+        return len(cycle.attempts)
 
     def _on_done(self, future: Future[Ending]) -> None:
         if not future.cancelled():

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from blackops.operations.attempts import (
     record_claim_lost,
@@ -81,6 +81,14 @@ def _abandon(item: Ending | Attempt | None) -> None:
         item.abandoned = True
 
 
+class Cycle(NamedTuple):
+    """What one `DeferredEngine.cycle` committed and found."""
+
+    committed: list[Ending]  # the attempt ends committed
+    attempts: list[Attempt]  # the claims committed: attempts this worker now holds
+    found: int  # due operations the claim found: fewer than its limit, nothing more was due
+
+
 class DeferredEngine:
     def __init__(
         self,
@@ -97,9 +105,6 @@ class DeferredEngine:
         self.clock = clock
         self.worker_id = worker_id
         self.lease = timedelta(seconds=lease_seconds)
-        #: Due operations the last claim found (claimed or not): fewer than its limit
-        #: means nothing more was due then.
-        self.last_found = 0
 
     @property
     def types(self) -> list[str]:
@@ -109,7 +114,7 @@ class DeferredEngine:
 
     def claim(self, limit: int) -> list[Attempt]:
         """Claim up to ``limit`` due operations; returns the attempts this worker now holds."""
-        return self.cycle([], limit)[1]
+        return self.cycle([], limit).attempts
 
     def commit(self, endings: Sequence[Ending]) -> list[Ending]:
         """Record and commit attempt ends in one group; returns those that were committed.
@@ -117,15 +122,14 @@ class DeferredEngine:
         An abandoned attempt (lease lost) is never written. One whose operation moved
         on (a new claimant) is refused by the journal and left out.
         """
-        return self.cycle(endings, 0)[0]
+        return self.cycle(endings, 0).committed
 
-    def cycle(
-        self, endings: Sequence[Ending], claim_limit: int
-    ) -> tuple[list[Ending], list[Attempt]]:
+    def cycle(self, endings: Sequence[Ending], claim_limit: int) -> Cycle:
         """Commit ``endings`` and up to ``claim_limit`` new claims in **one** transaction.
 
-        Returns the endings that were committed and the attempts now held. Items that
-        lost a race (their stream moved on) are left out; the rest still commits.
+        Returns the endings that were committed, the attempts now held and how many due
+        operations the claim found. Items that lost a race (their stream moved on) are left
+        out; the rest still commits.
         """
         now = self.clock.now()
         group: list[tuple[list[Append], Ending | Attempt | None]] = []
@@ -139,17 +143,22 @@ class DeferredEngine:
                     log.warning("attempt end not recorded: %s", refused)
                     continue
             group.append((ending.appends, ending))
+        found = 0
         if claim_limit > 0:
-            group.extend(self._prepare_claims(claim_limit, now))
+            claims, found = self._prepare_claims(claim_limit, now)
+            group.extend(claims)
         committed = commit_group(self.store, group, _abandon)
-        return (
+        return Cycle(
             [item for item in committed if isinstance(item, Ending)],
             [item for item in committed if isinstance(item, Attempt)],
+            found,
         )
 
     def _prepare_claims(
         self, limit: int, now: datetime
-    ) -> list[tuple[list[Append], Attempt | None]]:
+    ) -> tuple[list[tuple[list[Append], Attempt | None]], int]:
+        """The claims' appends (with their attempts) and how many due operations the
+        reservation found (claimable or not)."""
         until = now + self.lease
         # The reservation only has to outlive this turn: the claim sets the real lease.
         # If the turn fails, the rows are due again after the hold, not after a lease.
@@ -157,7 +166,6 @@ class DeferredEngine:
         streams = self.store.reserve_due_streams(
             moment_micros(now), moment_micros(hold), self.worker_id, self.types, limit
         )
-        self.last_found = len(streams)
         group: list[tuple[list[Append], Attempt | None]] = []
         for operation_id, events in streams.items():
             if not events or not events[0].type.startswith("operation."):
@@ -168,7 +176,7 @@ class DeferredEngine:
             claimed = self._claim_one(operation, now, until)
             if claimed is None or isinstance(claimed, Attempt):
                 group.append(([pending_append(operation)], claimed))
-        return group
+        return group, len(streams)
 
     def _claim_one(
         self, operation: Operation, now: datetime, until: datetime
