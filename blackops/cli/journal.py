@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from blackops.cli import audit
@@ -120,17 +120,20 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
         )
     store = EventStore(args.store)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    # SIGINT and SIGTERM end --follow cleanly (the manifest is written then) and interrupt
+    # a one-shot export at its next page: nothing is written (no file, no manifest) and
+    # nothing is recorded. The handlers this process had are restored afterwards.
+    previous = {number: signal.signal(number, lambda *_: stop.set()) for number in _STOPPING}
     body: dict[str, Any] = {"output": args.output, "manifest": manifest_path}
     # A finished export replaces --output whole: it is written beside it first, so an export
-    # that fails (a journal that no longer verifies) leaves no partial file to be mistaken
-    # for a whole one. --follow writes the file itself, for readers who follow it.
+    # that fails (a journal that no longer verifies) or is interrupted leaves no partial file
+    # to be mistaken for a whole one. --follow writes the file itself, for readers who follow.
     partial = None if not args.output or args.follow else f"{args.output}.partial"
     try:
         target = open(partial or args.output, "wb") if args.output else sys.stdout.buffer  # noqa: SIM115
         try:
-            with progress("exporting") as report:
+            with progress("exporting") as draw:
+                report = draw if args.follow else _interruptible(draw, stop)
                 if manifest_path is None:
                     summary = export_journal(
                         store, target, after=args.after, follow=args.follow, stop=stop,
@@ -166,13 +169,40 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
                 target.close()
         if partial is not None:
             os.replace(partial, args.output)
+    except _Interrupted:
+        sys.stderr.write("blackops: export interrupted: nothing written, nothing recorded\n")
+        return EXIT_INTERRUPTED
     finally:
         store.close()
+        for number, handler in previous.items():
+            signal.signal(number, handler)
     if args.json:
         emit(body, True, str)
     elif args.output:
         sys.stderr.write(f"{body['count']} events written to {args.output}\n")
     return EXIT_OK
+
+
+#: The signals that stop an export (--follow: cleanly; otherwise: interrupted).
+_STOPPING = (signal.SIGINT, signal.SIGTERM)
+#: A one-shot export stopped by SIGINT or SIGTERM: the shell's convention for SIGINT.
+EXIT_INTERRUPTED = 130
+
+
+class _Interrupted(Exception):
+    """A one-shot export stopped before its end (raised between pages)."""
+
+
+def _interruptible(draw: Callable[[int, int | None], None], stop: threading.Event) -> Any:
+    """``draw``, called after each page, that first ends the export once ``stop`` is set: a
+    page boundary, before the export is recorded, so an interrupted export records nothing."""
+
+    def report(position: int, last: int | None) -> None:
+        if stop.is_set():
+            raise _Interrupted
+        draw(position, last)
+
+    return report
 
 
 def cmd_journal_schema(args: argparse.Namespace) -> int:

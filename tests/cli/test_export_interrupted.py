@@ -1,0 +1,82 @@
+"""Ctrl-C (or SIGTERM) during a one-shot ``journal export`` interrupts it at its next page:
+exit 130, no file, no partial file, no manifest, no export recorded in the journal, and the
+process's own signal handlers back as they were (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from blackops.cli import progress as progress_module
+from blackops.cli.journal import EXIT_INTERRUPTED
+from blackops.cli.main import main
+from domain.events import NewEvent
+from journal.store import Append, EventStore
+from replay.export import PAGE
+
+AT = "2026-12-06T09:00:00.000000Z"
+CONTEXT = {"actor": {"id": "ana", "kind": "principal"}, "tenant": "t"}
+
+
+def _journal(url: str, events: int) -> None:
+    with EventStore(url) as store:
+        for start in range(0, events, 500):
+            store.append(
+                *[
+                    Append(f"s-{n}", 0, [NewEvent("t.noted", AT, CONTEXT, {"n": n})])
+                    for n in range(start, min(start + 500, events))
+                ]
+            )
+
+
+def _custody_records(url: str) -> int:
+    with EventStore(url) as store:
+        return sum(1 for event in store.iter_after(0) if event.type == "journal.exported")
+
+
+@pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_interrupts_a_one_shot_export_leaving_nothing(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, number: int
+) -> None:
+    _journal(store_url, 2 * PAGE + 10)  # three pages: the signal comes after the first
+    signalled: list[int] = []
+
+    @contextlib.contextmanager
+    def signal_after_the_first_page(
+        description: str, **kwargs: object
+    ) -> Iterator[Callable[[int, int | None], None]]:
+        def report(done: int, total: int | None) -> None:
+            if not signalled:
+                signalled.append(done)
+                os.kill(os.getpid(), number)
+
+        yield report
+
+    monkeypatch.setattr(progress_module, "progress", signal_after_the_first_page)
+    before = {n: signal.getsignal(n) for n in (signal.SIGINT, signal.SIGTERM)}
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    output = exports / "out.jsonl"
+    code = main(["journal", "export", "--output", str(output), "--store", store_url])
+    assert code == EXIT_INTERRUPTED
+    assert signalled == [PAGE]  # interrupted at the second page, not run to the end
+    assert list(exports.iterdir()) == []  # no file, no partial file, no manifest
+    assert _custody_records(store_url) == 0
+    assert {n: signal.getsignal(n) for n in before} == before
+
+
+def test_an_export_not_interrupted_is_whole_and_recorded(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same export without a signal (the check between pages costs nothing else)."""
+    _journal(store_url, 2 * PAGE + 10)
+    output = tmp_path / "out.jsonl"
+    assert main(["journal", "export", "--output", str(output), "--store", store_url]) == 0
+    assert output.read_bytes().count(b"\n") == 2 * PAGE + 10
+    assert (tmp_path / "out.jsonl.manifest.json").exists()
+    assert _custody_records(store_url) == 1
