@@ -12,7 +12,16 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from blackops.cli import audit
-from blackops.cli.common import EXIT_ERROR, EXIT_OK, Commands, acting, add_common, cli_actor, emit
+from blackops.cli.common import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    Commands,
+    acting,
+    add_common,
+    cli_actor,
+    emit,
+)
 from domain.errors import InvalidRequest
 
 
@@ -185,8 +194,6 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
 
 #: The signals that stop an export (--follow: cleanly; otherwise: interrupted).
 _STOPPING = (signal.SIGINT, signal.SIGTERM)
-#: A one-shot export stopped by SIGINT or SIGTERM: the shell's convention for SIGINT.
-EXIT_INTERRUPTED = 130
 
 
 class _Interrupted(Exception):

@@ -25,7 +25,7 @@ from blackops.cli import (
     witness,
     workflow_resources,
 )
-from blackops.cli.common import EXIT_ERROR, OPENED
+from blackops.cli.common import EXIT_ERROR, EXIT_INTERRUPTED, OPENED
 
 #: Each group registers its own commands, in the order ``--help`` lists them.
 GROUPS = (
@@ -58,6 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             suffix = f" ({detail.strip()})" if detail else ""
             sys.stderr.write(f"blackops: {error.code}: {error.message}{suffix}\n")
         return EXIT_ERROR
+    except KeyboardInterrupt:  # Ctrl-C: a line, not a traceback; the shell's status for it
+        sys.stderr.write("blackops: interrupted\n")
+        return EXIT_INTERRUPTED
     finally:
         while OPENED:
             OPENED.pop().close()

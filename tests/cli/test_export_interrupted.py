@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from blackops.cli import journal as journal_commands
 from blackops.cli import progress as progress_module
-from blackops.cli.journal import EXIT_INTERRUPTED
+from blackops.cli.common import EXIT_INTERRUPTED
 from blackops.cli.main import main
 from domain.events import NewEvent
 from journal.store import Append, EventStore
@@ -68,6 +69,19 @@ def test_a_signal_interrupts_a_one_shot_export_leaving_nothing(
     assert list(exports.iterdir()) == []  # no file, no partial file, no manifest
     assert _custody_records(store_url) == 0
     assert {n: signal.getsignal(n) for n in before} == before
+
+
+def test_ctrl_c_in_any_command_is_one_line_and_status_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not a traceback: whatever the command was doing (a long verify, a purge)."""
+
+    def interrupted(args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(journal_commands, "cmd_journal_schema", interrupted)
+    assert main(["journal", "schema"]) == EXIT_INTERRUPTED
+    assert capsys.readouterr().err == "blackops: interrupted\n"
 
 
 def test_an_export_not_interrupted_is_whole_and_recorded(
