@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -25,7 +26,7 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import Environment
 
-from domain.errors import BackendUnavailable, Conflict, FencingError, InvalidRequest
+from domain.errors import BackendUnavailable, Conflict, FencingError, InvalidRequest, NotFound
 from domain.events import RecordedEvent
 from journal.appends import Append as Append  # re-exported: callers import it from the store
 from journal.backend_common import StoredRow
@@ -64,6 +65,16 @@ def _backend_errors() -> Iterator[None]:
         raise BackendUnavailable("the journal store failed", str(error)) from error
 
 
+@contextlib.contextmanager
+def _not_a_database(location: StoreLocation) -> Iterator[None]:
+    """A SQLite store whose file is something else (or damaged) is the caller's error, said
+    in one line, not the driver's exception."""
+    try:
+        yield
+    except sqlite3.DatabaseError as error:
+        raise InvalidRequest(f"{location.display} is not a SQLite journal ({error})") from None
+
+
 class EventStore:
     """One journal, on SQLite, PostgreSQL or memory (eventsourcing recorders).
 
@@ -72,7 +83,10 @@ class EventStore:
     with :class:`FencingError`, never merged and never retried.
     """
 
-    def __init__(self, location: StoreLocation | str | None = None) -> None:
+    def __init__(self, location: StoreLocation | str | None = None, *, create: bool = True) -> None:
+        """Open the journal at ``location``; with ``create=False`` one that is not there yet is
+        ``not_found`` and nothing is created (a reader's typo never becomes an empty journal
+        that verifies)."""
         if not isinstance(location, StoreLocation):
             location = resolve_store(location)
         self.location = location
@@ -92,17 +106,22 @@ class EventStore:
         if location.kind == "sqlite":
             path = location.sqlite_path
             assert path is not None
+            if not create and not path.is_file():
+                raise NotFound(f"no journal at {path}")
             path.parent.mkdir(parents=True, exist_ok=True)
         settings["CREATE_TABLE"] = "no"  # created below, serialised across processes
         setup_lock = (
-            postgres_setup_lock(settings)
+            postgres_setup_lock(settings, create=create)
             if location.kind == "postgresql"
             else sqlite_setup_lock(settings["SQLITE_DBNAME"])
         )
-        with _backend_errors(), setup_lock:
+        with _backend_errors(), _not_a_database(location), setup_lock:
             # Explicit settings only: the user's shell environment never reconfigures it.
             self._factory = InfrastructureFactory.construct(Environment("blackops", settings))
             self._recorder = cast(Recorder, self._factory.application_recorder())
+            if not create and not self._recorder.journal_exists():
+                self._factory.close()
+                raise NotFound(f"no journal at {location.display}")
             self._recorder.create_table()
             # A journal written before the retention index existed gets it now, once.
             self._recorder.ensure_retention()

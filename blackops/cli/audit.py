@@ -107,7 +107,7 @@ def cmd_keys_rotate(args: argparse.Namespace) -> int:
         raise InvalidRequest("the new key must carry the same name (the log's origin)")
     if old == new:
         raise InvalidRequest("the new key is the old key")
-    with EventStore(args.store) as store:
+    with EventStore(args.store, create=False) as store:
         done = rotate_key(store, old, new, actor=cli_actor(args), clock=SystemClock())
     emit(done, args.json, lambda: f"rotated: {done['old']} -> {done['new']}")
     return EXIT_OK
@@ -118,7 +118,7 @@ def cmd_journal_checkpoint(args: argparse.Namespace) -> int:
     from journal.store import EventStore
     from replay.notes import Checkpoint
 
-    with EventStore(args.store) as store:
+    with EventStore(args.store, create=False) as store:
         service = checkpoint_service(store, args)
         if service.key is None:
             raise InvalidRequest(
@@ -143,7 +143,7 @@ def cmd_journal_consistency(args: argparse.Namespace) -> int:
     from blackops.audit.tree import JournalTree
     from journal.store import EventStore
 
-    with EventStore(args.store) as store:
+    with EventStore(args.store, create=False) as store:
         tree = JournalTree(store)
         tree.sync()
         path = proof_lines(tree, args.old_size, args.new_size)
@@ -175,7 +175,7 @@ def cmd_op_receipt(args: argparse.Namespace) -> int:
         allowed = {int(e["position"]) for e in reads.events(args.operation_id)}
         if position not in allowed:
             raise InvalidRequest(f"position {position} is not an event of {args.operation_id}")
-    with EventStore(args.store) as store:
+    with EventStore(args.store, create=False) as store:
         receipt = receipt_for(checkpoint_service(store, args), position)
     emit(receipt, args.json, lambda: receipt_text(receipt))
     return EXIT_OK

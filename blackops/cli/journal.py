@@ -127,7 +127,7 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
         raise InvalidRequest(
             "an export to stdout needs --manifest FILE (or --no-manifest for a plain stream)"
         )
-    store = EventStore(args.store)
+    store = EventStore(args.store, create=False)
     stop = threading.Event()
     # SIGINT and SIGTERM end --follow cleanly (the manifest is written then) and interrupt
     # a one-shot export at its next page: nothing is written (no file, no manifest) and
@@ -248,7 +248,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         except orjson.JSONDecodeError:
             raise InvalidRequest(f"{manifest_path} is not a JSON manifest") from None
     else:
-        with EventStore(args.store) as store:
+        with EventStore(args.store, create=False) as store:
             report = verify_store(store)
     body = report.to_dict()
 
