@@ -33,7 +33,9 @@ def attest(service: CheckpointService, manifest: dict[str, Any]) -> dict[str, An
     tree = service.synced_tree()
     if tree.root(size).hex() != manifest["journalRoot"]:
         raise JournalRewritten("the journal changed while it was exported")
-    first = tree.count_through(int(manifest["after"]))
+    # The leaves after ``after`` within the exported tree: none when ``after`` is past its end
+    # (the tree synced now also holds the export's own record, beyond ``size``).
+    first = min(tree.count_through(int(manifest["after"])), size)
     exported = {int(p) for p, _ in manifest["leaves"]}
     hidden = [
         [tree.position_of(i), tree.leaf(i).hex()]

@@ -127,7 +127,17 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
         raise InvalidRequest(
             "an export to stdout needs --manifest FILE (or --no-manifest for a plain stream)"
         )
+    # Everything that can fail is tried before the export records itself (P34): the files'
+    # folders, the signing key; an export is whole and recorded, or absent.
+    for flag, path in (("--output", args.output), ("--manifest", manifest_path)):
+        if path is not None:
+            _check_writable(flag, path)
     store = EventStore(args.store, create=False)
+    try:
+        signer = audit.checkpoint_service(store, args) if manifest_path is not None else None
+    except BaseException:
+        store.close()
+        raise
     stop = threading.Event()
     # SIGINT and SIGTERM end --follow cleanly (the manifest is written then) and interrupt
     # a one-shot export at its next page: nothing is written (no file, no manifest) and
@@ -139,7 +149,7 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
     # to be mistaken for a whole one. --follow writes the file itself, for readers who follow.
     partial = None if not args.output or args.follow else f"{args.output}.partial"
     try:
-        target = open(partial or args.output, "wb") if args.output else sys.stdout.buffer  # noqa: SIM115
+        target = _open_output(partial or args.output) if args.output else sys.stdout.buffer
         try:
             with progress("exporting") as draw:
                 report = draw if args.follow else _interruptible(draw, stop)
@@ -155,7 +165,7 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
                         after=args.after, follow=args.follow, stop=stop, progress=report,
                         output_name=args.output, until=args.until,
                     )  # fmt: skip
-                    signer = audit.checkpoint_service(store, args)
+                    assert signer is not None
                     if signer.key is not None:  # the manifest names a signed checkpoint
                         from blackops.audit.exports import attest
 
@@ -190,6 +200,24 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
     elif args.output:
         sys.stderr.write(f"{body['count']} events written to {args.output}\n")
     return EXIT_OK
+
+
+def _check_writable(flag: str, path: str) -> None:
+    """``path`` can be written as a file: not a folder, in a folder that exists."""
+    if os.path.isdir(path):
+        raise InvalidRequest(f"{flag} {path} is a folder: name a file")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise InvalidRequest(f"{flag} {path}: no folder {folder}")
+    if not os.access(folder, os.W_OK):
+        raise InvalidRequest(f"{flag} {path}: the folder {folder} is not writable")
+
+
+def _open_output(path: str) -> Any:
+    try:
+        return open(path, "wb")  # closed by the caller
+    except OSError as error:
+        raise InvalidRequest(f"cannot write {path}: {error.strerror}") from None
 
 
 #: The signals that stop an export (--follow: cleanly; otherwise: interrupted).

@@ -1,0 +1,91 @@
+"""An export that cannot finish is refused before it records itself (decisions P34): a signing
+key that cannot be read, an --output that is a folder or in no folder, a --manifest in no
+folder. Each is one line (`blackops: invalid_request: ...`, exit 1), no traceback, and leaves
+no file, no `.partial`, no manifest and no `journal.exported` record (SQLite and PostgreSQL).
+And a signed export that starts past the journal's end verifies (it is empty)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_processes import run
+
+from blackops import Application, ExecutionContext
+from journal.store import EventStore
+from replay.notes import SigningKey
+
+
+def _filled(store_url: str) -> None:
+    app = Application(store_url)
+
+    @app.operation("t.ok")
+    def ok(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        return {"n": params["n"]}
+
+    for n in range(3):
+        app.run("t.ok", {"n": n}, actor="a", tenant="t")
+    app.close()
+
+
+def _exports_recorded(store_url: str) -> int:
+    with EventStore(store_url, create=False) as store:
+        return sum(1 for event in store.iter_after(0) if event.type == "journal.exported")
+
+
+def _key(tmp_path: Path) -> tuple[Path, str]:
+    key = SigningKey.generate("example.com/refusals")
+    path = tmp_path / "log.key"
+    path.write_text(key.encode() + "\n")
+    return path, key.verifier().encode()
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--signing-key", "{tmp}/no-such.key"], "invalid_request"),
+        (["--output", "{out}"], "is a folder"),
+        (["--output", "{tmp}/no-folder/j.jsonl"], "no folder"),
+        (["--manifest", "{tmp}/no-folder/m.json"], "no folder"),
+    ],
+    ids=["missing-key", "output-is-a-folder", "output-in-no-folder", "manifest-in-no-folder"],
+)
+def test_an_export_that_cannot_finish_is_refused_before_it_is_recorded(
+    store_url: str, tmp_path: Path, flags: list[str], says: str
+) -> None:
+    _filled(store_url)
+    out = tmp_path / "out"
+    out.mkdir()
+    given = [flag.format(tmp=tmp_path, out=out) for flag in flags]
+    if "--output" not in given:
+        given += ["--output", str(out / "j.jsonl")]
+    done = run("journal", "export", *given, store=store_url)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("blackops: invalid_request: ") and says in done.stderr
+    assert "Traceback" not in done.stderr
+    assert list(out.iterdir()) == []  # no file, partial file or manifest in it
+    assert not (tmp_path / "out.partial").exists() and not (tmp_path / "out.manifest.json").exists()
+    assert _exports_recorded(store_url) == 0
+
+
+def test_a_signed_export_past_the_journals_end_verifies(store_url: str, tmp_path: Path) -> None:
+    """Empty (A9): its first index is the tree's size, not one past it (the export's own
+    record, appended after it, is beyond the exported tree)."""
+    _filled(store_url)
+    key_file, verifier = _key(tmp_path)
+    target = tmp_path / "empty.jsonl"
+    done = run("journal", "export", "--output", str(target), "--after", "1000000",
+               "--signing-key", str(key_file), store=store_url)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads(Path(f"{target}.manifest.json").read_text())
+    assert manifest["count"] == 0
+    assert manifest["attestation"]["firstIndex"] == manifest["journalTreeSize"]
+    checked = subprocess.run(
+        [sys.executable, "-m", "blackops", "verify", "--jsonl", str(target), "--key", verifier],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr
