@@ -45,7 +45,7 @@ def _key(tmp_path: Path) -> tuple[Path, str]:
 
 
 @pytest.mark.parametrize(
-    "flags, says",
+    ("flags", "says"),
     [
         (["--signing-key", "{tmp}/no-such.key"], "invalid_request"),
         (["--output", "{out}"], "is a folder"),
