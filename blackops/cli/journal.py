@@ -191,6 +191,13 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
     except _Interrupted:
         sys.stderr.write("blackops: export interrupted: nothing written, nothing recorded\n")
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader of stdout went away (`| head`): stop as a Unix tool does, quietly with
+        # SIGPIPE's status; only a lost manifest is worth a line (the export is not recorded).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
+        if manifest_path is not None:
+            sys.stderr.write("blackops: the reader closed stdout: no manifest, nothing recorded\n")
+        return EXIT_BROKEN_PIPE
     finally:
         store.close()
         for number, handler in previous.items():
@@ -222,6 +229,10 @@ def _open_output(path: str) -> Any:
 
 #: The signals that stop an export (--follow: cleanly; otherwise: interrupted).
 _STOPPING = (signal.SIGINT, signal.SIGTERM)
+
+
+#: The reader of stdout closed it: the shell's status for a writer stopped by SIGPIPE.
+EXIT_BROKEN_PIPE = 141
 
 
 class _Interrupted(Exception):

@@ -7,14 +7,17 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from cli_processes import BLACKOPS, ROOT
 
 from blackops.cli import journal as journal_commands
 from blackops.cli import progress as progress_module
 from blackops.cli.common import EXIT_INTERRUPTED
+from blackops.cli.journal import EXIT_BROKEN_PIPE
 from blackops.cli.main import main
 from domain.events import NewEvent
 from journal.store import Append, EventStore
@@ -94,3 +97,29 @@ def test_an_export_not_interrupted_is_whole_and_recorded(
     assert output.read_bytes().count(b"\n") == 2 * PAGE + 10
     assert (tmp_path / "out.jsonl.manifest.json").exists()
     assert _custody_records(store_url) == 1
+
+
+@pytest.mark.parametrize("manifest", [False, True])
+def test_a_reader_closing_stdout_stops_the_export_quietly(
+    store_url: str, tmp_path: Path, manifest: bool
+) -> None:
+    """`export | head`: SIGPIPE's status, no traceback; with a manifest asked for, one line
+    says none was written, and nothing is recorded."""
+    _journal(store_url, 2 * PAGE)  # far more than a pipe holds
+    flags = ["--manifest", str(tmp_path / "m.json")] if manifest else ["--no-manifest"]
+    reader = subprocess.Popen(
+        [*BLACKOPS, "journal", "export", *flags, "--store", store_url],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert reader.stdout is not None and reader.stderr is not None
+    assert reader.stdout.read(100)
+    reader.stdout.close()  # as `head -c 100` does
+    said = reader.stderr.read().decode()
+    assert reader.wait(timeout=60) == EXIT_BROKEN_PIPE
+    assert "Traceback" not in said
+    if manifest:
+        assert said == "blackops: the reader closed stdout: no manifest, nothing recorded\n"
+        assert not (tmp_path / "m.json").exists()
+    else:
+        assert said == ""
+    assert _custody_records(store_url) == 0
