@@ -17,7 +17,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from operator import itemgetter
+from itertools import islice
+from operator import itemgetter, lt
 from typing import Any
 
 from journal.backend_common import StoredRow
@@ -261,6 +262,15 @@ def verify_export(lines: Iterable[bytes], manifest: dict[str, Any]) -> VerifyRep
     report.events = len(positions)
     # The usual answer, at C speed; else the first difference.
     same = positions == expected_positions and leaves == expected_leaves
+    if same and not all(map(lt, positions, islice(positions, 1, None))):
+        # An export is in position order (OL-11): a file reordered together with its
+        # manifest (leaves and root recomputed) matches it, and each line is still in the
+        # signed log, so only the order gives it away.
+        index = next(i for i in range(1, len(positions)) if positions[i] <= positions[i - 1])
+        report.problems.append(
+            Problem("reordered", positions[index], "positions do not increase line by line")
+        )
+        return report
     if not same:
         found = list(zip(positions, leaves, strict=True))
         expected = list(zip(expected_positions, expected_leaves, strict=True))

@@ -153,3 +153,29 @@ def test_the_cli_refuses_an_export_ending_before_it_starts(store_url: str, tmp_p
     assert done.returncode != 0 and "--until 5 is before --after 10" in done.stderr
     with Application(store_url) as app:
         assert app.store.last_position() == before
+
+
+def test_lines_reordered_with_their_manifest_are_caught(store_url: str, tmp_path: Path) -> None:
+    """Swap two lines and their manifest leaves, recompute the root: every line is still
+    authentic and in the signed log, so the order alone gives it away (found by a defect
+    hunt: `verify --key` passed such a file)."""
+    filled(store_url)
+    key = SigningKey.generate(ORIGIN)
+    key_file = tmp_path / "log.key"
+    key_file.write_text(key.encode() + "\n")
+    target = tmp_path / "j.jsonl"
+    done = run("journal", "export", "--output", str(target), "--signing-key", str(key_file),
+               store=store_url)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = target.read_bytes().splitlines(keepends=True)
+    lines[0], lines[1] = lines[1], lines[0]
+    target.write_bytes(b"".join(lines))
+    manifest_path = Path(f"{target}.manifest.json")
+    manifest = json.loads(manifest_path.read_text())
+    manifest["leaves"][0], manifest["leaves"][1] = manifest["leaves"][1], manifest["leaves"][0]
+    manifest["root"] = root_of(bytes.fromhex(h) for _, h in manifest["leaves"]).hex()
+    manifest_path.write_text(json.dumps(manifest))
+    for keys in ((), (key.verifier().encode(),)):
+        caught = verify(target, *keys)
+        assert caught.returncode == 1, caught.stdout
+        assert json.loads(caught.stdout)["firstProblem"]["kind"] == "reordered"
