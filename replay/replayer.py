@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
-from replay.observed import ObservedEvent, parse_line
+from replay.observed import ObservedEvent, ObservedLineError, parse_line
 
 
 @runtime_checkable
@@ -26,6 +26,8 @@ class Observer(Protocol):
 
 ObserverLike = Observer | Callable[[ObservedEvent], object]
 OnDuplicate = Literal["stop", "skip"]
+#: Positions are 64-bit signed integers (journal/store.py).
+MAX_POSITION = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +132,14 @@ def replay(
                 report.delivered, report.last_position = delivered, last
                 _save_state(state_file, last)
                 raise ReplayStopped(anomaly, report)
-        deliver(event)
+        try:
+            deliver(event)
+        except BaseException:
+            # The observer failed on this event: what it took before is saved, so a resume
+            # starts with this one (it may have seen part of it: observers deduplicate).
+            report.delivered, report.last_position = delivered, last
+            _save_state(state_file, last)
+            raise
         keep(position)
         versions[stream] = version
         delivered += 1
@@ -166,7 +175,10 @@ def _check(
     previous = versions.get(event.stream)
     if previous is None and event.type.endswith(".purged"):
         # Retention purged its earlier versions; the tombstone says how many (OL-10).
-        previous = int(event.data.get("versions", 0))
+        purged: object = event.data.get("versions", 0)
+        if type(purged) is not int or purged < 0:
+            raise ObservedLineError(line, "a tombstone's data.versions must be a whole number")
+        previous = purged
     if previous is None:
         # From the start of the journal every stream must begin at version 1; after a
         # resume point its earlier events were delivered before.
@@ -183,10 +195,12 @@ def _check(
 def read_state(state_file: Path) -> int:
     """The last delivered position saved by :func:`replay` (0 when there is none)."""
     try:
-        text = state_file.read_text().strip()
+        text = state_file.read_bytes().strip()
     except FileNotFoundError:
         return 0
-    if not (text.isascii() and text.isdigit() and len(text) <= 19):
+    except OSError as error:  # a folder, unreadable
+        raise ValueError(f"{state_file} cannot be read: {error.strerror}") from None
+    if not (text.isascii() and text.isdigit() and len(text) <= 19 and int(text) <= MAX_POSITION):
         raise ValueError(f"{state_file} does not hold a position")
     return int(text)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 from replay.observed import ObservedEvent
@@ -27,3 +28,13 @@ class CountingObserver:
         self.by_type[event.type] = self.by_type.get(event.type, 0) + 1
         with open(os.environ["REPLAY_OUT"], "w") as out:
             json.dump(self.by_type, out)
+
+
+def fail_at_third(event: ObservedEvent) -> None:
+    """Records positions to $REPLAY_OUT like `record_position`, and raises on the third."""
+    path = os.environ["REPLAY_OUT"]
+    seen = Path(path).read_text().count("\n") if os.path.exists(path) else 0
+    if seen == 2:
+        raise RuntimeError("cannot take this one")
+    with open(path, "a") as out:
+        out.write(f"{event.position}\n")

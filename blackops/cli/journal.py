@@ -307,10 +307,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     from blackops.cli.loading import load_object
     from blackops.cli.progress import progress
-    from replay.observed import ObservedLineError
+    from replay.observed import ObservedEvent, ObservedLineError
     from replay.replayer import (
+        MAX_POSITION,
         Observer,
-        ObserverLike,
         OnDuplicate,
         ReplayStopped,
         read_state,
@@ -332,9 +332,27 @@ def cmd_replay(args: argparse.Namespace) -> int:
         target = target()  # a class: one fresh observer
     if not isinstance(target, Observer) and not callable(target):
         raise InvalidRequest(f"{args.observer} is neither callable nor has observe(event)")
-    observer: ObserverLike = target
+    if not 0 <= args.after <= MAX_POSITION:
+        raise InvalidRequest(f"--from must be a position from 0 to {MAX_POSITION}")
     state = Path(args.state) if args.state else None
-    after = max(args.after, read_state(state) if state else 0)
+    saved = 0
+    if state is not None:  # before anything is delivered: its position must be keepable
+        _check_writable("--state", str(state))
+        try:
+            saved = read_state(state)
+        except ValueError as unreadable:
+            raise InvalidRequest(f"--state: {unreadable}") from None
+    after = max(args.after, saved)
+    failures: list[tuple[int, BaseException]] = []
+
+    def observe(event: ObservedEvent) -> object:
+        try:
+            return deliver(event)
+        except Exception as error:
+            failures.append((event.position, error))
+            raise
+
+    deliver = target.observe if isinstance(target, Observer) else target
     source: Iterable[bytes]
     checkpoint_every = 1000
     if args.follow is not None:
@@ -351,7 +369,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     try:
         with progress("replaying") as report:
             result = replay(
-                source, observer, after=after, on_duplicate=on_duplicate,
+                source, observe, after=after, on_duplicate=on_duplicate,
                 state_file=state, checkpoint_every=checkpoint_every,
                 progress=lambda position: report(position, None),
             )  # fmt: skip
@@ -362,6 +380,19 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     except ObservedLineError as bad:
         raise InvalidRequest(str(bad)) from None
+    except Exception:
+        if not failures:
+            raise
+        position, error = failures[0]
+        # The observer's own failure: named in one line (its message may be anything; the
+        # state file, when given, keeps the last event it took).
+        message = f"the observer raised {type(error).__name__} at position {position}: {error}"
+        emit(
+            {"stopped": message, "position": position},
+            args.json,
+            lambda: f"replay stopped: {message}",
+        )
+        return EXIT_ERROR
     finally:
         close = getattr(source, "close", None)
         if source is not sys.stdin.buffer and close is not None:
