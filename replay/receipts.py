@@ -127,6 +127,8 @@ def verify_consistency_text(old: Checkpoint, new: Checkpoint, proof_text: str) -
 
 
 def _b64(text: str) -> bytes:
+    if type(text) is not str:  # a manifest or receipt is hostile input: any JSON value
+        raise ReceiptError("malformed_proof", "not a base64 string")
     try:
         raw = base64.b64decode(text.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError):

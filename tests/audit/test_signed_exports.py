@@ -179,3 +179,24 @@ def test_lines_reordered_with_their_manifest_are_caught(store_url: str, tmp_path
         caught = verify(target, *keys)
         assert caught.returncode == 1, caught.stdout
         assert json.loads(caught.stdout)["firstProblem"]["kind"] == "reordered"
+
+
+@pytest.mark.parametrize("field", ["prefix", "consistency"])
+def test_a_manifest_with_a_number_for_a_hash_is_refused_not_a_traceback(
+    store_url: str, tmp_path: Path, field: str
+) -> None:
+    filled(store_url)
+    key = SigningKey.generate(ORIGIN)
+    key_file = tmp_path / "log.key"
+    key_file.write_text(key.encode() + "\n")
+    target = tmp_path / "j.jsonl"
+    done = run("journal", "export", "--output", str(target), "--after", "3",
+               "--signing-key", str(key_file), store=store_url)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    manifest_path = Path(f"{target}.manifest.json")
+    manifest = json.loads(manifest_path.read_text())
+    manifest["attestation"][field] = [5]
+    manifest_path.write_text(json.dumps(manifest))
+    checked = verify(target, key.verifier().encode())
+    assert checked.returncode == 1 and "Traceback" not in checked.stderr
+    assert json.loads(checked.stdout)["firstProblem"]["kind"] == "signature"
