@@ -61,6 +61,8 @@ def register(commands: Commands) -> None:
     schema = journal_commands.add_parser(
         "schema", help="print the JSON Schema of an Observed JSONL line"
     )
+    # --json as on every command: the schema is one JSON document either way.
+    schema.add_argument("--json", action="store_true", help="print exactly one JSON document")
     schema.set_defaults(handler=cmd_journal_schema)
 
     verify = commands.add_parser("verify", help="check the journal's integrity (exit 0 = ok)")

@@ -155,12 +155,13 @@ def test_the_package_and_the_cli_give_the_same_bytes(tmp_path: Path) -> None:
     the stream routes, tests/http/test_journal_stream.py)."""
     shipped = (ROOT / "replay" / "schemas" / "observed-line.v1.json").read_bytes()
     assert observed_line_schema_bytes() == shipped
-    printed = subprocess.run(
-        [*BLACKOPS, "journal", "schema"], cwd=tmp_path, capture_output=True, timeout=60
-    )
-    assert printed.returncode == 0, printed.stderr
-    assert printed.stdout == shipped
-    assert json.loads(printed.stdout) == observed_line_schema()
+    for flags in ([], ["--json"]):  # --json as on every command: the same one document
+        printed = subprocess.run(
+            [*BLACKOPS, "journal", "schema", *flags], cwd=tmp_path, capture_output=True, timeout=60
+        )
+        assert printed.returncode == 0, printed.stderr
+        assert printed.stdout == shipped
+        assert json.loads(printed.stdout) == observed_line_schema()
 
 
 def test_the_package_metadata_ships_the_schema() -> None:
