@@ -448,3 +448,41 @@ def test_offline_verification_names_unreadable_and_repeated_lines(filled: Applic
     first = verify_export(repeated, manifest).problems[0]
     assert (first.kind, first.position) == ("inserted", numbered(lines[2]))
     assert verify_export([b"\n", *lines, b"\n"], manifest).ok  # blank lines carry nothing
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["state = NULL", "topic = NULL", "originator_version = 'x'", "state = CAST('no' AS BLOB)"],
+)
+def test_a_column_emptied_or_retyped_is_named_modified_by_verify(
+    tmp_path: Path, change: str
+) -> None:
+    """SQLite keeps whatever is written behind the journal's back: verify names the row
+    (found by a defect hunt: each was an AttributeError or TypeError traceback)."""
+    filled = Application(f"sqlite:///{tmp_path}/journal.db", clock=FakeClock(CLOCK_START))
+    try:
+        fill(filled)
+        victim = tamper_position(filled.store)
+        with behind_the_journals_back(filled.store) as (conn, _, _):
+            conn.execute(f"UPDATE stored_events SET {change} WHERE rowid = ?", (victim.id,))
+        first = verify_store(filled.store).problems[0]
+        assert (first.kind, first.position) == ("modified", victim.id)
+        done = run("verify", "--json", store=f"sqlite:///{tmp_path}/journal.db")
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        assert json.loads(done.stdout)["firstProblem"]["position"] == victim.id
+    finally:
+        filled.close()
+
+
+@pytest.mark.parametrize(
+    "state", [b"not json", b'{"at":"x","context":{},"data":{"tree_size":"x","root":"r"}}']
+)
+def test_an_unreadable_tree_head_is_named_not_raised(filled: Application, state: bytes) -> None:
+    head = record_checkpoint(filled.store, actor=Actor("auditor"), clock=FakeClock(CLOCK_START))
+    with behind_the_journals_back(filled.store) as (conn, events, _):
+        where = position_column(conn)
+        conn.execute(q(conn, f"UPDATE {events} SET state = ? WHERE {where} = ?"),
+                     (state, head["position"]))  # fmt: skip
+    kinds = {(p.kind, p.position) for p in verify_store(filled.store).problems}
+    assert ("tree_head", head["position"]) in kinds
+    assert ("modified", head["position"]) in kinds  # its leaf no longer matches either
