@@ -27,6 +27,10 @@ SAFE_NAME: Final = re.compile(r"^[\x21\x23-\x5b\x5d-\x7e]{1,200}$")
 
 
 def entry_bytes(position: int, stream: str, version: int, topic: str, state: bytes) -> bytes:
+    # Columns changed behind the journal's back may hold anything (NULL, another type): a
+    # ValueError like any other row that is not what was appended, never a TypeError.
+    if type(state) is not bytes or type(stream) is not str or type(topic) is not str:
+        raise ValueError(f"event at position {position} has columns of other types")
     if not state.startswith(b"{") or not state.endswith(b"}") or state == b"{}":
         raise ValueError(f"event at position {position} is not a canonical envelope")
     return b"".join(

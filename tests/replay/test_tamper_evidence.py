@@ -470,6 +470,14 @@ def test_a_column_emptied_or_retyped_is_named_modified_by_verify(
         done = run("verify", "--json", store=f"sqlite:///{tmp_path}/journal.db")
         assert done.returncode == 1 and "Traceback" not in done.stderr
         assert json.loads(done.stdout)["firstProblem"]["position"] == victim.id
+        key = tmp_path / "log.key"
+        key.write_text(SigningKey.generate("example.com/tamper").encode() + "\n")
+        signed = run("journal", "checkpoint", "--signing-key", str(key),
+                     store=f"sqlite:///{tmp_path}/journal.db")  # fmt: skip
+        if "originator_version" not in change:  # a text version still hashes (to another leaf)
+            assert signed.returncode == 1, signed.stdout
+            assert "blackops: journal_rewritten: " in signed.stderr
+        assert "Traceback" not in signed.stderr
     finally:
         filled.close()
 
