@@ -195,7 +195,9 @@ def test_under_a_trickle_ends_ride_with_the_next_claims(noop_app: Application) -
     and an end each. The first submit after a quiet spell is claimed at once."""
     app = noop_app
     turns = Transactions(app)
-    worker = app.worker(gather_seconds=1.0, poll_seconds=30).start()
+    # 3 s: the pair must come within gather_seconds of the first submit to be a trickle, and
+    # on a loaded machine the first's claim, run and end took over a second (1 s flaked).
+    worker = app.worker(gather_seconds=3.0, poll_seconds=30).start()
     try:
         first = app.submit("t.noop", {}, actor="a", tenant="t")
         wait_for(lambda: completed(app, [first]), 30, "the first operation")
