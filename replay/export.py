@@ -8,6 +8,7 @@ is a copy that observers deduplicate by position.
 from __future__ import annotations
 
 import threading
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from operator import attrgetter
@@ -29,13 +30,22 @@ class ExportSummary:
 
 
 def observed_lines(
-    store: EventStore, after: int = 0, limit: int | None = None, page: int = PAGE
+    store: EventStore,
+    after: int = 0,
+    limit: int | None = None,
+    page: int = PAGE,
+    until: int | None = None,
 ) -> Iterator[tuple[int, bytes]]:
-    """``(position, line)`` for events after ``after``, at most ``limit`` of them."""
+    """``(position, line)`` for events after ``after``, at most ``limit`` of them, up to
+    position ``until`` when given (rows past it are never read into lines: one changed
+    behind the journal's back there does not stop the range before it)."""
     remaining = limit
     while remaining is None or remaining > 0:
         size = page if remaining is None else min(page, remaining)
         rows = store.read_raw_after(after, size)
+        past = until is not None and bool(rows) and rows[-1].id > until
+        if past:
+            rows = rows[: bisect_right(rows, until, key=attrgetter("id"))]
         if not rows:
             return
         entries = page_entries(rows)
@@ -50,6 +60,8 @@ def observed_lines(
             lines = [entry + b"\n" for entry in entries]
             yield from zip(map(attrgetter("id"), rows), lines, strict=True)
         after = rows[-1].id
+        if past:
+            return
         if remaining is not None:
             remaining -= len(rows)
 
@@ -75,10 +87,7 @@ def export_journal(
     reached = until is not None and after >= until
     while not reached:
         end = store.last_position()
-        for position, line in observed_lines(store, after):
-            if until is not None and position > until:
-                reached = True
-                break
+        for position, line in observed_lines(store, after, until=until):
             out.write(line)
             summary.count += 1
             if summary.first_position is None:
@@ -86,7 +95,9 @@ def export_journal(
             summary.last_position = after = position
             if progress is not None and summary.count % PAGE == 0:
                 progress(position, max(end, position))
-        reached = reached or (until is not None and after >= until)
+        # Reached once this round read past ``until``: the journal's end was beyond it when
+        # the round began, and positions commit in order (a gap may skip ``until`` itself).
+        reached = until is not None and (after >= until or end > until)
         out.flush()
         if progress is not None:
             progress(after, max(end, after))

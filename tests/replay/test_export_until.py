@@ -11,6 +11,7 @@ from functools import partial
 from pathlib import Path
 
 from cli_processes import run
+from tampering import behind_the_journals_back, position_column, q
 
 from blackops import Application
 from blackops.runtime import SystemClock
@@ -92,5 +93,44 @@ def test_following_until_a_reached_position_ends_by_itself(store_url: str) -> No
         assert _returns_within(manifest, 20)
         expected = b"".join(line for p, line in observed_lines(app.store) if p <= until)
         assert plain.getvalue() == expected == with_manifest.getvalue()
+    finally:
+        app.close()
+
+
+def test_a_changed_event_past_until_does_not_stop_the_range_before_it(store_url: str) -> None:
+    """Rows past ``until`` are never made into lines: the plain export of a range before an
+    event changed behind the journal's back succeeds, as the export with a manifest does
+    (found by review: the plain one failed on the whole page)."""
+    positions = _journal(store_url, 3)
+    until = positions[4]
+    app = Application(store_url)
+    try:
+        with behind_the_journals_back(app.store) as (conn, events, _):
+            where = position_column(conn)
+            conn.execute(q(conn, f"UPDATE {events} SET state = ? WHERE {where} = ?"),
+                         (b"{}", positions[5]))  # fmt: skip
+        out = io.BytesIO()
+        summary = export_journal(app.store, out, until=until)
+        assert (summary.count, summary.last_position) == (5, until)
+        expected = b"".join(line for p, line in observed_lines(app.store, until=until))
+        assert out.getvalue() == expected and expected.count(b"\n") == 5
+    finally:
+        app.close()
+
+
+def test_following_until_a_position_that_is_missing_ends_too(store_url: str) -> None:
+    """Positions may have gaps: following until one that is not there ends once the
+    journal is past it."""
+    positions = _journal(store_url, 3)
+    app = Application(store_url)
+    try:
+        with behind_the_journals_back(app.store) as (conn, events, _):
+            where = position_column(conn)
+            conn.execute(q(conn, f"DELETE FROM {events} WHERE {where} = ?"), (positions[3],))
+        out = io.BytesIO()
+        follow = partial(export_journal, app.store, out, follow=True, stop=threading.Event(),
+                         poll_seconds=0.01, until=positions[3])  # fmt: skip
+        assert _returns_within(follow, 20)
+        assert out.getvalue().count(b"\n") == 3
     finally:
         app.close()
