@@ -144,7 +144,13 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
     # SIGINT and SIGTERM end --follow cleanly (the manifest is written then) and interrupt
     # a one-shot export at its next page: nothing is written (no file, no manifest) and
     # nothing is recorded. The handlers this process had are restored afterwards.
-    previous = {number: signal.signal(number, lambda *_: stop.set()) for number in _STOPPING}
+    signalled: list[int] = []
+
+    def on_signal(number: int, _frame: object) -> None:
+        signalled.append(number)
+        stop.set()
+
+    previous = {number: signal.signal(number, on_signal) for number in _STOPPING}
     body: dict[str, Any] = {"output": args.output, "manifest": manifest_path}
     # A finished export replaces --output whole: it is written beside it first, so an export
     # that fails (a journal that no longer verifies) or is interrupted leaves no partial file
@@ -191,8 +197,12 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
         if partial is not None:
             os.replace(partial, args.output)
     except _Interrupted:
-        sys.stderr.write("blackops: export interrupted: nothing written, nothing recorded\n")
-        return EXIT_INTERRUPTED
+        if args.output:
+            said = "nothing written, nothing recorded"
+        else:  # the pages before it already went to stdout
+            said = "stdout holds the lines before it; no manifest, nothing recorded"
+        sys.stderr.write(f"blackops: export interrupted: {said}\n")
+        return 128 + signalled[0] if signalled else EXIT_INTERRUPTED  # 130 SIGINT, 143 SIGTERM
     except BrokenPipeError:
         # The reader of stdout went away (`| head`): stop as a Unix tool does, quietly with
         # SIGPIPE's status; only a lost manifest is worth a line (the export is not recorded).
@@ -201,9 +211,9 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
             sys.stderr.write("blackops: the reader closed stdout: no manifest, nothing recorded\n")
         return EXIT_BROKEN_PIPE
     finally:
-        store.close()
-        for number, handler in previous.items():
+        for number, handler in previous.items():  # first: a failing close must not skip it
             signal.signal(number, handler)
+        store.close()
     if args.json:
         emit(body, True, str)
     elif args.output:

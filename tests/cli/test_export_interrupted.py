@@ -1,6 +1,7 @@
 """Ctrl-C (or SIGTERM) during a one-shot ``journal export`` interrupts it at its next page:
-exit 130, no file, no partial file, no manifest, no export recorded in the journal, and the
-process's own signal handlers back as they were (SQLite and PostgreSQL)."""
+exit 130 (143 for SIGTERM), no file, no partial file, no manifest, no export recorded in the
+journal, and the process's own signal handlers back as they were; to stdout, the pages
+before it are there and the message says so (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -67,11 +68,32 @@ def test_a_signal_interrupts_a_one_shot_export_leaving_nothing(
     exports.mkdir()
     output = exports / "out.jsonl"
     code = main(["journal", "export", "--output", str(output), "--store", store_url])
-    assert code == EXIT_INTERRUPTED
+    assert code == 128 + number  # 130 for SIGINT (EXIT_INTERRUPTED), 143 for SIGTERM
     assert signalled == [PAGE]  # interrupted at the second page, not run to the end
     assert list(exports.iterdir()) == []  # no file, no partial file, no manifest
     assert _custody_records(store_url) == 0
     assert {n: signal.getsignal(n) for n in before} == before
+
+
+def test_an_export_to_stdout_interrupted_says_what_it_wrote(
+    store_url: str, monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    _journal(store_url, 2 * PAGE + 10)
+
+    @contextlib.contextmanager
+    def signal_at_once(description: str, **kwargs: object) -> Iterator[Callable[..., None]]:
+        yield lambda done, total: os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(progress_module, "progress", signal_at_once)
+    code = main(["journal", "export", "--no-manifest", "--store", store_url])
+    assert code == EXIT_INTERRUPTED
+    written = capsysbinary.readouterr()
+    lines = written.out.count(b"\n")
+    assert PAGE <= lines < 2 * PAGE + 10  # whole pages went out before it stopped, not all
+    assert written.err == (
+        b"blackops: export interrupted: stdout holds the lines before it; no manifest, "
+        b"nothing recorded\n"
+    )
 
 
 def test_ctrl_c_in_any_command_is_one_line_and_status_130(
