@@ -13,6 +13,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
+from pathlib import Path
 from typing import Any, cast
 
 from eventsourcing.persistence import (
@@ -65,6 +66,29 @@ def _backend_errors() -> Iterator[None]:
         raise BackendUnavailable("the journal store failed", str(error)) from error
 
 
+#: The events table's name in a SQLite journal (eventsourcing's, journal/backend_sqlite.py).
+_SQLITE_EVENTS = "stored_events"
+
+
+def _sqlite_journal_at(path: Path) -> bool:
+    """Is there a SQLite journal at ``path``? Read-only, before anything else touches the
+    file: another program's database is left exactly as it was (no WAL switch, no lock
+    file beside it)."""
+    if not path.is_file():
+        return False
+    try:
+        with contextlib.closing(
+            sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        ) as db:
+            found = db.execute(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+                (_SQLITE_EVENTS,),
+            ).fetchone()
+    except sqlite3.DatabaseError as error:  # not a database at all
+        raise InvalidRequest(f"{path} is not a SQLite journal ({error})") from None
+    return bool(found and found[0])
+
+
 @contextlib.contextmanager
 def _not_a_database(location: StoreLocation) -> Iterator[None]:
     """A SQLite store whose file is something else (or damaged) is the caller's error, said
@@ -106,7 +130,7 @@ class EventStore:
         if location.kind == "sqlite":
             path = location.sqlite_path
             assert path is not None
-            if not create and not path.is_file():
+            if not create and not _sqlite_journal_at(path):
                 raise NotFound(f"no journal at {path}")
             path.parent.mkdir(parents=True, exist_ok=True)
         settings["CREATE_TABLE"] = "no"  # created below, serialised across processes

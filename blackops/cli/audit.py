@@ -167,15 +167,15 @@ def cmd_op_receipt(args: argparse.Namespace) -> int:
     from blackops.cli.common import reads_of
     from journal.store import EventStore
 
-    reads = reads_of(args)
-    position = args.position
-    if position is None:
-        position = terminal_position(reads.events(args.operation_id), OPERATION_TERMINAL)
-    else:
-        allowed = {int(e["position"]) for e in reads.events(args.operation_id)}
-        if position not in allowed:
-            raise InvalidRequest(f"position {position} is not an event of {args.operation_id}")
-    with EventStore(args.store, create=False) as store:
+    with EventStore(args.store, create=False) as store:  # first: a missing journal is not made
+        reads = reads_of(args)
+        position = args.position
+        if position is None:
+            position = terminal_position(reads.events(args.operation_id), OPERATION_TERMINAL)
+        else:
+            allowed = {int(e["position"]) for e in reads.events(args.operation_id)}
+            if position not in allowed:
+                raise InvalidRequest(f"position {position} is not an event of {args.operation_id}")
         receipt = receipt_for(checkpoint_service(store, args), position)
     emit(receipt, args.json, lambda: receipt_text(receipt))
     return EXIT_OK

@@ -13,7 +13,7 @@ from replay.merkle import consistency_proof
 
 class StoreSource:
     def __init__(self, store: str) -> None:
-        self.store = EventStore(store)
+        self.store = EventStore(store, create=False)  # a reader: never makes a journal
 
     def note(self) -> str:
         events = self.store.read_topics(["journal.checkpoint"])

@@ -6,6 +6,7 @@ key rotation) open that way."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import psycopg
@@ -38,14 +39,23 @@ def test_a_missing_sqlite_journal_is_not_found_and_not_created(tmp_path: Path) -
     assert not where.parent.exists()
 
 
-def test_a_sqlite_database_without_a_journal_is_not_found(tmp_path: Path) -> None:
+def test_a_sqlite_database_without_a_journal_is_not_found_and_left_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """Another program's database: read only, so no WAL switch, no lock file beside it."""
     import sqlite3
 
     other = tmp_path / "other.db"
-    with sqlite3.connect(other) as conn:
+    with contextlib.closing(sqlite3.connect(other)) as conn:
         conn.execute("CREATE TABLE t (a int)")
+        conn.commit()
+    before = other.read_bytes()
     with pytest.raises(NotFound):
         EventStore(f"sqlite:///{other}", create=False)
+    assert other.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]
+    with contextlib.closing(sqlite3.connect(other)) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
 
 
 def test_a_missing_postgres_schema_is_not_found_and_not_created() -> None:
@@ -72,6 +82,7 @@ def test_a_file_that_is_no_database_is_invalid_request(tmp_path: Path, create: b
         ["verify"],
         ["journal", "export", "--no-manifest"],
         ["journal", "consistency", "1", "2"],
+        ["op", "receipt", "op-x"],
     ],
 )
 def test_cli_readers_refuse_a_missing_journal(tmp_path: Path, command: list[str]) -> None:
