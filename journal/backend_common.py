@@ -61,10 +61,13 @@ def new_streams(stored_events: Sequence[StoredEvent]) -> dict[str, int]:
 
 def notification(row: Mapping[str, Any], position_column: str) -> Notification:
     """A stored row with its global position (``rowid`` / ``notification_id``)."""
+    state = row["state"]
     return Notification(
         id=row[position_column],
         originator_id=row["originator_id"],
         originator_version=row["originator_version"],
         topic=row["topic"],
-        state=bytes(row["state"]),
+        # A state changed behind the journal's back to NULL or text (SQLite keeps any type)
+        # is handed on as it is: its reader names the row, and bytes(None) would raise here.
+        state=bytes(state) if isinstance(state, bytes | bytearray | memoryview) else state,
     )

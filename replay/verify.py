@@ -234,8 +234,10 @@ def _data(state: object) -> dict[str, Any] | None:
     """The ``data`` of a stored state, or ``None`` when it cannot be read as one."""
     from domain.json_text import load_canonical
 
+    if type(state) is not bytes:  # NULL or text written behind the journal's back
+        return None
     try:
-        body = load_canonical(state)  # type: ignore[arg-type]
+        body = load_canonical(state)
     except (ValueError, TypeError):
         return None
     data = body.get("data") if type(body) is dict else None

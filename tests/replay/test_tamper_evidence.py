@@ -494,3 +494,20 @@ def test_an_unreadable_tree_head_is_named_not_raised(filled: Application, state:
     kinds = {(p.kind, p.position) for p in verify_store(filled.store).problems}
     assert ("tree_head", head["position"]) in kinds
     assert ("modified", head["position"]) in kinds  # its leaf no longer matches either
+
+
+@pytest.mark.parametrize("value", [None, "text"], ids=["null", "text"])
+def test_a_tree_head_emptied_or_made_text_is_named_not_raised(tmp_path: Path, value: Any) -> None:
+    """SQLite keeps NULL or text where the state was (found by review: the store's own
+    read of the row raised before the verifier saw it)."""
+    filled = Application(f"sqlite:///{tmp_path}/journal.db", clock=FakeClock(CLOCK_START))
+    try:
+        fill(filled)
+        head = record_checkpoint(filled.store, actor=Actor("a"), clock=FakeClock(CLOCK_START))
+        with behind_the_journals_back(filled.store) as (conn, _, _):
+            conn.execute("UPDATE stored_events SET state = ? WHERE rowid = ?",
+                         (value, head["position"]))  # fmt: skip
+        kinds = {(p.kind, p.position) for p in verify_store(filled.store).problems}
+        assert ("tree_head", head["position"]) in kinds
+    finally:
+        filled.close()
