@@ -131,9 +131,12 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
         )
     # Everything that can fail is tried before the export records itself (P34): the files'
     # folders, the signing key; an export is whole and recorded, or absent.
-    for flag, path in (("--output", args.output), ("--manifest", manifest_path)):
-        if path is not None:
-            _check_writable(flag, path)
+    if args.output is not None and not args.follow:  # written as .partial, then renamed
+        _check_writable("--output", args.output, beside=True)
+    elif args.output is not None:
+        _check_writable("--output", args.output)
+    if manifest_path is not None:
+        _check_writable("--manifest", manifest_path)
     store = EventStore(args.store, create=False)
     try:
         signer = audit.checkpoint_service(store, args) if manifest_path is not None else None
@@ -156,6 +159,7 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
     # that fails (a journal that no longer verifies) or is interrupted leaves no partial file
     # to be mistaken for a whole one. --follow writes the file itself, for readers who follow.
     partial = None if not args.output or args.follow else f"{args.output}.partial"
+    recorded: dict[str, Any] | None = None  # the manifest, once the export is recorded
     try:
         target = _open_output(partial or args.output) if args.output else sys.stdout.buffer
         try:
@@ -168,7 +172,7 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
                     )  # fmt: skip
                     body.update(count=summary.count, lastPosition=summary.last_position)
                 else:
-                    manifest = export_with_manifest(
+                    manifest = recorded = export_with_manifest(
                         store, target, actor=cli_actor(args), clock=SystemClock(),
                         after=args.after, follow=args.follow, stop=stop, progress=report,
                         output_name=args.output, until=args.until,
@@ -178,8 +182,15 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
                         from blackops.audit.exports import attest
 
                         attest(signer, manifest)
-                    with open(manifest_path, "wb") as written:
-                        written.write(render_json(manifest) + b"\n")
+                    try:
+                        with open(manifest_path, "wb") as written:
+                            written.write(render_json(manifest) + b"\n")
+                    except OSError as error:  # checked before, yet it failed: say it all
+                        raise InvalidRequest(
+                            f"the manifest {manifest_path} could not be written "
+                            f"({error.strerror}); the export is recorded at position "
+                            f"{manifest['custody']['position']}"
+                        ) from None
                     body.update(
                         count=manifest["count"],
                         lastPosition=manifest["lastPosition"],
@@ -205,9 +216,14 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
         return 128 + signalled[0] if signalled else EXIT_INTERRUPTED  # 130 SIGINT, 143 SIGTERM
     except BrokenPipeError:
         # The reader of stdout went away (`| head`): stop as a Unix tool does, quietly with
-        # SIGPIPE's status; only a lost manifest is worth a line (the export is not recorded).
+        # SIGPIPE's status; only a lost manifest is worth a line.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
-        if manifest_path is not None:
+        if recorded is not None:
+            sys.stderr.write(
+                "blackops: the reader closed stdout after the export was recorded at "
+                f"position {recorded['custody']['position']}\n"
+            )
+        elif manifest_path is not None:
             sys.stderr.write("blackops: the reader closed stdout: no manifest, nothing recorded\n")
         return EXIT_BROKEN_PIPE
     finally:
@@ -221,11 +237,22 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _check_writable(flag: str, path: str) -> None:
-    """``path`` can be written as a file: not a folder, in a folder that exists."""
+def _check_writable(flag: str, path: str, *, beside: bool = False) -> None:
+    """``path`` can be written as a file: not a folder nor a broken link; an existing file
+    opens for writing (tried without truncating it: `/dev/stdout` too), a new one has a
+    writable folder. ``beside``: written next to it first, then renamed over it, so its
+    folder must be writable even when the file exists."""
     if os.path.isdir(path):
         raise InvalidRequest(f"{flag} {path} is a folder: name a file")
+    if os.path.lexists(path) and not os.path.exists(path):
+        raise InvalidRequest(f"{flag} {path} is a link to nothing")
     folder = os.path.dirname(os.path.abspath(path))
+    if os.path.exists(path) and not beside:
+        try:
+            open(path, "ab").close()  # only tried: nothing is truncated
+        except OSError as error:
+            raise InvalidRequest(f"{flag} {path}: cannot write it ({error.strerror})") from None
+        return
     if not os.path.isdir(folder):
         raise InvalidRequest(f"{flag} {path}: no folder {folder}")
     if not os.access(folder, os.W_OK):
@@ -349,7 +376,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     state = Path(args.state) if args.state else None
     saved = 0
     if state is not None:  # before anything is delivered: its position must be keepable
-        _check_writable("--state", str(state))
+        _check_writable("--state", str(state), beside=True)  # saved as .tmp, then renamed
         try:
             saved = read_state(state)
         except ValueError as unreadable:

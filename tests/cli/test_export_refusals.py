@@ -51,15 +51,21 @@ def _key(tmp_path: Path) -> tuple[Path, str]:
         (["--output", "{out}"], "is a folder"),
         (["--output", "{tmp}/no-folder/j.jsonl"], "no folder"),
         (["--manifest", "{tmp}/no-folder/m.json"], "no folder"),
+        (["--manifest", "{tmp}/dangling.json"], "a link to nothing"),
+        (["--manifest", "/proc/version"], "cannot write it"),
     ],
-    ids=["missing-key", "output-is-a-folder", "output-in-no-folder", "manifest-in-no-folder"],
-)
+    ids=[
+        "missing-key", "output-is-a-folder", "output-in-no-folder", "manifest-in-no-folder",
+        "manifest-a-broken-link", "manifest-not-writable",
+    ],
+)  # fmt: skip
 def test_an_export_that_cannot_finish_is_refused_before_it_is_recorded(
     store_url: str, tmp_path: Path, flags: list[str], says: str
 ) -> None:
     _filled(store_url)
     out = tmp_path / "out"
     out.mkdir()
+    (tmp_path / "dangling.json").symlink_to(tmp_path / "gone" / "m.json")
     given = [flag.format(tmp=tmp_path, out=out) for flag in flags]
     if "--output" not in given:
         given += ["--output", str(out / "j.jsonl")]
@@ -89,3 +95,16 @@ def test_a_signed_export_past_the_journals_end_verifies(store_url: str, tmp_path
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_manifest_to_an_existing_writable_file_outside_a_writable_folder_is_fine(
+    store_url: str, tmp_path: Path
+) -> None:
+    """`--manifest /dev/null` (an existing file in a folder nobody may write): tried in place,
+    not refused for its folder; the export is written and recorded."""
+    _filled(store_url)
+    target = tmp_path / "j.jsonl"
+    done = run("journal", "export", "--output", str(target), "--manifest", "/dev/null",
+               store=store_url)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert target.read_bytes().count(b"\n") > 0 and _exports_recorded(store_url) == 1
