@@ -1,4 +1,4 @@
-"""``blackops replay`` says what is wrong in one line and delivers nothing it cannot keep
+"""Observer Replay (OL-11): ``blackops replay`` says what is wrong in one line and delivers nothing it cannot keep
 track of: a state file that holds no position, is a folder or sits in no folder, and a
 ``--from`` beyond any position are refused before the first event; a hostile tombstone line
 is a refusal naming the line; an observer that raises stops the replay with its exception
