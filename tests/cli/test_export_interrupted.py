@@ -1,7 +1,8 @@
-"""Observed JSONL export (OL-11): Ctrl-C (or SIGTERM) during a one-shot ``journal export`` interrupts it at its next page:
-exit 130 (143 for SIGTERM), no file, no partial file, no manifest, no export recorded in the
-journal, and the process's own signal handlers back as they were; to stdout, the pages
-before it are there and the message says so (SQLite and PostgreSQL)."""
+"""Observed JSONL export (OL-11): Ctrl-C (or SIGTERM) during a one-shot ``journal export``
+interrupts it at its next page: exit 130 (143 for SIGTERM), no file, no partial file, no
+manifest, no export recorded in the journal, and the process's own signal handlers back as
+they were; to stdout, the pages before it are there and the message says so (SQLite and
+PostgreSQL)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""Observed JSONL export (OL-11): one that cannot finish is refused before it records itself (decisions P34): a signing
-key that cannot be read, an --output that is a folder or in no folder, a --manifest in no
-folder. Each is one line (`blackops: invalid_request: ...`, exit 1), no traceback, and leaves
-no file, no `.partial`, no manifest and no `journal.exported` record (SQLite and PostgreSQL).
-And a signed export that starts past the journal's end verifies (it is empty)."""
+"""Observed JSONL export (OL-11): one that cannot finish is refused before it records itself
+(decisions P34): a signing key that cannot be read, an --output that is a folder or in no
+folder, a --manifest in no folder. Each is one line (`blackops: invalid_request: ...`, exit
+1), no traceback, and leaves no file, no `.partial`, no manifest and no `journal.exported`
+record (SQLite and PostgreSQL). And a signed export that starts past the journal's end
+verifies (it is empty)."""
 
 from __future__ import annotations
 

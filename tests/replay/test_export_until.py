@@ -1,6 +1,6 @@
-"""Observed JSONL export (OL-11): ``until`` bounds every kind of export: a plain stream (``--no-manifest``) as
-well as one with a manifest, and ``--follow --until`` ends once the journal has reached it
-instead of following for ever (SQLite and PostgreSQL)."""
+"""Observed JSONL export (OL-11): ``until`` bounds every kind of export: a plain stream
+(``--no-manifest``) as well as one with a manifest, and ``--follow --until`` ends once the
+journal has reached it instead of following for ever (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 

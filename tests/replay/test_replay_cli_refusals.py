@@ -1,9 +1,9 @@
-"""Observer Replay (OL-11): ``blackops replay`` says what is wrong in one line and delivers nothing it cannot keep
-track of: a state file that holds no position, is a folder or sits in no folder, and a
-``--from`` beyond any position are refused before the first event; a hostile tombstone line
-is a refusal naming the line; an observer that raises stops the replay with its exception
-named, the state file keeping the last event it took (found by a defect hunt: each was a
-traceback, the missing folder only after every event was delivered)."""
+"""Observer Replay (OL-11): ``blackops replay`` says what is wrong in one line and delivers
+nothing it cannot keep track of: a state file that holds no position, is a folder or sits in
+no folder, and a ``--from`` beyond any position are refused before the first event; a
+hostile tombstone line is a refusal naming the line; an observer that raises stops the
+replay with its exception named, the state file keeping the last event it took (found by a
+defect hunt: each was a traceback, the missing folder only after every event was delivered)."""
 
 from __future__ import annotations
 
