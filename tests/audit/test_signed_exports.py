@@ -63,14 +63,7 @@ def forge(jsonl: Path) -> None:
 def test_cli_export_is_signed_and_a_forged_pair_is_caught(
     store_url: str, tmp_path: Path, after: int
 ) -> None:
-    filled(store_url)
-    key = SigningKey.generate(ORIGIN)
-    key_file = tmp_path / "log.key"
-    key_file.write_text(key.encode() + "\n")
-    target = tmp_path / "j.jsonl"
-    done = run("journal", "export", "--output", str(target), "--after", str(after),
-               "--json", "--signing-key", str(key_file), store=store_url)  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    target, key = signed_export(store_url, tmp_path, "--after", str(after), "--json")
     manifest = json.loads(Path(f"{target}.manifest.json").read_text())
     assert manifest["attestation"]["checkpoint"].startswith(ORIGIN + "\n")
     vkey = key.verifier().encode()
@@ -155,18 +148,24 @@ def test_the_cli_refuses_an_export_ending_before_it_starts(store_url: str, tmp_p
         assert app.store.last_position() == before
 
 
-def test_lines_reordered_with_their_manifest_are_caught(store_url: str, tmp_path: Path) -> None:
-    """Swap two lines and their manifest leaves, recompute the root: every line is still
-    authentic and in the signed log, so the order alone gives it away (found by a defect
-    hunt: `verify --key` passed such a file)."""
+def signed_export(store_url: str, tmp_path: Path, *flags: str) -> tuple[Path, SigningKey]:
+    """A journal, a key, and the CLI's signed export of it (``flags`` added): the file and key."""
     filled(store_url)
     key = SigningKey.generate(ORIGIN)
     key_file = tmp_path / "log.key"
     key_file.write_text(key.encode() + "\n")
     target = tmp_path / "j.jsonl"
     done = run("journal", "export", "--output", str(target), "--signing-key", str(key_file),
-               store=store_url)  # fmt: skip
+               *flags, store=store_url)  # fmt: skip
     assert done.returncode == 0, done.stderr
+    return target, key
+
+
+def test_lines_reordered_with_their_manifest_are_caught(store_url: str, tmp_path: Path) -> None:
+    """Swap two lines and their manifest leaves, recompute the root: every line is still
+    authentic and in the signed log, so the order alone gives it away (found by a defect
+    hunt: `verify --key` passed such a file)."""
+    target, key = signed_export(store_url, tmp_path)
     lines = target.read_bytes().splitlines(keepends=True)
     lines[0], lines[1] = lines[1], lines[0]
     target.write_bytes(b"".join(lines))
@@ -185,14 +184,7 @@ def test_lines_reordered_with_their_manifest_are_caught(store_url: str, tmp_path
 def test_a_manifest_with_a_number_for_a_hash_is_refused_not_a_traceback(
     store_url: str, tmp_path: Path, field: str
 ) -> None:
-    filled(store_url)
-    key = SigningKey.generate(ORIGIN)
-    key_file = tmp_path / "log.key"
-    key_file.write_text(key.encode() + "\n")
-    target = tmp_path / "j.jsonl"
-    done = run("journal", "export", "--output", str(target), "--after", "3",
-               "--signing-key", str(key_file), store=store_url)  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    target, key = signed_export(store_url, tmp_path, "--after", "3")
     manifest_path = Path(f"{target}.manifest.json")
     manifest = json.loads(manifest_path.read_text())
     manifest["attestation"][field] = [5]
