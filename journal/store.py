@@ -76,14 +76,20 @@ def _sqlite_journal_at(path: Path) -> bool:
     file beside it)."""
     if not path.is_file():
         return False
+    with path.open("rb") as raw:
+        header = raw.read(20)
+    # A WAL database without its -wal file holds everything in the file itself: read it as
+    # immutable, or SQLite would create -shm and -wal beside another program's database.
+    wal = header[18:20] == b"\x02\x02" and not path.with_name(path.name + "-wal").exists()
+    uri = f"{path.resolve().as_uri()}?{'immutable=1' if wal else 'mode=ro'}"
     try:
-        with contextlib.closing(
-            sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        ) as db:
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
             found = db.execute(
                 "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
                 (_SQLITE_EVENTS,),
             ).fetchone()
+    except sqlite3.OperationalError as error:  # locked, unreadable: the store, not the file
+        raise BackendUnavailable("the journal store cannot be reached", str(error)) from None
     except sqlite3.DatabaseError as error:  # not a database at all
         raise InvalidRequest(f"{path} is not a SQLite journal ({error})") from None
     return bool(found and found[0])

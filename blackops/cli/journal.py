@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import stat
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -137,6 +138,8 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
         _check_writable("--output", args.output)
     if manifest_path is not None:
         _check_writable("--manifest", manifest_path)
+        if _same_file(manifest_path, args.output):
+            raise InvalidRequest("the manifest would overwrite the exported lines: name another")
     store = EventStore(args.store, create=False)
     try:
         signer = audit.checkpoint_service(store, args) if manifest_path is not None else None
@@ -159,7 +162,7 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
     # that fails (a journal that no longer verifies) or is interrupted leaves no partial file
     # to be mistaken for a whole one. --follow writes the file itself, for readers who follow.
     partial = None if not args.output or args.follow else f"{args.output}.partial"
-    recorded: dict[str, Any] | None = None  # the manifest, once the export is recorded
+    written: bytes | None = None  # the manifest's bytes, once the export is recorded
     try:
         target = _open_output(partial or args.output) if args.output else sys.stdout.buffer
         try:
@@ -172,7 +175,7 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
                     )  # fmt: skip
                     body.update(count=summary.count, lastPosition=summary.last_position)
                 else:
-                    manifest = recorded = export_with_manifest(
+                    manifest = export_with_manifest(
                         store, target, actor=cli_actor(args), clock=SystemClock(),
                         after=args.after, follow=args.follow, stop=stop, progress=report,
                         output_name=args.output, until=args.until,
@@ -182,15 +185,7 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
                         from blackops.audit.exports import attest
 
                         attest(signer, manifest)
-                    try:
-                        with open(manifest_path, "wb") as written:
-                            written.write(render_json(manifest) + b"\n")
-                    except OSError as error:  # checked before, yet it failed: say it all
-                        raise InvalidRequest(
-                            f"the manifest {manifest_path} could not be written "
-                            f"({error.strerror}); the export is recorded at position "
-                            f"{manifest['custody']['position']}"
-                        ) from None
+                    written = render_json(manifest) + b"\n"  # once the file is in place
                     body.update(
                         count=manifest["count"],
                         lastPosition=manifest["lastPosition"],
@@ -207,6 +202,18 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
                 target.close()
         if partial is not None:
             os.replace(partial, args.output)
+        if written is not None and manifest_path is not None:
+            # Recorded, and the lines are in place: a manifest that fails now (a full disk)
+            # is said as it is, the lines and the record kept.
+            try:
+                with open(manifest_path, "wb") as out:
+                    out.write(written)
+            except OSError as error:
+                raise InvalidRequest(
+                    f"the manifest {manifest_path} could not be written ({error.strerror}); "
+                    f"the export is recorded at position {body['custody']['position']}"
+                    + (f" and its lines are in {args.output}" if args.output else "")
+                ) from None
     except _Interrupted:
         if args.output:
             said = "nothing written, nothing recorded"
@@ -218,12 +225,7 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
         # The reader of stdout went away (`| head`): stop as a Unix tool does, quietly with
         # SIGPIPE's status; only a lost manifest is worth a line.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
-        if recorded is not None:
-            sys.stderr.write(
-                "blackops: the reader closed stdout after the export was recorded at "
-                f"position {recorded['custody']['position']}\n"
-            )
-        elif manifest_path is not None:
+        if manifest_path is not None:
             sys.stderr.write("blackops: the reader closed stdout: no manifest, nothing recorded\n")
         return EXIT_BROKEN_PIPE
     finally:
@@ -248,6 +250,8 @@ def _check_writable(flag: str, path: str, *, beside: bool = False) -> None:
         raise InvalidRequest(f"{flag} {path} is a link to nothing")
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.exists(path) and not beside:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return  # a pipe or a device (/dev/stdout): opening it to try would use it up
         try:
             open(path, "ab").close()  # only tried: nothing is truncated
         except OSError as error:
@@ -257,6 +261,16 @@ def _check_writable(flag: str, path: str, *, beside: bool = False) -> None:
         raise InvalidRequest(f"{flag} {path}: no folder {folder}")
     if not os.access(folder, os.W_OK):
         raise InvalidRequest(f"{flag} {path}: the folder {folder} is not writable")
+
+
+def _same_file(path: str, output: str | None) -> bool:
+    """Is ``path`` the file the lines go to (``output``, or stdout without one)?"""
+    try:
+        found = os.stat(path)
+        lines = os.stat(output) if output is not None else os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError):  # not there yet, or no stdout
+        return output is not None and os.path.abspath(path) == os.path.abspath(output)
+    return (found.st_dev, found.st_ino) == (lines.st_dev, lines.st_ino)
 
 
 def _open_output(path: str) -> Any:

@@ -109,3 +109,51 @@ def test_a_manifest_to_an_existing_writable_file_outside_a_writable_folder_is_fi
                store=store_url)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert target.read_bytes().count(b"\n") > 0 and _exports_recorded(store_url) == 1
+
+
+def test_a_manifest_that_fails_after_the_record_keeps_the_lines_and_says_so(
+    store_url: str, tmp_path: Path
+) -> None:
+    """`/dev/full` stands for a disk that fills between the check and the write: the export
+    is recorded, so its lines stay in place and the message says where (found by review:
+    the lines were deleted while the record stayed)."""
+    _filled(store_url)
+    target = tmp_path / "j.jsonl"
+    done = run("journal", "export", "--output", str(target), "--manifest", "/dev/full",
+               store=store_url)  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "could not be written" in done.stderr and f"its lines are in {target}" in done.stderr
+    assert target.read_bytes().count(b"\n") > 0 and _exports_recorded(store_url) == 1
+
+
+def test_a_manifest_to_a_pipe_is_written_once_not_used_up_by_the_check(
+    store_url: str, tmp_path: Path
+) -> None:
+    """A FIFO: trying it would hand its reader an end of file and leave the export waiting
+    for a reader for ever (found by review); it is written once, whole."""
+    import os
+    import threading
+
+    _filled(store_url)
+    fifo = tmp_path / "manifest.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    done = subprocess.run(
+        [sys.executable, "-m", "blackops", "journal", "export", "--output",
+         str(tmp_path / "j.jsonl"), "--manifest", str(fifo), "--store", store_url],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    reader.join(10)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(got[0])["count"] > 0
+
+
+def test_a_manifest_on_the_exports_own_stdout_is_refused(store_url: str) -> None:
+    """`--manifest /dev/stdout` without --output would write the manifest into the lines
+    (or, to a file, truncate them): refused before anything is written or recorded."""
+    _filled(store_url)
+    done = run("journal", "export", "--manifest", "/dev/stdout", store=store_url)
+    assert done.returncode == 1 and "would overwrite the exported lines" in done.stderr
+    assert done.stdout == "" and _exports_recorded(store_url) == 0

@@ -39,23 +39,27 @@ def test_a_missing_sqlite_journal_is_not_found_and_not_created(tmp_path: Path) -
     assert not where.parent.exists()
 
 
+@pytest.mark.parametrize("mode", ["delete", "wal"])
 def test_a_sqlite_database_without_a_journal_is_not_found_and_left_as_it_was(
-    tmp_path: Path,
+    tmp_path: Path, mode: str
 ) -> None:
-    """Another program's database: read only, so no WAL switch, no lock file beside it."""
+    """Another program's database: read only (a WAL one as immutable), so no WAL switch and
+    nothing beside it (no lock file, no -shm or -wal)."""
     import sqlite3
 
     other = tmp_path / "other.db"
     with contextlib.closing(sqlite3.connect(other)) as conn:
+        conn.execute(f"PRAGMA journal_mode = {mode}")
         conn.execute("CREATE TABLE t (a int)")
         conn.commit()
     before = other.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]
     with pytest.raises(NotFound):
         EventStore(f"sqlite:///{other}", create=False)
     assert other.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]
     with contextlib.closing(sqlite3.connect(other)) as conn:
-        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == mode
 
 
 def test_a_missing_postgres_schema_is_not_found_and_not_created() -> None:
