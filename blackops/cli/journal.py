@@ -240,10 +240,10 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
 
 
 def _check_writable(flag: str, path: str, *, beside: bool = False) -> None:
-    """``path`` can be written as a file: not a folder nor a broken link; an existing file
-    opens for writing (tried without truncating it: `/dev/stdout` too), a new one has a
-    writable folder. ``beside``: written next to it first, then renamed over it, so its
-    folder must be writable even when the file exists."""
+    """``path`` can be written as a file: not a folder nor a broken link; an existing regular
+    file opens for writing (tried without truncating it), a pipe or a device is taken as it
+    is (trying would use it up), a new file has a writable folder. ``beside``: written next
+    to it first, then renamed over it, so its folder must be writable even when it exists."""
     if os.path.isdir(path):
         raise InvalidRequest(f"{flag} {path} is a folder: name a file")
     if os.path.lexists(path) and not os.path.exists(path):
