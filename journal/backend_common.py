@@ -8,6 +8,9 @@ from typing import Any, NamedTuple
 
 from eventsourcing.persistence import Notification, StoredEvent
 
+#: Positions are 64-bit signed integers in every backend.
+MAX_POSITION = 2**63 - 1
+
 
 class StoredRow(NamedTuple):
     """An event as stored, undecoded, by position: what readers of the whole journal page

@@ -159,9 +159,6 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
     def create_table(self) -> None:
         """Memory holds no tables: there is nothing to create."""
 
-    def journal_exists(self) -> bool:
-        return True  # a memory journal exists while its process does
-
     # -- due-work index --------------------------------------------------------------------
 
     def reserve_due(

@@ -129,15 +129,6 @@ class BlackOpsPostgresRecorder(
         self._reserve_streams = lease_sql.reserve_call_statement(schema, lease_sql.RESERVE_STREAMS)
         self._renew_leases = lease_sql.renew_call_statement(schema)
 
-    def journal_exists(self) -> bool:
-        name = SQL("{}.{}").format(
-            Identifier(self.datastore.schema), Identifier(self.events_table_name)
-        )
-        with self.datastore.transaction(commit=False) as curs:
-            curs.execute(SQL("SELECT to_regclass(%s) IS NOT NULL AS found"), (name.as_string(),))
-            row = curs.fetchone()
-        return bool(row and row["found"])
-
     def create_table(self) -> None:
         super().create_table()
         # One transaction per statement: an opener holding the lock of one statement (a

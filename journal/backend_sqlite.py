@@ -59,14 +59,6 @@ class BlackOpsSQLiteRecorder(
             "(position INTEGER PRIMARY KEY, leaf BLOB NOT NULL)",
         ]
 
-    def journal_exists(self) -> bool:
-        with self.datastore.transaction(commit=False) as c:
-            c.execute(
-                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
-                (self.events_table_name,),
-            )
-            return bool(c.fetchone()[0])
-
     def _insert_events(
         self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:

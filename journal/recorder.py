@@ -45,10 +45,6 @@ class Recorder(Protocol):
 
     def create_table(self) -> None: ...
 
-    def journal_exists(self) -> bool:
-        """Whether the journal's events table is there already (nothing is created)."""
-        ...
-
     def reserve_due(
         self, now: int, hold_until: int, worker: str, types: Sequence[str], limit: int
     ) -> list[str]: ...

@@ -29,9 +29,8 @@ def sqlite_setup_lock(path: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def postgres_setup_lock(settings: dict[str, str], *, create: bool = True) -> Iterator[None]:
-    """Create the schema (unless ``create`` is false) and hold an advisory lock while the
-    tables are created.
+def postgres_setup_lock(settings: dict[str, str]) -> Iterator[None]:
+    """Create the schema and hold an advisory lock while the tables are created.
 
     eventsourcing's CREATE TABLE / TYPE / FUNCTION statements collide when several
     processes start at once ("tuple concurrently updated"); one at a time they are
@@ -44,10 +43,7 @@ def postgres_setup_lock(settings: dict[str, str], *, create: bool = True) -> Ite
     try:
         with postgres_connect(settings) as conn:
             conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"blackops-setup:{schema}",))
-            if create:
-                conn.execute(
-                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
-                )
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
             yield
     except psycopg.OperationalError as error:
         raise BackendUnavailable("PostgreSQL cannot be reached", str(error)) from error

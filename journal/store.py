@@ -13,7 +13,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
-from pathlib import Path
 from typing import Any, cast
 
 from eventsourcing.persistence import (
@@ -30,12 +29,13 @@ from eventsourcing.utils import Environment
 from domain.errors import BackendUnavailable, Conflict, FencingError, InvalidRequest, NotFound
 from domain.events import RecordedEvent
 from journal.appends import Append as Append  # re-exported: callers import it from the store
+from journal.backend_common import MAX_POSITION as MAX_POSITION  # re-exported
 from journal.backend_common import StoredRow
 from journal.backend_memory import BlackOpsMemoryRecorder
 from journal.codec import decode_state, encode_state
 from journal.commit_queue import CommitObserver, CommitQueue
 from journal.leaves import SAFE_NAME
-from journal.locator import StoreLocation, resolve_store
+from journal.locator import StoreLocation, postgres_connect, resolve_store
 from journal.recorder import Recorder
 from journal.retention_index import RetentionRow
 from journal.setup import named_lock, postgres_setup_lock, sqlite_setup_lock
@@ -49,8 +49,6 @@ _RECORDERS = {
     "postgresql": "journal.backend_postgres:BlackOpsPostgresRecorder",
 }
 PAGE_LIMIT_MAX = 10_000
-#: Positions are 64-bit signed integers in every backend.
-MAX_POSITION = 2**63 - 1
 
 
 @contextlib.contextmanager
@@ -66,14 +64,19 @@ def _backend_errors() -> Iterator[None]:
         raise BackendUnavailable("the journal store failed", str(error)) from error
 
 
-#: The events table's name in a SQLite journal (eventsourcing's, journal/backend_sqlite.py).
-_SQLITE_EVENTS = "stored_events"
+#: The events table's name in each backend (eventsourcing's: journal/backend_sqlite.py, and
+#: the PostgreSQL recorder's for the Environment "blackops").
+_EVENTS_TABLE = {"sqlite": "stored_events", "postgresql": "blackops_events"}
 
 
-def _sqlite_journal_at(path: Path) -> bool:
-    """Is there a SQLite journal at ``path``? Read-only, before anything else touches the
-    file: another program's database is left exactly as it was (no WAL switch, no lock
-    file beside it)."""
+def _journal_at(location: StoreLocation) -> bool:
+    """Is there a journal at ``location``? Looked at before anything else touches the store,
+    read only: no file, folder, schema or lock is made, and another program's SQLite
+    database is left exactly as it was (no WAL switch, nothing beside it)."""
+    if location.kind == "postgresql":
+        return _postgres_journal_at(location.settings)
+    path = location.sqlite_path
+    assert path is not None
     if not path.is_file():
         return False
     with path.open("rb") as raw:
@@ -82,25 +85,38 @@ def _sqlite_journal_at(path: Path) -> bool:
     # immutable, or SQLite would create -shm and -wal beside another program's database.
     wal = header[18:20] == b"\x02\x02" and not path.with_name(path.name + "-wal").exists()
     uri = f"{path.resolve().as_uri()}?{'immutable=1' if wal else 'mode=ro'}"
+    with _sqlite_errors(location), contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
+        found = db.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+            (_EVENTS_TABLE["sqlite"],),
+        ).fetchone()
+    return bool(found and found[0])
+
+
+def _postgres_journal_at(settings: dict[str, str]) -> bool:
+    import psycopg
+    from psycopg import sql
+
+    table = sql.SQL("{}.{}").format(
+        sql.Identifier(settings["POSTGRES_SCHEMA"]), sql.Identifier(_EVENTS_TABLE["postgresql"])
+    )
     try:
-        with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
-            found = db.execute(
-                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
-                (_SQLITE_EVENTS,),
-            ).fetchone()
-    except sqlite3.OperationalError as error:  # locked, unreadable: the store, not the file
-        raise BackendUnavailable("the journal store cannot be reached", str(error)) from None
-    except sqlite3.DatabaseError as error:  # not a database at all
-        raise InvalidRequest(f"{path} is not a SQLite journal ({error})") from None
+        with postgres_connect(settings) as conn:
+            row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table.as_string(),))
+            found = row.fetchone()
+    except psycopg.OperationalError as error:
+        raise BackendUnavailable("PostgreSQL cannot be reached", str(error)) from error
     return bool(found and found[0])
 
 
 @contextlib.contextmanager
-def _not_a_database(location: StoreLocation) -> Iterator[None]:
-    """A SQLite store whose file is something else (or damaged) is the caller's error, said
-    in one line, not the driver's exception."""
+def _sqlite_errors(location: StoreLocation) -> Iterator[None]:
+    """The SQLite driver's own errors, said in one line: a file that is something else (or
+    damaged) is the caller's error; one that cannot be read now (locked) is the store's."""
     try:
         yield
+    except sqlite3.OperationalError as error:
+        raise BackendUnavailable("the journal store cannot be reached", str(error)) from None
     except sqlite3.DatabaseError as error:
         raise InvalidRequest(f"{location.display} is not a SQLite journal ({error})") from None
 
@@ -131,27 +147,24 @@ class EventStore:
             # eventsourcing's POPO factory ignores APPLICATION_RECORDER_TOPIC.
             self._recorder: Recorder = BlackOpsMemoryRecorder()
             return
+        if not create and not _journal_at(location):
+            raise NotFound(f"no journal at {location.sqlite_path or location.display}")
         settings = dict(location.settings)
         settings["APPLICATION_RECORDER_TOPIC"] = _RECORDERS[location.kind]
         if location.kind == "sqlite":
             path = location.sqlite_path
             assert path is not None
-            if not create and not _sqlite_journal_at(path):
-                raise NotFound(f"no journal at {path}")
             path.parent.mkdir(parents=True, exist_ok=True)
         settings["CREATE_TABLE"] = "no"  # created below, serialised across processes
         setup_lock = (
-            postgres_setup_lock(settings, create=create)
+            postgres_setup_lock(settings)
             if location.kind == "postgresql"
             else sqlite_setup_lock(settings["SQLITE_DBNAME"])
         )
-        with _backend_errors(), _not_a_database(location), setup_lock:
+        with _backend_errors(), _sqlite_errors(location), setup_lock:
             # Explicit settings only: the user's shell environment never reconfigures it.
             self._factory = InfrastructureFactory.construct(Environment("blackops", settings))
             self._recorder = cast(Recorder, self._factory.application_recorder())
-            if not create and not self._recorder.journal_exists():
-                self._factory.close()
-                raise NotFound(f"no journal at {location.display}")
             self._recorder.create_table()
             # A journal written before the retention index existed gets it now, once.
             self._recorder.ensure_retention()

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
+from journal.backend_common import MAX_POSITION
 from replay.observed import ObservedEvent, ObservedLineError, parse_line
 
 
@@ -26,8 +27,6 @@ class Observer(Protocol):
 
 ObserverLike = Observer | Callable[[ObservedEvent], object]
 OnDuplicate = Literal["stop", "skip"]
-#: Positions are 64-bit signed integers (journal/store.py).
-MAX_POSITION = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +69,8 @@ class ReplayReport:
         }  # fmt: skip
 
 
-def _deliver_to(observer: ObserverLike) -> Callable[[ObservedEvent], object]:
+def deliver_to(observer: ObserverLike) -> Callable[[ObservedEvent], object]:
+    """The call that hands an event to ``observer`` (its ``observe``, or itself)."""
     if isinstance(observer, Observer):
         return observer.observe
     if callable(observer):
@@ -96,7 +96,7 @@ def replay(
     events again, and deduplicates by position (OL-11)."""
     if on_duplicate not in ("stop", "skip"):
         raise ValueError("on_duplicate must be 'stop' or 'skip'")
-    deliver = _deliver_to(observer)
+    deliver = deliver_to(observer)
     report = ReplayReport(last_position=after)
     # Delivered positions only ever rise (a lower one stops the replay or, as a duplicate,
     # is skipped), so they stay sorted in a list: cheaper to keep than a set, and searched

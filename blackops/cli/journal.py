@@ -360,12 +360,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     from blackops.cli.loading import load_object
     from blackops.cli.progress import progress
+    from journal.backend_common import MAX_POSITION
     from replay.observed import ObservedEvent, ObservedLineError
     from replay.replayer import (
-        MAX_POSITION,
         Observer,
         OnDuplicate,
         ReplayStopped,
+        deliver_to,
         read_state,
         replay,
     )
@@ -405,7 +406,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             failures.append((event.position, error))
             raise
 
-    deliver = target.observe if isinstance(target, Observer) else target
+    deliver = deliver_to(target)
     source: Iterable[bytes]
     checkpoint_every = 1000
     if args.follow is not None:
