@@ -286,9 +286,11 @@ def test_announced_submits_a_trickle_gathers_and_a_lone_one_does_not_wait(
     announced: tuple[Application, Application],
 ) -> None:
     """Another process's submits reach a worker as announcements (PostgreSQL NOTIFY). A
-    lone one is claimed after ``wake_delay``, not ``gather_seconds`` (3 s here); the second
-    of two announced 30 ms apart starts the gathering, so the third, 30 ms later, is
-    claimed in the same transaction (decisions F164)."""
+    lone one is claimed after ``wake_delay``, not ``gather_seconds`` (3 s here); in a
+    trickle announced 0.2 s apart, a submit that comes while the one before is recent starts
+    the gathering, so the next ones are claimed with it (decisions F164). Five follow the
+    first: on a loaded machine the second may be claimed with the first one's end, and the
+    gathering then starts at the third."""
     working, submitting = announced
     turns = Transactions(working)
     worker = working.worker(gather_seconds=3.0, poll_seconds=30).start()
@@ -300,14 +302,14 @@ def test_announced_submits_a_trickle_gathers_and_a_lone_one_does_not_wait(
         assert time.monotonic() - began < 2.5  # not gathered for 3-6 s
         time.sleep(3.5)  # the lone submit is no longer recent
         trickle = []
-        for n in range(3):
+        for n in range(6):
             trickle.append(submitting.submit("t.noop", {"n": n}, actor="a", tenant="t"))
-            time.sleep(0.03)
+            time.sleep(0.2)
         wait_for(lambda: completed(submitting, trickle), 30, "the trickle")
     finally:
         worker.stop(5)
     claims = [t["claims"] for t in turns.worker_turns() if t["claims"]]
-    assert sum(claims) == 4 and 2 in claims, claims
+    assert sum(claims) == 7 and max(claims) >= 3, claims
 
 
 def test_a_trickle_of_types_served_elsewhere_does_not_delay_a_lone_operation(
