@@ -16,11 +16,17 @@ from urllib.parse import urlsplit
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, settings
 from psycopg import sql
 from worker_fleet import Fleet
 
 from blackops import Application
 from blackops.testing import FakeClock
+
+# A loaded CI machine pauses a process for longer than Hypothesis's 200 ms deadline per
+# example, which it then reports as a flaky test: time is the machine's, not the test's.
+settings.register_profile("blackops", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("blackops")
 
 POSTGRES_URL = os.environ.get(
     "BLACKOPS_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"

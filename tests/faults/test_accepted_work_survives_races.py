@@ -208,7 +208,7 @@ def test_an_executor_stops_by_itself_when_its_coordinator_freezes(
     binding = app.register_workflow(Holding)
     asyncio.run(binding.create(params={"hold": str(hold), "pids": str(pids)}))
     worker = fleet.start(
-        store_url, "A", app="test_accepted_work_survives_races:worker_app", lease=4.0, poll=0.1
+        store_url, "A", app="test_accepted_work_survives_races:worker_app", lease=8.0, poll=0.1
     )
     try:
         wait_for(lambda: pids.exists() and pids.read_text().strip() != "", 60, "the effect")
@@ -220,10 +220,10 @@ def test_an_executor_stops_by_itself_when_its_coordinator_freezes(
             owned = [r for r in app.store.work_rows() if r.worker == worker.id]
             assert owned, "the frozen worker holds no lease"
             lease_ends = max(r.due_at for r in owned) / 1_000_000
-            wait_for(lambda: not alive(executor), 10, "the executor to exit by itself")
+            wait_for(lambda: not alive(executor), 20, "the executor to exit by itself")
             gone_at = time.time()
             # It exits at 0.8 of the lease after its last renewal, plus its watchdog's
-            # 0.1 s tick: a 4 s lease leaves a loaded machine 0.7 s.
+            # 0.1 s tick: an 8 s lease leaves a loaded machine 1.5 s (4 s left 0.7 s).
             assert gone_at < lease_ends, f"gone {gone_at - lease_ends:.2f}s after the lease"
         finally:
             worker.signal(signal.SIGCONT)

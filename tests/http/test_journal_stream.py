@@ -126,13 +126,14 @@ def test_an_idle_stream_sends_keep_alive_comments(served: TestClient, app: Appli
     run_some(app, 1)
     last = app.store.last_position()
     started = time.monotonic()
-    response = served.get(f"/v1/journal/stream?after={last}&max_seconds=0.55", headers=auth())
+    # 2 s: a loop that a loaded machine pauses for a few tenths still sends three.
+    response = served.get(f"/v1/journal/stream?after={last}&max_seconds=2", headers=auth())
     took = time.monotonic() - started
     events, comments = events_of(response.content)
     assert events == []
     assert comments >= 3  # heartbeat 0.1 s
     assert response.content.count(b": keep-alive\n\n") == comments
-    assert 0.5 <= took < 5
+    assert 2 <= took < 15
 
 
 def test_a_commit_wakes_a_waiting_stream_at_once(served: TestClient, app: Application) -> None:

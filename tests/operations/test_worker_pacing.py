@@ -62,6 +62,17 @@ def run(coordinator: BusyCoordinator, seconds: float) -> None:
     stop(coordinator, thread)
 
 
+def run_until_turns(coordinator: BusyCoordinator, turns: int) -> None:
+    """Run until ``turns`` turns have begun: at most 10 s, so a pause of a tenth of the
+    lease passes on a loaded machine, where a pause of ``wake_delay`` (a minute) fails."""
+    thread = threading.Thread(target=Worker._work, args=(coordinator,))
+    thread.start()
+    try:
+        wait_for(lambda: len(coordinator.turns) >= turns, 10, f"{turns} turns")
+    finally:
+        stop(coordinator, thread)
+
+
 def stop(coordinator: BusyCoordinator, thread: threading.Thread) -> None:
     coordinator._stop_requested.set()  # what request_stop() does
     coordinator._paced.set()
@@ -79,9 +90,7 @@ def test_a_stop_during_the_pause_claims_nothing_more() -> None:
 
 def test_the_pause_never_outlasts_a_tenth_of_the_lease() -> None:
     coordinator = BusyCoordinator(wake_delay=60.0, lease_seconds=1.0)
-    run(coordinator, 0.55)
-    starts = [at for at, _, stop in coordinator.turns if not stop]
-    assert len(starts) >= 4, starts  # about one turn every 0.1 s, not one a minute
+    run_until_turns(coordinator, 4)  # about one turn every 0.1 s, not one a minute
 
 
 class NotifiedCoordinator(BusyCoordinator):
@@ -102,9 +111,7 @@ class NotifiedCoordinator(BusyCoordinator):
 
 def test_the_pause_after_an_announcement_never_outlasts_a_tenth_of_the_lease() -> None:
     coordinator = NotifiedCoordinator(gather_seconds=60.0, lease_seconds=1.0)
-    run(coordinator, 0.75)
-    starts = [at for at, _, stop in coordinator.turns if not stop]
-    assert len(starts) >= 3, starts  # a turn every 0.1-0.2 s, not one a minute
+    run_until_turns(coordinator, 3)  # a turn every 0.1-0.2 s, not one a minute
 
 
 def test_submits_here_filling_the_room_end_the_pause_after_an_announcement() -> None:
@@ -170,22 +177,39 @@ def test_a_turn_woken_by_a_submit_here_claims_without_a_due_work_read(
     app = noop_app
     # On PostgreSQL this store's own submits are not announced back to its listener
     # (an announced wake does not say whose work it is, and its turn reads the index).
-    worker = app.worker(poll_seconds=30).start()
+    # Only the reads of turns a submit here woke count: the first turn's, and a turn the
+    # listener's connecting wakes, read (whenever a loaded machine runs them).
+    worker = app.worker(poll_seconds=30)
     reads: list[object] = []
-    original = app.store.next_due
+    submit_turns: list[int] = []
+    in_submit_turn = threading.local()
+    original_next_due, original_turn = app.store.next_due, worker._turn
 
     def next_due(types: Any) -> int | None:
-        reads.append(types)
-        return original(types)
+        if getattr(in_submit_turn, "on", False):
+            reads.append(types)
+        return original_next_due(types)
 
+    def turn(*, claim: bool, submitted: bool = False) -> int:
+        in_submit_turn.on = submitted
+        try:
+            claimed = original_turn(claim=claim, submitted=submitted)
+        finally:
+            in_submit_turn.on = False
+        if submitted:
+            submit_turns.append(claimed)
+        return claimed
+
+    monkeypatch.setattr(app.store, "next_due", next_due)
+    monkeypatch.setattr(worker, "_turn", turn)
+    worker.start()
     try:
-        time.sleep(0.2)  # its first turn (a read: nothing is due yet) is over
-        monkeypatch.setattr(app.store, "next_due", next_due)
         for n in range(3):
             submitted = app.submit("t.noop", {"n": n}, actor="a", tenant="t")
             wait_for(partial(completed, app, [submitted]), 30, "the operation")
     finally:
         worker.stop(5)
+    assert sum(submit_turns) >= 1, submit_turns  # a submit's turn claimed (so was looked at)
     assert reads == []
 
 
@@ -245,16 +269,24 @@ def test_a_stop_ends_the_gathering_and_commits_what_finished(noop_app: Applicati
     """A submit right after a claim waits for the gathering (an hour here); a stop ends
     it at once: the attempt that finished meanwhile is committed, the submit not claimed."""
     app = noop_app
-    app.operation("t.slow")(lambda ctx, params: time.sleep(0.3))
+    started, release, returned = threading.Event(), threading.Event(), threading.Event()
+
+    def slow_handler(ctx: Any, params: Any) -> None:
+        started.set()
+        release.wait(30)
+        returned.set()
+
+    app.operation("t.slow")(slow_handler)
     # A long lease: the pause is capped at a tenth of it (a minute here, not 3 s).
     worker = app.worker(gather_seconds=3600, lease_seconds=600, poll_seconds=30).start()
     slow = app.submit("t.slow", {}, actor="a", tenant="t")
-    wait_for(lambda: worker.running == 1, 30, "the claim")
-    # Past the claim turn's own wake_delay pause (a submit landing in those 5 ms is
-    # claimed when it ends), well before the slow attempt's end.
-    time.sleep(0.1)
-    waiting = app.submit("t.noop", {}, actor="a", tenant="t")  # a trickle: gathered
-    time.sleep(0.6)  # the slow attempt has finished; its end waits for the next turn
+    try:
+        assert started.wait(30), "the claim"  # the claim turn is over: its attempt runs
+        waiting = app.submit("t.noop", {}, actor="a", tenant="t")  # a trickle: gathered
+    finally:
+        release.set()
+    assert returned.wait(30)
+    time.sleep(0.3)  # the slow attempt has finished; its end waits for the next turn
     assert app.status(slow)["status"] == "running"
     stopping = threading.Thread(target=worker.stop, args=(5,))
     stopping.start()
@@ -397,7 +429,8 @@ def test_a_retry_is_claimed_when_due_after_turns_that_read_nothing(
     finally:
         worker.stop(5)
     assert len(starts) == 2
-    assert 0.5 <= starts[1] - starts[0] < 2.0, starts[1] - starts[0]
+    # Due after 0.5 s; forgotten, it would wait for the other's end (4 s) or the poll (30 s).
+    assert 0.5 <= starts[1] - starts[0] < 3.5, starts[1] - starts[0]
 
 
 def test_a_retry_falling_due_during_a_claims_round_trip_is_still_woken_for(
@@ -427,4 +460,5 @@ def test_a_retry_falling_due_during_a_claims_round_trip_is_still_woken_for(
         wait_for(lambda: completed(app, [flaky_id]), 30, "the retry")
     finally:
         worker.stop(5)
-    assert 1.0 <= starts[1] - starts[0] < 2.5, starts[1] - starts[0]
+    # Due after 1 s; forgotten, it would wait for the other's end (after 4.85 s).
+    assert 1.0 <= starts[1] - starts[0] < 4.0, starts[1] - starts[0]
