@@ -114,7 +114,7 @@ class LeavesAThread:
 
         def effect() -> dict[str, Any]:
             def tick() -> None:
-                for _ in range(200):
+                for _ in range(3000):  # ~60 s: still ticking however late the end is seen
                     with out.open("a") as handle:
                         handle.write("t\n")
                     time.sleep(0.02)
@@ -139,7 +139,7 @@ def test_an_end_is_published_only_after_threads_of_its_effects_stopped(
     try:
         wait_for(lambda: asyncio.run(inst.status())["status"] == "complete", 30, "completion")
         size = out.stat().st_size if out.exists() else 0
-        time.sleep(0.3)
+        time.sleep(1.0)  # a live thread writes every 20 ms: ~50 chances to show itself
         assert (out.stat().st_size if out.exists() else 0) == size
     finally:
         runner.stop(1)
@@ -179,15 +179,25 @@ def test_a_draining_worker_keeps_its_leases(store_url: str, tmp_path: Path) -> N
     app = Application(store_url)
     binding = app.register_workflow(Holding)
     asyncio.run(binding.create(params={"hold": str(hold), "pids": str(pids)}))
+    # A 5 s lease: renewals every 0.5 s keep the executor's own deadline (0.8 of the
+    # lease after the last renewal) 3.5 s ahead, so a loaded machine stalling a renewal
+    # for 2 s does not stop the effect. The grace is far longer than the lease: the drain
+    # ends early when the effect returns (``hold`` is removed in ``finally``).
     runner = WorkflowRunner(
-        app.workflow_engine("w1", lease_seconds=2), processes=1, heartbeat_seconds=0.5
+        app.workflow_engine("w1", lease_seconds=5), processes=1, heartbeat_seconds=0.5
     ).start()
-    stopping = threading.Thread(target=runner.stop, kwargs={"grace_seconds": 6})
+    stopping = threading.Thread(target=runner.stop, kwargs={"grace_seconds": 60})
     try:
         wait_for(lambda: pids.exists() and pids.read_text().strip() != "", 30, "the effect")
         first = int(pids.read_text().split()[0])
+        # The lease as renewed before the drain: without heartbeats during the drain it
+        # would end by then (plus at most one more renewal, 0.5 s later, before the
+        # coordinator sees the stop).
+        owned = [r for r in app.store.work_rows() if r.worker == "w1"]
+        assert owned, "the worker holds no lease"
+        lease_ends = max(r.due_at for r in owned) / 1_000_000
         stopping.start()
-        time.sleep(3.5)  # longer than the lease
+        wait_for(lambda: time.time() > lease_ends + 1.0, 60, "the first lease to end")
         helds, _ = app.workflow_engine("w2", lease_seconds=2).claim(10)
         assert alive(first)
         assert helds == []  # still leased by the draining worker
@@ -244,8 +254,8 @@ def test_terminate_in_this_process_waits_for_an_inline_context(tmp_path: Path) -
     running.start()
     wait_for(lambda: pids.exists() and pids.read_text().strip() != "", 30, "the effect")
     release = threading.Timer(2.5, hold.unlink)  # the effect ends after 2.5 leases
+    began = time.monotonic()  # before the timer starts: a late main thread cannot shorten it
     release.start()
-    began = time.monotonic()
     asyncio.run(inst.terminate())
     assert not hold.exists()  # terminate returned only after the effect ended
     assert time.monotonic() - began >= 2.0

@@ -38,6 +38,14 @@ APP = "resource_fault_apps:app"
 SPACE = "default"
 ACTOR = Actor("ana", "principal")
 LEASE = 3.0
+#: The lease of workers a test freezes (SIGSTOP) while they own running contexts. The
+#: DELETE proves their stop by this lease once it has passed since its first attempt
+#: fenced them; their executors' watchdog ends the effects 0.8 of it after the last
+#: renewal, so they stop 2.4 s or more before the DELETE can complete (2.9 s: the retries
+#: come 0.2, 0.4, ... 6.4 s apart, the 7th 12.6 s after the 1st). Renewed every 4 s, the
+#: leases end 8 s or more after the freeze: running the DELETE for 4 s while frozen keeps
+#: seconds of slack. A paused process or a slow fsync breaks neither margin.
+FROZEN_LEASE = 12.0
 #: Executor processes per worker (``blackops worker``'s default).
 EXECUTORS = 4
 
@@ -262,6 +270,11 @@ class Racers:
         with self._lock:
             return [c for c in self.calls if c.result == "ok"]
 
+    def began_after(self, moment: float, kind: str) -> int:
+        """How many calls of ``kind`` began after ``moment`` (monotonic) and ended."""
+        with self._lock:
+            return sum(1 for c in self.calls if c.kind == kind and c.began > moment)
+
 
 def completed(app: Application, operation_id: str) -> bool:
     """The DELETE Operation completed; it must never end any other way."""
@@ -343,7 +356,11 @@ def test_dw_del_2_delete_stops_and_purges_everything_while_creates_and_events_ra
     resource = app.workflow(uid).resource
     since = app.store.last_position()
     with Racers(app, uid, population.waiting + population.running) as racers:
-        time.sleep(0.3)  # creates and events go through before the DELETE
+        wait_for(
+            lambda: any(c.kind == "create" for c in racers.accepted()),
+            30,
+            "a create to go through before the DELETE",
+        )
         began = time.monotonic()
         deleted = app.control.delete_workflow(SPACE, uid, ACTOR, "delete-1")
         accepted = time.monotonic()
@@ -351,7 +368,12 @@ def test_dw_del_2_delete_stops_and_purges_everything_while_creates_and_events_ra
         waited = wait_for(
             lambda: completed(app, operation), 45, "the DELETE to complete", fleet.report
         )
-        time.sleep(0.3)  # and they go on against the deleted resource
+        finished = time.monotonic()
+        wait_for(  # and they go on against the deleted resource
+            lambda: all(racers.began_after(finished, kind) >= 6 for kind in ("create", "event")),
+            30,
+            "creates and events to go on after the DELETE completed",
+        )
     done_at = completed_at(app, operation)
     created = [c.target for c in racers.accepted() if c.kind == "create"]
     check_gone(app, resource, population.everyone + created, since, population.files, done_at)
@@ -416,28 +438,34 @@ def test_dw_del_3_delete_is_no_success_while_every_worker_is_stopped(
     app = rf_app
     uid = deploy(app)
     for label in "AB":
-        fleet.start(store_url, label, app=APP, lease=LEASE)
+        fleet.start(store_url, label, app=APP, lease=FROZEN_LEASE)
     population = populate(app, uid, tmp_path, fleet)
     resource = app.workflow(uid).resource
     since = app.store.last_position()
     freeze(fleet.workers, store_url)
     frozen = time.monotonic()
+    # The frozen owners' leases as they last renewed them, read before the DELETE's first
+    # attempt fences them: the earliest moment their stop could be proven by a lease.
+    owned = [r for worker in fleet.workers for r in running_rows(app, uid, worker)]
+    assert len(owned) == len(population.running)
+    first_lease_end = min(r.due_at for r in owned) / 1_000_000
     deleted = app.control.delete_workflow(SPACE, uid, ACTOR, "delete-1")
     operation = str(deleted["operationId"])
     with pytest.raises(BlackOpsError) as unproven:
-        app.control.work([operation], timeout=LEASE / 2)
+        app.control.work([operation], timeout=4)
     assert unproven.value.code == "backend_unavailable"
     view = app.status(operation)
     assert view["status"] == "retry_scheduled", view
     assert view["attempt"] >= 2  # it ran, could not prove the stop, and retries
-    assert time.monotonic() - frozen < LEASE  # all that within the owners' lease
+    # All that within the owners' leases: its last attempt ended before any of them did.
+    assert at_seconds(str(view["updatedAt"])) < first_lease_end, (view, first_lease_end)
     for instance_id in population.running:
         assert app.store.read_stream(instance_stream(uid, instance_id))[0].type != Topic.PURGED
     fleet.start(store_url, "C", app=APP, lease=LEASE)
     wait_for(lambda: completed(app, operation), 45, "the DELETE to complete", fleet.report)
     done_at = completed_at(app, operation)
     requested = at_seconds(str(view["createdAt"]))
-    assert done_at >= requested + LEASE
+    assert done_at >= requested + FROZEN_LEASE
     check_gone(app, resource, population.everyone, since, population.files, done_at)
     print(f"DELETE completed {time.monotonic() - frozen:.2f}s after the freeze")
 
@@ -547,7 +575,7 @@ def test_dw_del_4_a_worker_frozen_across_the_delete_runs_other_workflows_afterwa
     uid = deploy(app, others=("bystander",))
     other = app.workflow(workflow_named(app, "bystander")).resource
     resource = app.workflow(uid).resource
-    worker = fleet.start(store_url, "A", app=APP, lease=LEASE)
+    worker = fleet.start(store_url, "A", app=APP, lease=FROZEN_LEASE)
     files = [tmp_path / f"run-{n}.txt" for n in range(EXECUTORS)]
     ids = [
         app.instances.create(resource, f"run-{n}", {"kind": "run", "file": str(p)}, ACTOR)
