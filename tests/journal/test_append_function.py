@@ -317,9 +317,22 @@ def test_an_append_with_waking_topics_notifies_once_with_them(url: str) -> None:
                 Append("wf-1", 0, [ev("workflow.created", {"workflow": "w"}, tenant="a")]),
                 Append("op-1", 0, [ev("operation.accepted", operation_type="t", tenant="a")]),
             )
-            payloads = [n.payload for n in listener.notifies(timeout=1, stop_after=2)]
+            # A later append's NOTIFY ends the wait: PostgreSQL delivers the notifications
+            # of transactions in commit order, so any more from the two above (or any
+            # from the first) would come before it. The wait has no other end but 30 s.
+            end = ev("operation.accepted", operation_type="end", tenant="a")
+            store.append(Append("op-2", 0, [end]))
+            mark = recorder(store).announcer
+            payloads: list[str] = []
+            for notification in listener.notifies(timeout=30):
+                payloads.append(notification.payload)
+                if notification.payload == f"operation.accepted,=end,{mark}":
+                    break
         # The topics, the operation types accepted, the mark its own listener skips (F164).
-        assert payloads == [f"operation.accepted,workflow.created,=t,{recorder(store).announcer}"]
+        assert payloads == [
+            f"operation.accepted,workflow.created,=t,{mark}",
+            f"operation.accepted,=end,{mark}",
+        ]
 
 
 # -- groups ---------------------------------------------------------------------------------

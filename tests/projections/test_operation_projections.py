@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -144,35 +145,92 @@ def test_concurrent_runners_apply_each_batch_exactly_once(store_url: str) -> Non
         app.close()
 
 
+#: ``blackops projections rebuild ...`` with a gate (test-only, no library change): the
+#: first batch reaching past ``sys.argv[1]`` is applied and its position moved inside its
+#: transaction, then the child prints ``gate COMMITTED FIRST LAST`` and waits there, before
+#: its commit, until it is killed. So the kill lands mid-way by construction, not by timing.
+GATED_REBUILD = """
+import contextlib, sys, threading
+from blackops.cli.main import main
+from projections.framework import ProjectionRunner
+from projections.operations import OperationCounts
+
+gate_after = int(sys.argv.pop(1))
+batch, committed = [], [0]
+real_apply, real_transaction = OperationCounts.apply, ProjectionRunner._transaction
+
+def apply(self, sql, events):
+    real_apply(self, sql, events)
+    batch[:] = [events[0].position, events[-1].position]
+
+@contextlib.contextmanager
+def transaction(self):
+    batch.clear()
+    with real_transaction(self) as sql:
+        yield sql
+        if batch and batch[-1] > gate_after:
+            print("gate", committed[0], *batch, flush=True)
+            threading.Event().wait()
+    if batch:
+        committed[0] = batch[-1]
+
+OperationCounts.apply = apply
+ProjectionRunner._transaction = transaction
+sys.exit(main())
+"""
+
+
+def wait_for_gate(child: subprocess.Popen[bytes], seconds: float) -> list[int]:
+    """The numbers of the child's ``gate`` line; fails if it ends or never gets there."""
+    assert child.stdout is not None
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if not select.select([child.stdout], [], [], left)[0]:
+            break
+        line = child.stdout.readline()  # unbuffered: nothing read past this line
+        if not line:
+            break  # it ended without reaching the gate
+        if line.startswith(b"gate "):
+            return [int(word) for word in line.split()[1:]]
+    child.kill()
+    child.wait(timeout=30)
+    assert child.stderr is not None
+    pytest.fail(f"the rebuild never reached the gate: {child.stderr.read().decode()[-2000:]}")
+
+
 def test_a_catch_up_killed_mid_way_loses_nothing_and_counts_nothing_twice(
     store_url: str,
 ) -> None:
-    """SIGKILL a ``projections rebuild`` (one transaction per 3 events) part-way; the next
-    catch-up continues from the tracked position and equals a clean rebuild."""
+    """SIGKILL a ``projections rebuild`` (one transaction per 3 events) part-way, inside
+    the transaction of a batch already applied and its position moved; the next catch-up
+    continues from the last committed position and equals a clean rebuild."""
     app = Application(store_url)
     populate(app, 60)
     app.close()
-    child = subprocess.Popen(
-        [*BLACKOPS, "projections", "rebuild", "operation_counts", "--batch", "3",
-         "--store", store_url],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
     reopened = Application(store_url)
+    # Created before the child starts: its tables and position row exist when it rebuilds.
+    runner = reopened.projections.runner("operation_counts")
+    child = subprocess.Popen(
+        [sys.executable, "-c", GATED_REBUILD, "40", "projections", "rebuild",
+         "operation_counts", "--batch", "3", "--store", store_url],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
+    )  # fmt: skip
     try:
-        runner = reopened.projections.runner("operation_counts")
-        deadline = time.monotonic() + 60
-        while runner.position() < 40 and time.monotonic() < deadline and child.poll() is None:
-            time.sleep(0.002)
+        committed, first, last = wait_for_gate(child, 120)
+        assert 0 < committed < first <= last < reopened.store.last_position()
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=30)
-        killed_at = runner.position()
         assert child.returncode == -signal.SIGKILL  # killed, not finished
-        assert 0 < killed_at < reopened.store.last_position(), killed_at
+        # Every batch committed before the kill is kept; the one in flight is not.
+        assert runner.position() == committed
         runner.catch_up()
         after_kill = rows(runner, "blackops_operation_counts")
         runner.rebuild()
         assert rows(runner, "blackops_operation_counts") == after_kill
     finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=30)
         reopened.close()
 
 
@@ -210,18 +268,22 @@ def test_live_mode_follows_new_events_promptly(any_store_url: str) -> None:
     app.operation("t.ok")(lambda ctx, params: None)
     runner = ProjectionRunner(app.store, OperationStatus())
     stop = threading.Event()
-    follower = threading.Thread(target=runner.follow, args=(stop, 5.0))
+    # Polling only every 120 s, it can meet the 20 s below only by being woken by the
+    # append; 20 s leaves room for a loaded machine's stalls.
+    follower = threading.Thread(target=runner.follow, args=(stop, 120.0), daemon=True)
     follower.start()
     try:
         for _ in range(3):
             app.run("t.ok", {}, actor="a", tenant="t")
             target = app.store.last_position()
-            deadline = time.monotonic() + 2  # well inside the 5 s poll: woken by the append
+            deadline = time.monotonic() + 20
             while runner.position() < target and time.monotonic() < deadline:
                 time.sleep(0.01)
             assert runner.position() == target
     finally:
         stop.set()
-        follower.join(timeout=10)
+        # Stopped, it ends when next woken: by an append, not only by its 120 s poll.
+        app.run("t.ok", {}, actor="a", tenant="t")
+        follower.join(timeout=30)
         app.close()
     assert not follower.is_alive()
