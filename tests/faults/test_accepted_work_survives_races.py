@@ -203,6 +203,8 @@ def test_a_draining_worker_keeps_its_leases(store_url: str, tmp_path: Path) -> N
         assert helds == []  # still leased by the draining worker
     finally:
         hold.unlink(missing_ok=True)
+        if stopping.ident is None:  # failed before the drain began
+            stopping.start()
         stopping.join(30)
         app.close()
 

@@ -126,26 +126,29 @@ def bounded_streams(api: Any) -> Any:
         if scope["type"] != "http" or not scope["path"].endswith("/journal/stream"):
             await api(scope, receive, send)
             return
-        started, finished = anyio.Event(), False
+        started, completed = anyio.Event(), False
 
         async def watched(message: Any) -> None:
+            nonlocal completed
             if message["type"] == "http.response.start":
                 started.set()
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                completed = True  # the app's own last body: none may follow it
             await send(message)
 
         async with anyio.create_task_group() as group:
 
             async def answer() -> None:
-                nonlocal finished
                 await api(scope, receive, watched)
-                finished = True
                 group.cancel_scope.cancel()
 
             group.start_soon(answer)
             await started.wait()
             await anyio.sleep(STREAM_READ_SECONDS)
             group.cancel_scope.cancel()
-        if not finished:
+        # Decided by what was sent, not by the app's return: a stream that ended by itself
+        # a few steps before returning must not be closed twice.
+        if not completed:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     return bounded

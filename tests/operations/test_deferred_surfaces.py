@@ -371,7 +371,7 @@ def test_a_worker_that_cannot_renew_abandons_before_the_lease_ends(
             time.sleep(0.01)
         return {"done": True}
 
-    worker = app.worker(concurrency=1, lease_seconds=3, poll_seconds=0.05)
+    worker = app.worker(concurrency=1, lease_seconds=10, poll_seconds=0.05)
 
     def failing_renew(attempts: Any) -> Any:
         raise BackendUnavailable("injected: renewals fail")
@@ -385,9 +385,9 @@ def test_a_worker_that_cannot_renew_abandons_before_the_lease_ends(
         [attempt] = list(worker._running)
         wait_for(lambda: attempt.abandoned, timeout=10, what="abandonment")
         abandoned_after = time.monotonic() - claimed_at
-        # 0.8 x lease (2.4 s) as the worker sees it; the test sees it later on a loaded
-        # machine, and what must hold is that it comes before the lease ends.
-        assert abandoned_after < 3, abandoned_after
+        # 0.8 x lease (8 s) as the worker sees it; the test sees it later on a loaded
+        # machine. 9 s: well before the lease ends, with a second for the machine.
+        assert abandoned_after < 9, abandoned_after
         release["go"] = True
         wait_for(lambda: worker.running == 0, what="the handler to return")
         assert app.status(operation_id)["status"] == "running"  # never committed

@@ -147,10 +147,11 @@ def test_concurrent_runners_apply_each_batch_exactly_once(store_url: str) -> Non
 
 #: ``blackops projections rebuild ...`` with a gate (test-only, no library change): the
 #: first batch reaching past ``sys.argv[1]`` is applied and its position moved inside its
-#: transaction, then the child prints ``gate COMMITTED FIRST LAST`` and waits there, before
-#: its commit, until it is killed. So the kill lands mid-way by construction, not by timing.
+#: transaction, then the child prints ``gate COMMITTED FIRST LAST MOVED`` (MOVED: the position
+#: as that transaction sees it) and waits there, before its commit, until it is killed (or
+#: for 5 minutes, if its parent died first). So the kill lands mid-way by construction.
 GATED_REBUILD = """
-import contextlib, sys, threading
+import contextlib, os, sys, threading
 from blackops.cli.main import main
 from projections.framework import ProjectionRunner
 from projections.operations import OperationCounts
@@ -169,8 +170,13 @@ def transaction(self):
     with real_transaction(self) as sql:
         yield sql
         if batch and batch[-1] > gate_after:
-            print("gate", committed[0], *batch, flush=True)
-            threading.Event().wait()
+            [(moved,)] = sql.execute(
+                "SELECT position FROM {p}blackops_projection_positions WHERE name = %s",
+                ("operation_counts",),
+            )
+            print("gate", committed[0], *batch, moved, flush=True)
+            threading.Event().wait(300)
+            os._exit(3)
     if batch:
         committed[0] = batch[-1]
 
@@ -216,8 +222,9 @@ def test_a_catch_up_killed_mid_way_loses_nothing_and_counts_nothing_twice(
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
     )  # fmt: skip
     try:
-        committed, first, last = wait_for_gate(child, 120)
+        committed, first, last, moved = wait_for_gate(child, 120)
         assert 0 < committed < first <= last < reopened.store.last_position()
+        assert moved == last  # the batch and its position in one transaction
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=30)
         assert child.returncode == -signal.SIGKILL  # killed, not finished
