@@ -332,21 +332,23 @@ def test_announced_submits_a_trickle_gathers_and_a_lone_one_does_not_wait(
     announced: tuple[Application, Application],
 ) -> None:
     """Another process's submits reach a worker as announcements (PostgreSQL NOTIFY). A
-    lone one is claimed after ``wake_delay``, not ``gather_seconds`` (3 s here); in a
+    lone one is claimed after ``wake_delay``, not ``gather_seconds`` (6 s here); in a
     trickle announced 0.2 s apart, a submit that comes while the one before is recent starts
     the gathering, so the next ones are claimed with it (decisions F164). Five follow the
     first: on a loaded machine the second may be claimed with the first one's end, and the
     gathering then starts at the third."""
     working, submitting = announced
     turns = Transactions(working)
-    worker = working.worker(gather_seconds=3.0, poll_seconds=30).start()
+    # A 120 s lease: the pause is capped at a tenth of it, so a gathering lasts 6-12 s and
+    # a lone operation's whole life has 5 s on a loaded machine to show it was not gathered.
+    worker = working.worker(gather_seconds=6.0, lease_seconds=120, poll_seconds=30).start()
     try:
         time.sleep(0.5)  # listening (its first turn found nothing)
         began = time.monotonic()
         lone = submitting.submit("t.noop", {}, actor="a", tenant="t")
         wait_for(lambda: completed(submitting, [lone]), 30, "the lone operation")
-        assert time.monotonic() - began < 2.5  # not gathered for 3-6 s
-        time.sleep(3.5)  # the lone submit is no longer recent
+        assert time.monotonic() - began < 5  # not gathered for 6-12 s
+        time.sleep(6.5)  # the lone submit is no longer recent
         trickle = []
         for n in range(6):
             trickle.append(submitting.submit("t.noop", {"n": n}, actor="a", tenant="t"))
@@ -363,9 +365,9 @@ def test_a_trickle_of_types_served_elsewhere_does_not_delay_a_lone_operation(
 ) -> None:
     """Announcements name the types they accepted: another process's trickle of a type this
     worker does not serve is no trickle to it, so its own lone operation is claimed after
-    ``wake_delay``, not ``gather_seconds`` (3 s here)."""
+    ``wake_delay``, not ``gather_seconds`` (30 s here, capped at a tenth of the lease)."""
     working, submitting = announced
-    worker = working.worker(gather_seconds=3.0, poll_seconds=30).start()
+    worker = working.worker(gather_seconds=30.0, lease_seconds=600, poll_seconds=30).start()
     try:
         time.sleep(0.5)  # listening
         for n in range(10):
@@ -373,8 +375,8 @@ def test_a_trickle_of_types_served_elsewhere_does_not_delay_a_lone_operation(
             time.sleep(0.03)
         began = time.monotonic()
         lone = submitting.submit("t.noop", {}, actor="a", tenant="t")
-        wait_for(lambda: completed(submitting, [lone]), 30, "the lone operation")
-        assert time.monotonic() - began < 2.5  # not gathered for 3-6 s
+        wait_for(lambda: completed(submitting, [lone]), 90, "the lone operation")
+        assert time.monotonic() - began < 15  # not gathered for 30-60 s
     finally:
         worker.stop(5)
 
