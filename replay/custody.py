@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import threading
 import uuid
-from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import compress
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from typing import Any, BinaryIO
 
 from domain.clock import Clock, format_instant
@@ -26,7 +25,7 @@ from domain.events import NewEvent
 from journal.backend_common import StoredRow
 from journal.leaves import leaf_hash
 from journal.store import Append, EventStore
-from replay.export import PAGE
+from replay.export import PAGE, rows_through
 from replay.integrity import IntegrityError
 from replay.merkle import Frontier, root_of
 from replay.observed import observed_line
@@ -102,9 +101,7 @@ def export_with_manifest(
         end = store.last_position()
         cut = False
         while rows := store.read_raw_after(position, PAGE):
-            cut = until is not None and rows[-1].id > until
-            if cut:
-                rows = rows[: bisect_right(rows, until, key=attrgetter("id"))]
+            rows, cut = rows_through(rows, until)
             if rows:
                 if not _export_page(tree, rows, out, exported, keep):
                     _export_rows(tree, rows, out, exported, keep)

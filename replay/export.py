@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import BinaryIO
 
+from journal.backend_common import StoredRow
 from journal.leaves import page_entries
 from journal.store import EventStore
 from replay.integrity import IntegrityError
@@ -29,6 +30,14 @@ class ExportSummary:
     last_position: int | None = None
 
 
+def rows_through(rows: list[StoredRow], until: int | None) -> tuple[list[StoredRow], bool]:
+    """A page of rows (in position order) up to position ``until``, and whether any lay past
+    it (the range ends in this page)."""
+    if until is None or not rows or rows[-1].id <= until:
+        return rows, False
+    return rows[: bisect_right(rows, until, key=attrgetter("id"))], True
+
+
 def observed_lines(
     store: EventStore,
     after: int = 0,
@@ -42,10 +51,7 @@ def observed_lines(
     remaining = limit
     while remaining is None or remaining > 0:
         size = page if remaining is None else min(page, remaining)
-        rows = store.read_raw_after(after, size)
-        past = until is not None and bool(rows) and rows[-1].id > until
-        if past:
-            rows = rows[: bisect_right(rows, until, key=attrgetter("id"))]
+        rows, past = rows_through(store.read_raw_after(after, size), until)
         if not rows:
             return
         entries = page_entries(rows)
