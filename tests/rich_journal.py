@@ -57,6 +57,20 @@ class Greeter:
         return {"hello": got}
 
 
+def inline_runs(store_url: str, tenants: list[str]) -> None:
+    """A small journal for tests that read it back: one completed Inline run of ``t.ok``
+    (result ``{"n": n}``) per tenant given, in that order."""
+    app = Application(store_url)
+
+    @app.operation("t.ok")
+    def ok(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        return {"n": params["n"]}
+
+    for n, tenant in enumerate(tenants):
+        app.run("t.ok", {"n": n}, actor="a", tenant=tenant)
+    app.close()
+
+
 def fill(app: Application, clock: FakeClock) -> dict[str, Any]:
     """Write the whole cast into ``app``'s (empty) journal; returns ids worth naming."""
     ids: dict[str, Any] = {}

@@ -9,13 +9,13 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from cli_processes import run
 from fastapi.testclient import TestClient
+from rich_journal import inline_runs
 
-from blackops import Application, ExecutionContext
+from blackops import Application
 from blackops.http.app import create_http_app
 from journal.leaves import leaf_hash
 from replay.merkle import root_of
@@ -25,15 +25,7 @@ ORIGIN = "example.com/export-test"
 
 
 def filled(store_url: str) -> None:
-    app = Application(store_url)
-
-    @app.operation("t.ok")
-    def ok(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
-        return {"n": params["n"]}
-
-    for n in range(6):
-        app.run("t.ok", {"n": n}, actor="a", tenant="default" if n % 2 else "other")
-    app.close()
+    inline_runs(store_url, ["other", "default"] * 3)
 
 
 def verify(jsonl: Path, *keys: str) -> subprocess.CompletedProcess[str]:

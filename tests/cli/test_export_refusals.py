@@ -11,26 +11,17 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from cli_processes import run
+from rich_journal import inline_runs
 
-from blackops import Application, ExecutionContext
 from journal.store import EventStore
 from replay.notes import SigningKey
 
 
 def _filled(store_url: str) -> None:
-    app = Application(store_url)
-
-    @app.operation("t.ok")
-    def ok(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
-        return {"n": params["n"]}
-
-    for n in range(3):
-        app.run("t.ok", {"n": n}, actor="a", tenant="t")
-    app.close()
+    inline_runs(store_url, ["t"] * 3)
 
 
 def _exports_recorded(store_url: str) -> int:
