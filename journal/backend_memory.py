@@ -71,6 +71,9 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
             for n in found
         ]
 
+    def select_before_start(self, limit: int) -> list[StoredRow]:
+        return []  # positions are this process's own, from 1: nothing writes behind it
+
     def select_topics(self, topics: Sequence[str], after: int, limit: int) -> list[Notification]:
         """A scan (a memory journal is small): the SQL backends read a topic index."""
         return list(

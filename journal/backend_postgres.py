@@ -88,6 +88,10 @@ class BlackOpsPostgresRecorder(
             "SELECT notification_id, originator_id, originator_version, topic, state "
             "FROM {schema}.{table} WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
         )
+        self._select_before_start = self._sql(
+            "SELECT notification_id, originator_id, originator_version, topic, state "
+            "FROM {schema}.{table} WHERE notification_id < 1 ORDER BY notification_id LIMIT %s"
+        )
         self._select_leaves = self._sql(
             "SELECT position, leaf FROM {schema}.blackops_leaves WHERE position > %s "
             "ORDER BY position LIMIT %s"
@@ -236,6 +240,12 @@ class BlackOpsPostgresRecorder(
     def select_after(self, after: int, limit: int) -> list[StoredRow]:
         with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
             curs.execute(self._select_after, (after, limit), prepare=True)
+            return stored_rows(curs.fetchall())
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def select_before_start(self, limit: int) -> list[StoredRow]:
+        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
+            curs.execute(self._select_before_start, (limit,))
             return stored_rows(curs.fetchall())
 
     def select_leaves(self, after: int, limit: int) -> list[tuple[int, bytes]]:

@@ -41,6 +41,10 @@ class BlackOpsSQLiteRecorder(
             f"SELECT rowid, originator_id, originator_version, topic, CAST(state AS BLOB) "
             f"FROM {self.events_table_name} WHERE rowid > ? ORDER BY rowid LIMIT ?"
         )
+        self._select_before_start = (
+            f"SELECT rowid, originator_id, originator_version, topic, CAST(state AS BLOB) "
+            f"FROM {self.events_table_name} WHERE rowid < 1 ORDER BY rowid LIMIT ?"
+        )
 
     def _snapshot_tables(self) -> SnapshotTables:
         return SnapshotTables(
@@ -119,6 +123,13 @@ class BlackOpsSQLiteRecorder(
             cursor = c.sqlite_cursor
             cursor.row_factory = None  # plain tuples: sqlite3.Row costs more than the read
             cursor.execute(self._select_after, (after, limit))
+            return stored_rows(cursor.fetchall())
+
+    def select_before_start(self, limit: int) -> list[StoredRow]:
+        with self.datastore.transaction(commit=False) as c:
+            cursor = c.sqlite_cursor
+            cursor.row_factory = None
+            cursor.execute(self._select_before_start, (limit,))
             return stored_rows(cursor.fetchall())
 
     def select_leaves(self, after: int, limit: int) -> list[tuple[int, bytes]]:

@@ -37,6 +37,11 @@ class Recorder(Protocol):
         """Up to ``limit`` events after position ``after``, by position, undecoded."""
         ...
 
+    def select_before_start(self, limit: int) -> list[StoredRow]:
+        """Up to ``limit`` events at positions below 1, undecoded: the journal never gives
+        one, so any is a row written behind its back (verify names it)."""
+        ...
+
     def select_topics(self, topics: Sequence[str], after: int, limit: int) -> list[Notification]:
         """Events of ``topics`` after position ``after``, by position (journal/topic_sql.py)."""
         ...

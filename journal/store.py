@@ -388,6 +388,14 @@ class EventStore:
         with _backend_errors():
             return self._recorder.select_after(position, limit)
 
+    def read_raw_before_start(self, limit: int = 1000) -> list[StoredRow]:
+        """Up to ``limit`` stored rows at positions below 1, undecoded. The journal gives
+        positions from 1, so each is a row written behind its back: `verify` names them."""
+        if type(limit) is not int or not 1 <= limit <= PAGE_LIMIT_MAX:
+            raise InvalidRequest(f"limit must be an integer from 1 to {PAGE_LIMIT_MAX}")
+        with _backend_errors():
+            return self._recorder.select_before_start(limit)
+
     def iter_after(self, position: int = 0, page: int = 1000) -> Iterator[RecordedEvent]:
         """Every event after ``position``, read in pages (a snapshot of 'now' is not taken)."""
         while events := self.read_after(position, page):

@@ -176,6 +176,30 @@ def test_an_inserted_event_is_named(filled: Application) -> None:
     assert (first.kind, first.position) == ("inserted", inserted.id)
 
 
+@pytest.mark.parametrize("position", [0, -7])
+def test_an_event_below_position_one_is_named_inserted(filled: Application, position: int) -> None:
+    """Appends give positions from 1; a row placed below is in no tree, yet its stream's
+    readers see it (here as the next version of a real operation), so verify must name it."""
+    victim = tamper_position(filled.store)
+    stream = str(victim.originator_id)
+    next_version = len(filled.store.read_stream(stream)) + 1
+    with behind_the_journals_back(filled.store) as (conn, events, _):
+        column = position_column(conn)
+        conn.execute(
+            q(
+                conn,
+                f"INSERT INTO {events} ({column}, originator_id, originator_version, topic, "
+                "state) VALUES (?, ?, ?, ?, ?)",
+            ),
+            (position, victim.originator_id, next_version, "operation.forged", victim.state),
+        )
+    assert filled.store.read_stream(stream)[-1].type == "operation.forged"
+    report = verify_store(filled.store)
+    assert not report.ok
+    first = report.problems[0]
+    assert (first.kind, first.position) == ("inserted", position)
+
+
 def test_a_swapped_pair_is_named_at_the_first(filled: Application) -> None:
     events_before = rows(filled.store)
     a, b = events_before[4], events_before[5]
@@ -305,6 +329,26 @@ def test_a_manifest_that_does_not_rebuild_its_root_is_refused(filled: Applicatio
     assert [p.kind for p in report.problems] == ["manifest"]
 
 
+@pytest.mark.parametrize("change", ["repeated", "swapped"])
+def test_a_manifest_changed_with_its_root_and_count_is_named(
+    filled: Application, change: str
+) -> None:
+    """Leaves, root and count made consistent again: a position listed twice describes no
+    export (found by a defect hunt: an AssertionError traceback); two swapped ones are out of
+    the file's order."""
+    lines, manifest = exported(filled)
+    leaves = manifest["leaves"]
+    if change == "repeated":
+        leaves.append(list(leaves[-1]))
+    else:
+        leaves[2], leaves[3] = leaves[3], leaves[2]
+    manifest["root"] = root_of([bytes.fromhex(leaf) for _, leaf in leaves]).hex()
+    manifest["count"] = len(leaves)
+    report = verify_export(lines, manifest)
+    expected = "manifest" if change == "repeated" else "reordered"
+    assert [p.kind for p in report.problems] == [expected]
+
+
 def test_cli_checkpoint_export_and_verify(store_url: str, tmp_path: Path) -> None:
     app = Application(store_url)
     fill(app)
@@ -327,6 +371,15 @@ def test_cli_checkpoint_export_and_verify(store_url: str, tmp_path: Path) -> Non
     assert broken.returncode == 1
     assert json.loads(broken.stdout)["firstProblem"]["kind"] == "deleted"
     assert json.loads(broken.stdout)["firstProblem"]["position"] == numbered(lines[3])
+    # A manifest naming a member twice says two things (the last "root" to one reader, the
+    # first to another): refused as input, whichever would verify.
+    target.write_bytes(b"".join(lines))
+    manifest = Path(f"{target}.manifest.json")
+    manifest.write_bytes(b'{"root": "00", ' + manifest.read_bytes().lstrip()[1:])
+    doubled = run("verify", "--jsonl", str(target), "--json", store="sqlite:///unused.db")
+    assert doubled.returncode != 0 and "Traceback" not in doubled.stderr
+    error = json.loads(doubled.stdout or doubled.stderr)["error"]
+    assert error["code"] == "invalid_request" and "duplicate object key" in error["message"]
 
 
 @pytest.mark.parametrize("manifest", [True, False], ids=["manifest", "no manifest"])
