@@ -396,3 +396,29 @@ def test_replay_reports_how_far_it_got_and_saves_it(tmp_path: Path) -> None:
     # After a resume point a stream's first event may have any version.
     report = replay([*lines, synthetic(8, "d", 2)], lambda e: None, after=5)
     assert (report.delivered, report.skipped_before, report.last_position) == (3, 4, 8)
+
+
+def test_a_resumed_replay_still_finds_an_event_missing_right_after_its_start() -> None:
+    """The lines at or below the resume point are not delivered again, but each stream's
+    version is counted from them: a file missing the event right after the resume point
+    stops the replay as it would from the start (found by a defect hunt: it went through)."""
+    lines = [
+        synthetic(1, "a", 1),
+        synthetic(2, "b", 1),
+        synthetic(3, "a", 2),  # the resume point
+        synthetic(4, "a", 3),
+        synthetic(5, "b", 2),
+        synthetic(6, "a", 4),
+        synthetic(7, "b", 3),
+    ]
+    whole = replay(lines, lambda e: None, after=3)
+    assert (whole.delivered, whole.skipped_before) == (4, 3)
+    for missing in (3, 4):  # a's version 3 (right after the point), b's version 2
+        cut = lines[:missing] + lines[missing + 1 :]
+        with pytest.raises(ReplayStopped) as stopped:
+            replay(cut, lambda e: None, after=3)
+        assert stopped.value.anomaly.kind == "gap"
+        assert stopped.value.report.delivered == missing - 2  # up to the gap
+    # Lines before the resume point out of order do not make a gap of a stream's next event.
+    shuffled = [lines[2], lines[0], lines[1], *lines[3:]]
+    assert replay(shuffled, lambda e: None, after=3).delivered == 4
