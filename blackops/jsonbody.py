@@ -46,15 +46,21 @@ def _too_deep() -> DocumentError:
     return DocumentError("invalid_params", f"JSON input nests deeper than {MAX_DEPTH} levels")
 
 
-def parse_document(raw: bytes | str, *, empty_is: dict[str, Any] | None = None) -> dict[str, Any]:
+def parse_document(
+    raw: bytes | str,
+    *,
+    empty_is: dict[str, Any] | None = None,
+    max_bytes: int | None = MAX_RAW_BYTES,
+) -> dict[str, Any]:
     """Parse one JSON object: no duplicate keys, no NaN/Infinity, valid UTF-8, at most
-    ``MAX_DEPTH`` levels deep (decisions P45).
+    ``MAX_DEPTH`` levels deep (decisions P45), at most ``max_bytes`` long (``None``: files an
+    auditor checks, such as an export's manifest, whose size grows with the journal).
 
     The result still has to pass ``canonical_document`` (limits, safe integers,
     scalar values); this only makes sure nothing was silently lost in parsing.
     """
-    if len(raw) > MAX_RAW_BYTES:
-        raise DocumentError("document_too_large", f"JSON input is over {MAX_RAW_BYTES} bytes")
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise DocumentError("document_too_large", f"JSON input is over {max_bytes} bytes")
     value = _parse_fast(raw)
     if value is None:
         value = _parse_strict(raw, empty_is)

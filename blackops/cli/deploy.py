@@ -180,16 +180,18 @@ def choose_main(modules: dict[str, str], main: str | None) -> str:
 
 
 def _json_file(path: str | None, what: str) -> Any:
-    import orjson
+    """The JSON value of a file, read strictly: a key given twice is refused (orjson would
+    keep the last silently, and the Version would hold other content than the file says)."""
+    from domain.json_text import JSONTextError, parse_json
 
     if path is None:
         return None
     try:
         with open(path, "rb") as raw:
-            return orjson.loads(raw.read())
+            return parse_json(raw.read().decode("utf-8"))
     except OSError as unreadable:
         raise InvalidRequest(f"cannot read {path}: {unreadable.strerror}") from None
-    except orjson.JSONDecodeError as bad:
+    except (UnicodeDecodeError, JSONTextError) as bad:
         raise InvalidRequest(f"{what} {path} is not JSON: {bad}") from None
 
 

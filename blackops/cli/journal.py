@@ -316,8 +316,8 @@ def cmd_journal_schema(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 only when everything verifies (python-contract §5)."""
-    import orjson
-
+    from blackops.jsonbody import parse_document
+    from domain.documents import DocumentError
     from journal.store import EventStore
     from replay.verify import verify_export, verify_store
 
@@ -327,7 +327,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         manifest_path = args.manifest or f"{args.jsonl}.manifest.json"
         try:
             with open(manifest_path, "rb") as raw:
-                manifest = orjson.loads(raw.read())
+                # Strictly (no key twice): the manifest is what every line is checked against.
+                manifest = parse_document(raw.read(), max_bytes=None)
             with open(args.jsonl, "rb") as lines:
                 report = verify_export(lines, manifest)
             if report.ok and args.key:
@@ -337,8 +338,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
             raise InvalidRequest(
                 f"cannot read {unreadable.filename}: {unreadable.strerror}"
             ) from None
-        except orjson.JSONDecodeError:
-            raise InvalidRequest(f"{manifest_path} is not a JSON manifest") from None
+        except DocumentError as error:
+            raise InvalidRequest(
+                f"{manifest_path} is not a JSON manifest: {error.message}"
+            ) from None
     else:
         with EventStore(args.store, create=False) as store:
             report = verify_store(store)

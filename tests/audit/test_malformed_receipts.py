@@ -129,3 +129,26 @@ def test_verify_receipt_exits_1_with_the_code_never_a_traceback(tmp_path: Path) 
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 1 and json.loads(done.stdout)["problem"] == "malformed_receipt"
+
+
+def verify_receipt_file(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "blackops", "verify-receipt", str(path), "--json",
+         "--key", LOG.key.verifier().encode()],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+def test_a_receipt_that_names_a_member_twice_is_refused(tmp_path: Path) -> None:
+    """``{"entry": FORGED, <the genuine receipt>}``: a reader keeping the last ``entry``
+    verifies the genuine one, a reader keeping the first shows the forged one; so neither
+    may (found by a defect hunt: it verified, exit 0)."""
+    genuine = tmp_path / "genuine.json"
+    genuine.write_text(json.dumps(RECEIPT))
+    assert verify_receipt_file(genuine).returncode == 0
+    doubled = tmp_path / "doubled.json"
+    doubled.write_text('{"entry": "FORGED", ' + json.dumps(RECEIPT)[1:])
+    done = verify_receipt_file(doubled)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    error = json.loads(done.stdout or done.stderr)["error"]
+    assert error["code"] == "invalid_request" and "duplicate object key" in error["message"]

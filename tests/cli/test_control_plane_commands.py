@@ -285,6 +285,10 @@ def test_worker_version_and_deployment_commands(cli: Callable[..., Ran], tmp_pat
     no_env = cli("version", "upload", str(folder), *space, "--worker", "shop", "--main",
                  "flows", "--env-file", str(bad_env), "--json", expect=None)  # fmt: skip
     assert error_of(no_env) == "invalid_request"
+    bad_env.write_text('{"GREETING": "hi", "GREETING": "bye"}')  # which one would it hold?
+    doubled = cli("version", "upload", str(folder), *space, "--worker", "shop", "--main",
+                  "flows", "--env-file", str(bad_env), "--json", expect=None)  # fmt: skip
+    assert error_of(doubled) == "invalid_request"
 
     show = cli("deployment", "show", *space, "--worker", "shop", "--json").doc
     assert show["allocation"] == [] and show["generation"] == 0 and show["pending"] == []
