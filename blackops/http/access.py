@@ -29,7 +29,7 @@ from blackops.http.openapi import errors, request_body
 from blackops.http.params import PrincipalPath, SpacePath, TokenPath
 from blackops.http.responses import JSON
 from domain.access import Action, Role, check_system
-from domain.errors import InvalidRequest, NotFound
+from domain.errors import Conflict, InvalidRequest, NotFound
 
 router = APIRouter(tags=["access"])
 SPACE = "/v1/spaces/{space}"
@@ -107,9 +107,18 @@ async def put_principal(
     def grant() -> dict[str, Any]:
         access = app.access
         try:
-            access.principal(principal_id)
+            held = access.principal(principal_id).roles
         except NotFound:
             access.create_principal(principal_id, ctx)
+        else:
+            # Linking a principal of another Space is for system principals: a Space admin
+            # would otherwise pull in someone it does not administer, and change what that
+            # principal's Space-less requests answer (two Spaces: "name the space").
+            if not who.principal.system and held and space not in held:
+                raise Conflict(
+                    f"principal {principal_id[:128]!r} already exists outside this space: "
+                    "only a system principal may give it a role here"
+                )
         access.grant(principal_id, space, role, ctx)
         return in_space(app, principal_id, space)
 

@@ -1074,5 +1074,19 @@ def test_principal_admin_answers_name_no_other_space(world: World) -> None:
     revoked = w.client.delete(base, headers=admin)  # it has no acme role: appends nothing
     assert revoked.status_code == 404, revoked.text
     assert GLOBEX not in revoked.text.replace(name, ""), revoked.text
-    granted = w.client.put(base, json={"role": "reader"}, headers=admin)
+    globex_admin = bearer(w.token("admin", GLOBEX))
+    assert w.client.get("/v1/operations", headers=globex_admin).status_code == 200
+    before = w.app.store.last_position()
+    # Linking it into acme is a system principal's call (found by a defect hunt: acme's
+    # admin could, and globex's admin then got 400 "name the space" on Space-less routes).
+    linked = w.client.put(base, json={"role": "reader"}, headers=admin)
+    assert (linked.status_code, _code(linked)) == (409, "conflict"), linked.text
+    assert GLOBEX not in linked.text.replace(name, ""), linked.text
+    assert w.app.store.last_position() == before  # nothing appended
+    assert w.client.get("/v1/operations", headers=globex_admin).status_code == 200
+    granted = w.client.put(base, json={"role": "reader"}, headers=bearer(SYSTEM))
     assert ok(granted, 200) == {"id": name, "space": "acme", "role": "reader"}
+    # Once in acme, acme's admin sets its role there like any of its principals'.
+    regranted = w.client.put(base, json={"role": "operator"}, headers=admin)
+    assert ok(regranted, 200) == {"id": name, "space": "acme", "role": "operator"}
+
