@@ -294,7 +294,7 @@ async def space_journal_export(
 @router.get(
     "/v1/journal/exports/{export_id}/manifest",
     summary="The manifest of an export this server answered (kept in memory, latest 256)",
-    responses=errors(404),
+    responses=errors(403, 404),
 )
 async def export_manifest(
     export_id: Annotated[str, PathParam(description="the id in the export's Link header")],

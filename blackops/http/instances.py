@@ -244,7 +244,7 @@ async def send_instance_event(
     openapi_extra=_TERMINATE_BODY,
     summary="Terminate an instance; answers once its code has provably stopped",
     response_model=Terminated,
-    responses=errors(400, 403, 404),
+    responses=errors(400, 403, 404, 413),
 )
 async def terminate_instance(
     space: Space,

@@ -1090,3 +1090,33 @@ def test_principal_admin_answers_name_no_other_space(world: World) -> None:
     regranted = w.client.put(base, json={"role": "operator"}, headers=admin)
     assert ok(regranted, 200) == {"id": name, "space": "acme", "role": "operator"}
 
+
+def _documented(w: World, method: str, template: str) -> set[int]:
+    """The statuses the OpenAPI document gives a route (``:path`` is FastAPI's, not OpenAPI's)."""
+    paths = w.api.openapi()["paths"]
+    operation = paths[template.replace(":path", "")][method.lower()]
+    return {int(status) for status in operation["responses"]}
+
+
+def test_every_status_a_route_answers_is_in_its_openapi_entry(world: World) -> None:
+    """Every role's real request and probe, and a body over 4 MiB to every route that takes
+    one: whatever status comes back, the route's OpenAPI entry lists it (found by a defect
+    hunt: a manifest's 403 and a terminate's 413 were answered but not documented)."""
+    w = world
+    undocumented: list[str] = []
+    oversized = b'{"x": "' + b"a" * (4 * 1024 * 1024 + 1) + b'"}'
+    for (method, template), route in ROUTES.items():
+        if template == "/metrics":  # left out of the document by design (decisions M9)
+            continue
+        documented = _documented(w, method, template)
+        calls = [(role, route.real(w)) for role in ROLES]
+        if route.probe is not None:
+            calls += [(role, route.probe(w)) for role in ROLES]
+        if method in ("POST", "PUT", "PATCH"):
+            big = route.probe(w) if route.probe is not None else route.real(w)
+            calls.append(("system", Call(method, big.path, oversized, big.headers)))
+        for role, call in calls:
+            status = call.send(w.client, w.token(role)).status_code
+            if status not in documented:
+                undocumented.append(f"{role} {method} {call.path} -> {status} {sorted(documented)}")
+    assert not undocumented, "\n".join(undocumented)
