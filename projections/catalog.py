@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any
 
 from domain.clock import format_instant, parse_instant
@@ -27,14 +28,19 @@ class Projections:
     def __init__(self, store: EventStore) -> None:
         self.store = store
         self.runners: dict[str, ProjectionRunner] = {}
+        self._creating = threading.Lock()  # concurrent first queries make one runner
 
     def runner(self, name: str) -> ProjectionRunner:
         if name not in SHIPPED:
             raise NotFound(f"no projection named {name!r}; there are {', '.join(sorted(SHIPPED))}")
-        if name not in self.runners:
-            projection: Projection = SHIPPED[name]()
-            self.runners[name] = ProjectionRunner(self.store, projection)
-        return self.runners[name]
+        found = self.runners.get(name)
+        if found is None:
+            with self._creating:
+                found = self.runners.get(name)
+                if found is None:
+                    projection: Projection = SHIPPED[name]()
+                    found = self.runners[name] = ProjectionRunner(self.store, projection)
+        return found
 
     def status(self) -> list[dict[str, Any]]:
         return [self.runner(name).status() for name in sorted(SHIPPED)]
@@ -85,10 +91,15 @@ class Projections:
 
     def counts(self, tenant: str | None = None) -> dict[str, dict[str, dict[str, int]]]:
         """``{tenant: {type: {status: count}}}`` with every public status present."""
+        return self.operation_counts(tenant)["counts"]  # type: ignore[no-any-return]
+
+    def operation_counts(self, tenant: str | None = None) -> dict[str, Any]:
+        """:meth:`counts` with the journal position they are as of (``observedPosition``),
+        both from one snapshot."""
         runner = self.runner("operation_counts")
         runner.catch_up()
         where, params = ("WHERE tenant = %s", (tenant,)) if tenant is not None else ("", ())
-        rows = runner.query(
+        rows, position = runner.query_as_of(
             f"SELECT tenant, type, status, count FROM {{p}}blackops_operation_counts {where}",
             params,
         )
@@ -98,24 +109,19 @@ class Projections:
                 kind, dict.fromkeys(STATUSES, 0)
             )
             per_type[status] = int(count)
-        return counts
-
-    def operation_counts(self, tenant: str | None = None) -> dict[str, Any]:
-        """:meth:`counts` with the journal position they are as of (``observedPosition``)."""
-        counts = self.counts(tenant)
-        return {"counts": counts, "observedPosition": self.runner("operation_counts").position()}
+        return {"counts": counts, "observedPosition": position}
 
     def instance_counts(self, workflow: str) -> dict[str, Any]:
         """``instanceCounts`` of one Workflow resource (all seven statuses, DW-OBS-1) and
-        the journal position they are as of (``observedPosition``)."""
+        the journal position they are as of (``observedPosition``), from one snapshot."""
         runner = self.runner("instance_counts")
         runner.catch_up()
-        position = runner.position()
-        counts = empty_counts()
-        for status, count in runner.query(
+        rows, position = runner.query_as_of(
             "SELECT status, count FROM {p}blackops_instance_counts WHERE workflow = %s",
             (workflow,),
-        ):
+        )
+        counts = empty_counts()
+        for status, count in rows:
             counts[str(status)] = int(count)
         return {"instanceCounts": counts, "observedPosition": position}
 

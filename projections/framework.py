@@ -103,6 +103,14 @@ class ProjectionRunner:
         self.sqlite = kind != "postgresql"
         self.prefix = f"{store.location.settings['POSTGRES_SCHEMA']}." if not self.sqlite else ""
         with self._transaction() as sql:
+            if not self.sqlite:
+                # Concurrent CREATE TABLE IF NOT EXISTS of one table fails on PostgreSQL
+                # (a unique violation in its catalog): runners opening at once, in any
+                # process, take turns.
+                sql.execute(
+                    "SELECT pg_advisory_xact_lock(hashtext(%s))",
+                    (f"blackops-projections:{self.prefix}",),
+                )
             for statement in (
                 "CREATE TABLE IF NOT EXISTS {p}blackops_projection_positions "
                 "(name TEXT PRIMARY KEY, position BIGINT NOT NULL)",
@@ -223,6 +231,22 @@ class ProjectionRunner:
     def query(self, text: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._transaction() as sql:
             return sql.execute(text, params)
+
+    def query_as_of(
+        self, text: str, params: Sequence[Any] = ()
+    ) -> tuple[list[tuple[Any, ...]], int]:
+        """`query`'s rows and this projection's position, read from one snapshot, so the
+        rows are exactly as of that position (two reads could straddle a batch)."""
+        with self._transaction() as sql:
+            if not sql.sqlite:  # SQLite's read transaction is one snapshot already
+                # PostgreSQL's default gives each statement its own snapshot.
+                sql.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            at = sql.execute(
+                "SELECT position FROM {p}blackops_projection_positions WHERE name = %s",
+                (self.projection.name,),
+            )
+            rows = sql.execute(text, params)
+        return rows, int(at[0][0]) if at else 0
 
 
 class _Raced(Exception):
