@@ -18,13 +18,17 @@ them, else ``None`` (the caller's slower, exact paths then decide, refusals incl
 3. **Floats**: orjson writes the shortest digits that round-trip, correctly rounded. That
    decimal is unique for every double (an exact tie between two shortest candidates cannot
    occur: see the comment below), so its digits are ECMAScript's; only the notation differs.
-   All floats of the document are written once more on their own (no strings in between),
-   where the few spellings ECMAScript does not use are found by plain substring searches:
-   ``null`` (NaN, infinities), ``-0.0``, exponents ECMAScript writes in full (e-6, e+16..e+20,
-   unsigned exponents of older orjson releases). Those documents are given up. Integral
-   floats (``2.0``) are written ``2`` by removing ``.0`` before a delimiter in the document's
-   bytes; the number of removals must equal the number of integral floats, which proves none
-   was inside a string.
+   The spellings ECMAScript does not use are looked for in orjson's writing of the document
+   itself, not in the floats step 1 gathered, so a value another thread changed between the
+   walk and the write is caught too: ``-0.0`` and exponents ECMAScript writes in full (e-6,
+   e+16..e+20, unsigned exponents of older orjson releases) give the document up, and so
+   does an integral float the walk did not see. Integral floats (``2.0``) are written ``2`` by
+   removing ``.0`` before a delimiter; the number of removals must equal the number of
+   integral floats gathered, which proves none was inside a string. NaN and the infinities
+   (orjson writes ``null``) are found among the gathered floats; one put in by another thread
+   after the walk is written ``null``: canonical bytes, of a value the document held for a
+   moment as ``None``. Anything but the exact built-ins put in after the walk (a subclass, a
+   dataclass, a date) is refused by orjson itself.
 4. A once-per-process **calibration** runs the float rules of step 3 on ~4,400 doubles across
    the whole exponent range against the exact formatter: an orjson release that spelled any
    of them otherwise turns the float part of this path off.
@@ -59,6 +63,14 @@ class Limits(NamedTuple):
 
 
 _OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
+#: For a document `_vouch` walked: anything but the exact built-ins it lets through (put in
+#: by another thread after the walk) is refused, not written as orjson would.
+_WRITE_VOUCHED: Final = (
+    _OPTIONS
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+)
 #: orjson writes at most 254 levels of containers; beyond that the slower paths decide.
 _ORJSON_MAX_DEPTH: Final = 254
 #: Values looked at (repeats included) before giving up on a shared, exponential structure.
@@ -84,6 +96,8 @@ _HIGH_BMP: Final = re.compile("[\ue000-\uffff]")
 
 #: Integral floats: ``.0`` directly before a delimiter (never in a float ECMAScript writes).
 INTEGRAL: Final = re.compile(rb"\.0(?=[,\]}])")
+#: ``-0.0`` before a delimiter (RFC 8785 writes ``0``; -0.05 and -0.001 do not match).
+_NEGATIVE_ZERO: Final = re.compile(rb"-0\.0[,\]}]")
 #: The pieces of a text between those (a bound method: no Python frame per call).
 _cut_at_points: Final = INTEGRAL.split
 #: orjson releases before 3.11 write positive exponents unsigned (``1e21``): RFC 8785 never.
@@ -116,12 +130,14 @@ def native_canonical(value: object, limits: Limits) -> bytes | None:
     if floats is None:
         return None
     try:
-        out = orjson.dumps(value, option=_OPTIONS)
+        # Written a moment after the walk: what another thread changed in between is
+        # refused by orjson (a subclass, a dataclass, a date) or found in its writing.
+        out = orjson.dumps(value, option=_WRITE_VOUCHED)
     except orjson.JSONEncodeError:
         return None
-    if floats:
-        return _spell_floats(out, floats) if _float_rules_hold() else None
-    return out
+    if floats and not _float_rules_hold():
+        return None
+    return _spell_floats(out, floats)
 
 
 def native_canonical_loaded(value: dict[str, Any], text: bytes, limits: Limits) -> bytes | None:
@@ -367,20 +383,34 @@ def _escaped(out: bytes, quote: int) -> bool:
 
 
 def _spell_floats(out: bytes, floats: list[float]) -> bytes | None:
-    """``out`` with ECMAScript's spelling of ``floats`` (all of its floats), or ``None``.
+    """``out`` with ECMAScript's spelling of its floats, or ``None``.
 
-    The floats are written once more on their own (no strings in between), where every
-    spelling ECMAScript does not use is found by a search for a byte or a literal: ``null``
-    (NaN, an infinity), ``-0.0`` (written ``0``; not -0.05, -0.001) and `exponent_in_full`.
+    ``floats`` are the document's floats as `_vouch` gathered them (all of them, with
+    repeats); ``out`` is orjson's writing of the document a moment later. Every spelling
+    ECMAScript does not use is looked for in ``out`` itself, so a float another thread put in
+    between the two reads is caught as well (found by a defect hunt: ``-0.0`` and ``2.0``
+    were written as such): `exponent_in_full`, integral floats (``2.0``: their ``.0`` is
+    dropped) and ``-0.0`` (written ``0``). Text inside strings may match too: a false alarm
+    only costs the caller's slower path. The gathered floats say how many are integral,
+    which proves no string held ``.0`` before a delimiter, and whether any is NaN or an
+    infinity (which orjson writes ``null``).
     """
-    written = orjson.dumps(floats)
-    if b"n" in written or b"-0.0," in written or written.endswith(b"-0.0]"):
+    if floats:
+        written = orjson.dumps(floats)
+        if b"n" in written:
+            return None
+        integral = written.count(b".0,") + written.endswith(b".0]")
+    else:
+        integral = 0
+    if exponent_in_full(out) is not None:
         return None
-    if exponent_in_full(written) is not None:
+    if integral:
+        if _NEGATIVE_ZERO.search(out) is not None:
+            return None
+        return _drop_point_zeros(out, integral)
+    if b".0" in out and INTEGRAL.search(out) is not None:  # a float the walk did not see
         return None
-    if b".0" not in written:
-        return out
-    return _drop_point_zeros(out, written.count(b".0,") + written.endswith(b".0]"))
+    return out
 
 
 def _spell_found(out: bytes) -> bytes | None:

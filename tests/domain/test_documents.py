@@ -773,3 +773,48 @@ def test_negative_fractions_below_one_stay_on_the_native_path(count: int) -> Non
     with_zero: dict[str, Any] = {"values": [*values, -0.0], "x": 1.5}
     assert native_canonical(with_zero, documents._DOCUMENT) is None
     assert canonical_document(with_zero) == rfc8785.dumps(with_zero)
+
+
+@dataclasses.dataclass
+class _Late:
+    b: float
+    a: float
+
+
+class _Text(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    "late",
+    [-0.0, 2.0, 1e-6, 1e20, 1e16, [3.0], (2.0,), _Text("x"), _Late(2.0, 1.0),
+     datetime.datetime(2026, 1, 1), {"z": 1.0, "a": -0.0}],
+    ids=repr,
+)  # fmt: skip
+def test_a_value_changed_between_the_walk_and_the_write_is_caught(
+    monkeypatch: pytest.MonkeyPatch, late: object
+) -> None:
+    """The native path walks the document (types, floats), then orjson writes it: another
+    thread may change it in between (found by a defect hunt: -0.0 and 2.0 were written as
+    such, a str subclass as a string). Here the write itself changes it first, as such a
+    thread would: the answer is the exact path's for the document as written, or its
+    refusal, never bytes RFC 8785 would not write."""
+    document: dict[str, Any] = {"f": 1.5, "g": [0.25, 1e-9], "s": "a"}
+    write = orjson.dumps
+
+    def change_then_write(value: Any, *args: Any, **kwargs: Any) -> bytes:
+        if value is document:
+            document["f"] = late
+        return write(value, *args, **kwargs)
+
+    monkeypatch.setattr(orjson, "dumps", change_then_write)  # the module native_canonical calls
+    try:
+        answer: object = canonical_document(document)
+    except DocumentError as error:
+        answer = error.code
+    monkeypatch.undo()
+    try:
+        expected: object = canonical_document_reference(document)
+    except DocumentError as error:
+        expected = error.code
+    assert answer == expected
