@@ -386,14 +386,17 @@ def _spell_floats(out: bytes, floats: list[float]) -> bytes | None:
     """``out`` with ECMAScript's spelling of its floats, or ``None``.
 
     ``floats`` are the document's floats as `_vouch` gathered them (all of them, with
-    repeats); ``out`` is orjson's writing of the document a moment later. Every spelling
-    ECMAScript does not use is looked for in ``out`` itself, so a float another thread put in
-    between the two reads is caught as well (found by a defect hunt: ``-0.0`` and ``2.0``
-    were written as such): `exponent_in_full`, integral floats (``2.0``: their ``.0`` is
-    dropped) and ``-0.0`` (written ``0``). Text inside strings may match too: a false alarm
-    only costs the caller's slower path. The gathered floats say how many are integral,
-    which proves no string held ``.0`` before a delimiter, and whether any is NaN or an
-    infinity (which orjson writes ``null``).
+    repeats); ``out`` is orjson's writing of the document a moment later. The spellings
+    ECMAScript does not use are looked for in ``out`` itself, so a float another thread put
+    in between the two reads is caught as well (found by a defect hunt: ``-0.0`` and ``2.0``
+    were written as such): an exponent ECMAScript writes in full gives the document up
+    unless it lies inside a string, and integral floats lose their ``.0`` where it ends a
+    number outside every string (`_without_point_zeros`; ``-0.0`` gives up). Where a string
+    holds an escaped quote, quote parity cannot tell strings apart: then any such exponent or
+    ``-0.0`` gives up, and the number of ``.0`` removed must equal the integral floats
+    gathered (a document changed meanwhile may then lose a string's ``.0`` before a
+    delimiter: its bytes stay canonical). NaN and the infinities, which orjson writes
+    ``null``, are found among the gathered floats.
     """
     if floats:
         written = orjson.dumps(floats)
@@ -402,15 +405,33 @@ def _spell_floats(out: bytes, floats: list[float]) -> bytes | None:
         integral = written.count(b".0,") + written.endswith(b".0]")
     else:
         integral = 0
-    if exponent_in_full(out) is not None:
+    if b"\\" not in out or b'\\"' not in out:  # one byte is found much faster than two
+        if _outside_strings(out, exponent_in_full):
+            return None
+        return _without_point_zeros(out, integral)
+    if exponent_in_full(out) is not None or _NEGATIVE_ZERO.search(out) is not None:
         return None
     if integral:
-        if _NEGATIVE_ZERO.search(out) is not None:
-            return None
         return _drop_point_zeros(out, integral)
-    if b".0" in out and INTEGRAL.search(out) is not None:  # a float the walk did not see
-        return None
-    return out
+    return None if b".0" in out and INTEGRAL.search(out) is not None else out
+
+
+def _outside_strings(out: bytes, search: Callable[..., re.Match[bytes] | None]) -> bool:
+    """Does ``search`` (a bound ``Pattern.search``) match ``out`` outside every string?
+
+    ``out`` is compact JSON whose strings hold no escaped quote, so a match lies inside a
+    string exactly when an odd number of quotes comes before it; the quotes are counted
+    from one match to the next, in C."""
+    found = search(out)
+    quotes, counted = 0, 0
+    while found is not None:
+        start = found.start()
+        quotes += out.count(b'"', counted, start)
+        if not quotes & 1:
+            return True
+        counted = start
+        found = search(out, found.end())
+    return False
 
 
 def _spell_found(out: bytes) -> bytes | None:
@@ -418,29 +439,43 @@ def _spell_found(out: bytes) -> bytes | None:
 
     What could be a float spelled unlike ECMAScript is looked for in ``out`` itself: any
     ``e+`` (e+16..e+20 are written in full, and a float of 2**63 or more may be an integer
-    literal orjson read as one) or e-1..e-6 gives up (strings too: a false alarm only costs
-    the floats' own look). ``out`` is cut at every ``.0`` before a delimiter, in one C call;
-    a cut with an even number of quotes before it lies outside every string (no quote may be
-    escaped, else ``None``): it ends an integral float, whose ``.0`` is dropped (``-0.0``
-    gives up); one inside a string keeps it. No Python step per cut unless some lie inside
-    strings.
+    literal orjson read as one) gives up (strings too: a false alarm only costs the floats'
+    own look), and so does e-1..e-6 outside a string. No quote may be escaped (else
+    ``None``), so quote parity tells strings apart; integral floats lose their ``.0``
+    (`_without_point_zeros`).
     """
     if _UNSIGNED_EXPONENTS or (b"+" in out and b"e+" in out):
         return None
     if b"\\" in out and b'\\"' in out:  # one byte is found much faster than two
         return None
-    if exponent_in_full(out) is not None:  # its e+ rules: already stricter here
+    if _outside_strings(out, exponent_in_full):  # its e+ rules: already stricter here
         return None
+    return _without_point_zeros(out, None)
+
+
+def _without_point_zeros(out: bytes, integral: int | None) -> bytes | None:
+    """``out`` without the ``.0`` that ends each integral float, or ``None`` for a ``-0.0``
+    or when there are not ``integral`` of them (``None``: any number).
+
+    ``out`` holds no escaped quote. It is cut at every ``.0`` before a delimiter, in one C
+    call; a cut with an even number of quotes before it lies outside every string: it ends
+    an integral float, whose ``.0`` is dropped (``-0.0`` gives up: RFC 8785 writes ``0``);
+    one inside a string keeps it. No Python step per cut unless some lie inside strings.
+    """
     pieces = _cut_at_points(out)
     if len(pieces) == 1:
-        return out
+        return out if not integral else None
     # Whether each cut is inside a string: the parity of the quotes before it.
     inside = list(map(and_, accumulate(map(bytes.count, pieces[:-1], repeat(b'"'))), repeat(1)))
     if not any(inside):
+        if integral is not None and len(inside) != integral:
+            return None  # a float the walk did not see (or saw otherwise)
         if any(map(bytes.endswith, pieces, repeat(b"-0"))):
             return None  # -0.0 is written 0
         return b"".join(pieces)
     numbers = [piece for piece, quoted in zip(pieces, inside, strict=False) if not quoted]
+    if integral is not None and len(numbers) != integral:
+        return None
     if any(map(bytes.endswith, numbers, repeat(b"-0"))):
         return None
     kept = [b".0" if quoted else b"" for quoted in inside]
