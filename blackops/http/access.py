@@ -111,10 +111,12 @@ async def put_principal(
         except NotFound:
             access.create_principal(principal_id, ctx)
         else:
-            # Linking a principal of another Space is for system principals: a Space admin
-            # would otherwise pull in someone it does not administer, and change what that
-            # principal's Space-less requests answer (two Spaces: "name the space").
-            if not who.principal.system and held and space not in held:
+            # A principal that exists without a role here is not this Space's: another
+            # Space's (a Space admin would pull in someone it does not administer, and change
+            # what its Space-less requests answer), one whose roles were all revoked, or a
+            # system principal (whose id this Space's tokens would then act under). Giving
+            # it a role here is a system principal's call.
+            if not who.principal.system and space not in held:
                 raise Conflict(
                     f"principal {principal_id[:128]!r} already exists outside this space: "
                     "only a system principal may give it a role here"
