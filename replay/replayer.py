@@ -105,6 +105,7 @@ def replay(
     keep = delivered_positions.append
     versions: dict[str, int] = {}
     delivered, last = 0, after  # kept in locals, written to ``report`` when it is looked at
+    skipped_last = 0  # the highest position skipped as at or below ``after``
     for number, raw in enumerate(lines, start=1):
         text = raw.rstrip(b"\n")
         if not text:
@@ -113,10 +114,13 @@ def replay(
         position, stream, version = event.position, event.stream, event.version
         if position <= after:
             # Delivered by an earlier run, not again; but each stream's version is kept, so
-            # an event missing right after the resume point is a gap here too.
+            # an event missing right after the resume point is a gap here too. Only a line
+            # above every one skipped before counts: a whole run delivers no other (a
+            # repeat is a duplicate, a lower one out of order), so none was delivered.
             report.skipped_before += 1
-            if version > versions.get(stream, 0):
+            if position > skipped_last:
                 versions[stream] = version
+                skipped_last = position
             continue
         # The usual case inline (a later position than any delivered, so never seen; the
         # stream's next version, or version 1 of a new stream that is no tombstone); anything

@@ -422,3 +422,32 @@ def test_a_resumed_replay_still_finds_an_event_missing_right_after_its_start() -
     # Lines before the resume point out of order do not make a gap of a stream's next event.
     shuffled = [lines[2], lines[0], lines[1], *lines[3:]]
     assert replay(shuffled, lambda e: None, after=3).delivered == 4
+
+
+@pytest.mark.parametrize(
+    ("lines", "kind"),
+    [
+        # A repeated position (skipped as a duplicate by a whole run) does not count.
+        ([(1, "s", 1), (2, "s", 2), (2, "s", 9), (4, "s", 3)], None),
+        ([(1, "s", 1), (2, "s", 2), (2, "s", 3), (4, "s", 4)], "gap"),
+        # The first run stopped at position 2 (after 3): it was never delivered, so s's
+        # version 2 is missing when the replay resumes after 3.
+        ([(1, "s", 1), (3, "t", 1), (2, "s", 2), (4, "s", 3)], "gap"),
+    ],
+)
+def test_a_resumed_replay_counts_only_what_a_whole_run_delivered(
+    lines: list[tuple[int, str, int]], kind: str | None
+) -> None:
+    """Found by a review of the fix above: every skipped line set its stream's version, so a
+    repeated position made a false gap and hid a real one."""
+    text = [synthetic(*line) for line in lines]
+    after = max(position for position, _, _ in lines[:3])
+    if kind is None:
+        whole = replay(text, lambda e: None, on_duplicate="skip")
+        assert replay(text, lambda e: None, after=after, on_duplicate="skip").last_position == (
+            whole.last_position
+        )
+        return
+    with pytest.raises(ReplayStopped) as stopped:
+        replay(text, lambda e: None, after=after, on_duplicate="skip")
+    assert stopped.value.anomaly.kind == kind
