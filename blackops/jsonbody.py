@@ -46,28 +46,36 @@ def _too_deep() -> DocumentError:
     return DocumentError("invalid_params", f"JSON input nests deeper than {MAX_DEPTH} levels")
 
 
-def parse_document(
-    raw: bytes | str,
-    *,
-    empty_is: dict[str, Any] | None = None,
-    max_bytes: int | None = MAX_RAW_BYTES,
-) -> dict[str, Any]:
+def parse_document(raw: bytes | str, *, empty_is: dict[str, Any] | None = None) -> dict[str, Any]:
     """Parse one JSON object: no duplicate keys, no NaN/Infinity, valid UTF-8, at most
-    ``MAX_DEPTH`` levels deep (decisions P45), at most ``max_bytes`` long (``None``: files an
-    auditor checks, such as an export's manifest, whose size grows with the journal).
+    ``MAX_DEPTH`` levels deep (decisions P45).
 
     The result still has to pass ``canonical_document`` (limits, safe integers,
     scalar values); this only makes sure nothing was silently lost in parsing.
     """
-    if max_bytes is not None and len(raw) > max_bytes:
-        raise DocumentError("document_too_large", f"JSON input is over {max_bytes} bytes")
-    value = _parse_fast(raw)
-    if value is None:
-        value = _parse_strict(raw, empty_is)
+    value = _parse(raw, empty_is, MAX_RAW_BYTES)
     if type(value) is not dict:
         raise DocumentError("invalid_params", "a document must be a JSON object")
     _check_depth(value)
     return value
+
+
+def parse_value(raw: bytes | str, *, max_bytes: int | None = MAX_RAW_BYTES) -> Any:
+    """One JSON value of any type, read as strictly as `parse_document` reads an object (no
+    key twice, no NaN/Infinity, valid UTF-8, at most ``MAX_DEPTH`` levels), at most
+    ``max_bytes`` long (``None``: no limit). For files an auditor checks (a receipt, an
+    export's manifest: ``None``, as it grows with the journal), whose own checks then name
+    what is wrong with their shape."""
+    value = _parse(raw, None, max_bytes)
+    _check_depth(value)
+    return value
+
+
+def _parse(raw: bytes | str, empty_is: dict[str, Any] | None, max_bytes: int | None) -> Any:
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise DocumentError("document_too_large", f"JSON input is over {max_bytes} bytes")
+    value = _parse_fast(raw)
+    return _parse_strict(raw, empty_is) if value is None else value
 
 
 def parse_canonical_document(
@@ -182,7 +190,7 @@ def _parse_strict(raw: bytes | str, empty_is: dict[str, Any] | None) -> Any:
         ) from None
 
 
-def _check_depth(value: dict[str, Any]) -> None:
+def _check_depth(value: Any) -> None:
     """Level by level (no recursion): the values just parsed are exact built-in types."""
     level: list[Any] = [value]
     depth = 1

@@ -190,7 +190,7 @@ def receipt_text(receipt: dict[str, Any]) -> str:
 def cmd_verify_receipt(args: argparse.Namespace) -> int:
     """Exit 0 only when the receipt verifies: signature, leaf, audit path."""
     from blackops.audit.keys import parse_verifier_key
-    from blackops.jsonbody import parse_document
+    from blackops.jsonbody import parse_value
     from domain.documents import DocumentError
     from replay.receipts import ReceiptError, verify_receipt
 
@@ -199,7 +199,7 @@ def cmd_verify_receipt(args: argparse.Namespace) -> int:
         raw = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
         # Strictly: a receipt with a key twice would say one thing to this reader and
         # another to a reader that keeps the first.
-        document = parse_document(raw)
+        document = parse_value(raw)
     except OSError as error:
         raise InvalidRequest(f"cannot read {args.file}: {error.strerror}") from None
     except DocumentError as error:

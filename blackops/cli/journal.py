@@ -316,7 +316,7 @@ def cmd_journal_schema(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 only when everything verifies (python-contract §5)."""
-    from blackops.jsonbody import parse_document
+    from blackops.jsonbody import parse_value
     from domain.documents import DocumentError
     from journal.store import EventStore
     from replay.verify import verify_export, verify_store
@@ -328,7 +328,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         try:
             with open(manifest_path, "rb") as raw:
                 # Strictly (no key twice): the manifest is what every line is checked against.
-                manifest = parse_document(raw.read(), max_bytes=None)
+                manifest = parse_value(raw.read(), max_bytes=None)
             with open(args.jsonl, "rb") as lines:
                 report = verify_export(lines, manifest)
             if report.ok and args.key:

@@ -152,3 +152,9 @@ def test_a_receipt_that_names_a_member_twice_is_refused(tmp_path: Path) -> None:
     assert done.returncode != 0 and "Traceback" not in done.stderr
     error = json.loads(done.stdout or done.stderr)["error"]
     assert error["code"] == "invalid_request" and "duplicate object key" in error["message"]
+    # Read strictly, but any JSON value: a receipt that is no object is still the receipt's
+    # own refusal (decisions A16), not an input error.
+    listed = tmp_path / "listed.json"
+    listed.write_text("[]")
+    done = verify_receipt_file(listed)
+    assert done.returncode == 1 and json.loads(done.stdout)["problem"] == "malformed_receipt"
