@@ -96,8 +96,6 @@ _HIGH_BMP: Final = re.compile("[\ue000-\uffff]")
 
 #: Integral floats: ``.0`` directly before a delimiter (never in a float ECMAScript writes).
 INTEGRAL: Final = re.compile(rb"\.0(?=[,\]}])")
-#: ``-0.0`` before a delimiter (RFC 8785 writes ``0``; -0.05 and -0.001 do not match).
-_NEGATIVE_ZERO: Final = re.compile(rb"-0\.0[,\]}]")
 #: The pieces of a text between those (a bound method: no Python frame per call).
 _cut_at_points: Final = INTEGRAL.split
 #: orjson releases before 3.11 write positive exponents unsigned (``1e21``): RFC 8785 never.
@@ -391,12 +389,10 @@ def _spell_floats(out: bytes, floats: list[float]) -> bytes | None:
     in between the two reads is caught as well (found by a defect hunt: ``-0.0`` and ``2.0``
     were written as such): an exponent ECMAScript writes in full gives the document up
     unless it lies inside a string, and integral floats lose their ``.0`` where it ends a
-    number outside every string (`_without_point_zeros`; ``-0.0`` gives up). Where a string
-    holds an escaped quote, quote parity cannot tell strings apart: then any such exponent or
-    ``-0.0`` gives up, and the number of ``.0`` removed must equal the integral floats
-    gathered (a document changed meanwhile may then lose a string's ``.0`` before a
-    delimiter: its bytes stay canonical). NaN and the infinities, which orjson writes
-    ``null``, are found among the gathered floats.
+    number outside every string (`_without_point_zeros`; ``-0.0`` gives up), and there must
+    be as many as the walk gathered. Strings are told apart by quote parity once escaped
+    quotes and backslashes are blanked (`_bare_quotes`). NaN and the infinities, which orjson
+    writes ``null``, are found among the gathered floats.
     """
     if floats:
         written = orjson.dumps(floats)
@@ -405,23 +401,28 @@ def _spell_floats(out: bytes, floats: list[float]) -> bytes | None:
         integral = written.count(b".0,") + written.endswith(b".0]")
     else:
         integral = 0
-    if b"\\" not in out or b'\\"' not in out:  # one byte is found much faster than two
-        if _outside_strings(out, exponent_in_full):
-            return None
-        return _without_point_zeros(out, integral)
-    if exponent_in_full(out) is not None or _NEGATIVE_ZERO.search(out) is not None:
+    quotes = _bare_quotes(out)
+    if _outside_strings(quotes, exponent_in_full):
         return None
-    if integral:
-        return _drop_point_zeros(out, integral)
-    return None if b".0" in out and INTEGRAL.search(out) is not None else out
+    return _without_point_zeros(out, quotes, integral)
+
+
+def _bare_quotes(out: bytes) -> bytes:
+    """``out`` (compact JSON) with each escaped backslash and escaped quote blanked: the same
+    length, and its quotes are exactly its strings' ends (``\\\\"`` ends a string,
+    ``\\"`` does not). The text itself when it holds no backslash (the usual case)."""
+    if b"\\" not in out:
+        return out
+    return out.replace(b"\\\\", b"__").replace(b'\\"', b"__")
 
 
 def _outside_strings(out: bytes, search: Callable[..., re.Match[bytes] | None]) -> bool:
-    """Does ``search`` (a bound ``Pattern.search``) match ``out`` outside every string?
+    """Does ``search`` (a bound ``Pattern.search`` of no quote or backslash) match ``out``
+    outside every string?
 
-    ``out`` is compact JSON whose strings hold no escaped quote, so a match lies inside a
-    string exactly when an odd number of quotes comes before it; the quotes are counted
-    from one match to the next, in C."""
+    ``out`` is compact JSON whose quotes are all strings' ends (`_bare_quotes`), so a match
+    lies inside a string exactly when an odd number of quotes comes before it; the quotes
+    are counted from one match to the next, in C."""
     found = search(out)
     quotes, counted = 0, 0
     while found is not None:
@@ -440,33 +441,34 @@ def _spell_found(out: bytes) -> bytes | None:
     What could be a float spelled unlike ECMAScript is looked for in ``out`` itself: any
     ``e+`` (e+16..e+20 are written in full, and a float of 2**63 or more may be an integer
     literal orjson read as one) gives up (strings too: a false alarm only costs the floats'
-    own look), and so does e-1..e-6 outside a string. No quote may be escaped (else
-    ``None``), so quote parity tells strings apart; integral floats lose their ``.0``
-    (`_without_point_zeros`).
+    own look), and so does e-1..e-6 outside a string (quote parity tells strings apart, see
+    `_bare_quotes`); integral floats lose their ``.0`` (`_without_point_zeros`).
     """
     if _UNSIGNED_EXPONENTS or (b"+" in out and b"e+" in out):
         return None
-    if b"\\" in out and b'\\"' in out:  # one byte is found much faster than two
+    quotes = _bare_quotes(out)
+    if _outside_strings(quotes, exponent_in_full):  # its e+ rules: already stricter here
         return None
-    if _outside_strings(out, exponent_in_full):  # its e+ rules: already stricter here
-        return None
-    return _without_point_zeros(out, None)
+    return _without_point_zeros(out, quotes, None)
 
 
-def _without_point_zeros(out: bytes, integral: int | None) -> bytes | None:
+def _without_point_zeros(out: bytes, quotes: bytes, integral: int | None) -> bytes | None:
     """``out`` without the ``.0`` that ends each integral float, or ``None`` for a ``-0.0``
     or when there are not ``integral`` of them (``None``: any number).
 
-    ``out`` holds no escaped quote. It is cut at every ``.0`` before a delimiter, in one C
-    call; a cut with an even number of quotes before it lies outside every string: it ends
-    an integral float, whose ``.0`` is dropped (``-0.0`` gives up: RFC 8785 writes ``0``);
-    one inside a string keeps it. No Python step per cut unless some lie inside strings.
+    ``quotes`` is `_bare_quotes` of ``out``. ``out`` is cut at every ``.0`` before a
+    delimiter, in one C call; a cut with an even number of quotes before it lies outside
+    every string: it ends an integral float, whose ``.0`` is dropped (``-0.0`` gives up:
+    RFC 8785 writes ``0``); one inside a string keeps it. No Python step per cut unless
+    some lie inside strings.
     """
     pieces = _cut_at_points(out)
     if len(pieces) == 1:
         return out if not integral else None
-    # Whether each cut is inside a string: the parity of the quotes before it.
-    inside = list(map(and_, accumulate(map(bytes.count, pieces[:-1], repeat(b'"'))), repeat(1)))
+    # Whether each cut is inside a string: the parity of the quotes before it (blanking
+    # changes no '.0' before a delimiter, so both texts are cut at the same places).
+    bare = pieces if quotes is out else _cut_at_points(quotes)
+    inside = list(map(and_, accumulate(map(bytes.count, bare[:-1], repeat(b'"'))), repeat(1)))
     if not any(inside):
         if integral is not None and len(inside) != integral:
             return None  # a float the walk did not see (or saw otherwise)
@@ -480,14 +482,6 @@ def _without_point_zeros(out: bytes, integral: int | None) -> bytes | None:
         return None
     kept = [b".0" if quoted else b"" for quoted in inside]
     return b"".join(chain.from_iterable(zip(pieces, [*kept, b""], strict=True)))
-
-
-def _drop_point_zeros(out: bytes, integral: int) -> bytes | None:
-    """``out`` without the ``.0`` of its ``integral`` integral floats, or ``None`` when a
-    string holds ``.0`` before a delimiter too (one regular expression pass: byte counts and
-    replacements would scan ``out`` twice per delimiter)."""
-    fixed, removed = INTEGRAL.subn(b"", out)
-    return fixed if removed == integral else None
 
 
 def _float_rules_hold() -> bool:
