@@ -112,15 +112,16 @@ def replay(
             continue  # a blank line carries nothing (e.g. a trailing newline)
         event = parse_line(text, number)
         position, stream, version = event.position, event.stream, event.version
-        if position <= after:
+        if skipped_last < position <= after and last == after:
             # Delivered by an earlier run, not again; but each stream's version is kept, so
-            # an event missing right after the resume point is a gap here too. Only a line
-            # above every one skipped before counts: a whole run delivers no other (a
-            # repeat is a duplicate, a lower one out of order), so none was delivered.
+            # an event missing right after the resume point is a gap here too, and its
+            # position, so a repeat later is a duplicate. Any other line at or below the
+            # resume point (a repeat, a lower one, or one after this run has delivered) is
+            # checked below as a whole run checks it: a duplicate or out of order.
             report.skipped_before += 1
-            if position > skipped_last:
-                versions[stream] = version
-                skipped_last = position
+            versions[stream] = version
+            skipped_last = position
+            keep(position)
             continue
         # The usual case inline (a later position than any delivered, so never seen; the
         # stream's next version, or version 1 of a new stream that is no tombstone); anything

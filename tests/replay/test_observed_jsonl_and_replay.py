@@ -419,35 +419,45 @@ def test_a_resumed_replay_still_finds_an_event_missing_right_after_its_start() -
             replay(cut, lambda e: None, after=3)
         assert stopped.value.anomaly.kind == "gap"
         assert stopped.value.report.delivered == missing - 2  # up to the gap
-    # Lines before the resume point out of order do not make a gap of a stream's next event.
+    # Lines before the resume point out of order stop it, as they stop a whole run.
     shuffled = [lines[2], lines[0], lines[1], *lines[3:]]
-    assert replay(shuffled, lambda e: None, after=3).delivered == 4
+    with pytest.raises(ReplayStopped) as stopped:
+        replay(shuffled, lambda e: None, after=3)
+    assert stopped.value.anomaly.kind == "out_of_order"
 
 
 @pytest.mark.parametrize(
-    ("lines", "kind"),
+    ("lines", "after", "kind"),
     [
-        # A repeated position (skipped as a duplicate by a whole run) does not count.
-        ([(1, "s", 1), (2, "s", 2), (2, "s", 9), (4, "s", 3)], None),
-        ([(1, "s", 1), (2, "s", 2), (2, "s", 3), (4, "s", 4)], "gap"),
-        # The first run stopped at position 2 (after 3): it was never delivered, so s's
-        # version 2 is missing when the replay resumes after 3.
-        ([(1, "s", 1), (3, "t", 1), (2, "s", 2), (4, "s", 3)], "gap"),
+        # A repeated position (a duplicate a whole run skips or stops at) does not count.
+        ([(1, "s", 1), (2, "s", 2), (2, "s", 9), (4, "s", 3)], 2, "duplicate"),
+        ([(1, "s", 1), (2, "s", 2), (2, "s", 3), (4, "s", 4)], 2, "duplicate"),
+        # The first run stopped at position 2 (out of order after 3) and saved 3: resuming
+        # after 3 meets it again, as a whole run does.
+        ([(1, "s", 1), (3, "t", 1), (2, "s", 2), (4, "s", 3)], 3, "out_of_order"),
+        # A line at or below the resume point after this run delivered a later one (found
+        # by a second review: skipped silently, and s's version 2 delivered twice).
+        ([(1, "s", 1), (3, "s", 2), (2, "s", 1), (4, "s", 2)], 2, "out_of_order"),
+        ([(1, "s", 1), (2, "t", 1), (3, "s", 2), (1, "s", 1), (4, "s", 3)], 2, "duplicate"),
     ],
 )
-def test_a_resumed_replay_counts_only_what_a_whole_run_delivered(
-    lines: list[tuple[int, str, int]], kind: str | None
+def test_a_resumed_replay_ends_where_a_whole_run_ends(
+    lines: list[tuple[int, str, int]], after: int, kind: str
 ) -> None:
-    """Found by a review of the fix above: every skipped line set its stream's version, so a
-    repeated position made a false gap and hid a real one."""
+    """Found by reviews of the fix above: every skipped line set its stream's version, so a
+    repeated position made a false gap and hid a real one; and a line at or below the resume
+    point was skipped even after later ones were delivered. Whether duplicates stop or are
+    skipped, a resumed run stops where a whole run stops (same kind, same position), or
+    ends at the same last position."""
     text = [synthetic(*line) for line in lines]
-    after = max(position for position, _, _ in lines[:3])
-    if kind is None:
-        whole = replay(text, lambda e: None, on_duplicate="skip")
-        assert replay(text, lambda e: None, after=after, on_duplicate="skip").last_position == (
-            whole.last_position
-        )
-        return
-    with pytest.raises(ReplayStopped) as stopped:
-        replay(text, lambda e: None, after=after, on_duplicate="skip")
-    assert stopped.value.anomaly.kind == kind
+
+    def outcome(**options: Any) -> tuple[str | None, int]:
+        try:
+            return None, replay(text, lambda e: None, **options).last_position
+        except ReplayStopped as stopped:
+            return stopped.anomaly.kind, stopped.anomaly.position
+
+    assert outcome()[0] == kind
+    for on_duplicate in ("stop", "skip"):
+        whole = outcome(on_duplicate=on_duplicate)
+        assert outcome(after=after, on_duplicate=on_duplicate) == whole, on_duplicate
