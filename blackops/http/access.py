@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 
 from blackops.application import Application
-from blackops.http.auth import Caller, application, caller, check_space
+from blackops.http.auth import SYSTEM_CALLER, Caller, application, caller, check_space
 from blackops.http.bodies import resource_body
 from blackops.http.models import (
     IssuedToken,
@@ -109,6 +109,13 @@ async def put_principal(
         try:
             held = access.principal(principal_id).roles
         except NotFound:
+            if not who.principal.system and principal_id == SYSTEM_CALLER.principal.id:
+                # Never journaled, yet the configured token's id: a Space's tokens must not
+                # act under it (found by a review).
+                raise Conflict(
+                    f"principal {principal_id[:128]!r} already exists outside this space: "
+                    "only a system principal may give it a role here"
+                ) from None
             access.create_principal(principal_id, ctx)
         else:
             # A principal that exists without a role here is not this Space's: another

@@ -1124,14 +1124,15 @@ def test_every_status_a_route_answers_is_in_its_openapi_entry(world: World) -> N
 
 def test_a_space_admin_gives_no_role_to_a_principal_that_is_not_its_spaces(world: World) -> None:
     """Decisions R20: a system principal, or one whose roles were all revoked, exists
-    without a role in acme; acme's admin may not give it one (found by a review: acme's
-    admin then minted acme tokens acting under the system principal's id)."""
+    without a role in acme, and the configured token's id is the system's; acme's admin may
+    not give them one (found by two reviews: acme's admin then minted acme tokens acting
+    under the system principal's id)."""
     w = world
     admin = bearer(w.token("admin"))
     w.app.access.create_principal("root", w.app.access_context("test", ACME), system=True)
     orphan = principal_of("admin", GLOBEX)
     ok(w.client.delete(f"/v1/spaces/{GLOBEX}/principals/{orphan}", headers=bearer(SYSTEM)), 200)
-    for name in ("root", orphan):
+    for name in ("root", orphan, "dev"):  # dev: the configured token's, never journaled
         before = w.app.store.last_position()
         path = _space(f"/principals/{name}")
         refused = w.client.put(path, json={"role": "admin"}, headers=admin)
