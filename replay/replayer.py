@@ -106,12 +106,17 @@ def replay(
     versions: dict[str, int] = {}
     delivered, last = 0, after  # kept in locals, written to ``report`` when it is looked at
     skipped_last = 0  # the highest position skipped as at or below ``after``
+    # Streams with a line at or below ``after`` in this file: a whole run would have seen
+    # them start, so they must start at version 1 here too (the others start unchecked).
+    seen_before: set[str] = set()
     for number, raw in enumerate(lines, start=1):
         text = raw.rstrip(b"\n")
         if not text:
             continue  # a blank line carries nothing (e.g. a trailing newline)
         event = parse_line(text, number)
         position, stream, version = event.position, event.stream, event.version
+        if position <= after:
+            seen_before.add(stream)
         if skipped_last < position <= after and last == after:
             # Delivered by an earlier run, not again; but each stream's version is kept, so
             # an event missing right after the resume point is a gap here too, and its
@@ -132,7 +137,7 @@ def replay(
         else:
             usual = version == previous + 1
         if not usual or position <= last:
-            anomaly = _check(event, number, last, delivered_positions, versions, after)
+            anomaly = _check(event, number, last, delivered_positions, versions, seen_before, after)
             if anomaly is not None:
                 report.anomalies.append(anomaly)
                 if anomaly.kind == "duplicate" and on_duplicate == "skip":
@@ -171,6 +176,7 @@ def _check(
     last: int,
     delivered_positions: list[int],
     versions: dict[str, int],
+    seen_before: set[str],
     after: int,
 ) -> Anomaly | None:
     def anomaly(kind: Literal["duplicate", "out_of_order", "gap"], message: str) -> Anomaly:
@@ -191,8 +197,9 @@ def _check(
     if previous is None:
         # From the start of the journal every stream must begin at version 1; after a
         # resume point its earlier events were delivered before (those in this file were
-        # counted while skipped, so only a stream with none here starts unchecked).
-        if after == 0 and event.version != 1:
+        # counted while skipped), so only a stream with no line at or below the resume
+        # point in this file starts unchecked.
+        if (after == 0 or event.stream in seen_before) and event.version != 1:
             return anomaly("gap", f"stream {event.stream} starts at version {event.version}, not 1")
     elif event.version != previous + 1:
         return anomaly(

@@ -439,6 +439,9 @@ def test_a_resumed_replay_still_finds_an_event_missing_right_after_its_start() -
         # by a second review: skipped silently, and s's version 2 delivered twice).
         ([(1, "s", 1), (3, "s", 2), (2, "s", 1), (4, "s", 2)], 2, "out_of_order"),
         ([(1, "s", 1), (2, "t", 1), (3, "s", 2), (1, "s", 1), (4, "s", 3)], 2, "duplicate"),
+        # t's only line at or below the point repeats a position: skipped as a duplicate by
+        # both runs, t must still start at version 1 (found by a third review).
+        ([(1, "s", 1), (1, "t", 1), (2, "t", 2)], 1, "duplicate"),
     ],
 )
 def test_a_resumed_replay_ends_where_a_whole_run_ends(
