@@ -117,17 +117,17 @@ def replay(
         position, stream, version = event.position, event.stream, event.version
         if position <= after:
             seen_before.add(stream)
-        if skipped_last < position <= after and last == after:
-            # Delivered by an earlier run, not again; but each stream's version is kept, so
-            # an event missing right after the resume point is a gap here too, and its
-            # position, so a repeat later is a duplicate. Any other line at or below the
-            # resume point (a repeat, a lower one, or one after this run has delivered) is
-            # checked below as a whole run checks it: a duplicate or out of order.
-            report.skipped_before += 1
-            versions[stream] = version
-            skipped_last = position
-            keep(position)
-            continue
+            if skipped_last < position and last == after:
+                # Delivered by an earlier run, not again; but each stream's version is kept,
+                # so an event missing right after the resume point is a gap here too, and
+                # its position, so a repeat later is a duplicate. Any other line at or below
+                # the resume point (a repeat, a lower one, or one after this run has
+                # delivered) is checked below as a whole run checks it.
+                report.skipped_before += 1
+                versions[stream] = version
+                skipped_last = position
+                keep(position)
+                continue
         # The usual case inline (a later position than any delivered, so never seen; the
         # stream's next version, or version 1 of a new stream that is no tombstone); anything
         # else is looked at by `_check`.
