@@ -221,7 +221,7 @@ _STREAM_RESPONSES: dict[int | str, dict[str, Any]] = {
     summary="The whole journal, live, as Server-Sent Events (system principals)",
     description=_STREAM_DESCRIPTION,
     response_class=Response,
-    responses={**_STREAM_RESPONSES, **errors(400, 403)},
+    responses={**_STREAM_RESPONSES, **errors(400, 403, 409)},
 )
 async def journal_stream(
     request: Request,
@@ -239,7 +239,7 @@ async def journal_stream(
     def may_read(again: Caller) -> None:
         check_system(again.principal, "reading the whole journal")
 
-    return _respond(request, app, start, None, limit, max_seconds, credentials, may_read)
+    return await _respond(request, app, start, None, limit, max_seconds, credentials, may_read)
 
 
 @router.get(
@@ -247,7 +247,7 @@ async def journal_stream(
     summary="One Space's journal lines, live, as Server-Sent Events (readers of the Space)",
     description=_STREAM_DESCRIPTION,
     response_class=Response,
-    responses={**_STREAM_RESPONSES, **errors(400, 403, 404)},
+    responses={**_STREAM_RESPONSES, **errors(400, 403, 404, 409)},
 )
 async def space_journal_stream(
     space: SpacePath,
@@ -266,7 +266,7 @@ async def space_journal_stream(
     def may_read(again: Caller) -> None:
         check_space(app, again, space, Action.READ)
 
-    return _respond(request, app, start, space, limit, max_seconds, credentials, may_read)
+    return await _respond(request, app, start, space, limit, max_seconds, credentials, may_read)
 
 
 @router.get(
@@ -307,7 +307,7 @@ def _start(
     return min(int(text), MAX_POSITION)
 
 
-def _respond(
+async def _respond(
     request: Request,
     app: Application,
     start: int,
@@ -317,6 +317,10 @@ def _respond(
     credentials: HTTPAuthorizationCredentials | None,
     may_read: Callable[[Caller], None],
 ) -> Response:
+    # An event changed behind the journal's back right after the start is answered 409
+    # before the first byte (F163): a stream that ended there (its headers were sent) is
+    # resumed from there, and the client then learns why instead of an empty 200 for ever.
+    await run_in_threadpool(_check_next, app.store, start)
     wakes = stream_state(request)
 
     def still_allowed() -> bool:
@@ -330,6 +334,12 @@ def _respond(
     # No proxy buffering: each event should reach the client when it is sent.
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return EventStreamResponse(events, headers=headers)
+
+
+def _check_next(store: EventStore, start: int) -> None:
+    """Raise the export's `IntegrityError` if the event after ``start`` cannot be served."""
+    for _ in observed_lines(store, start, 1):
+        pass
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,9 +25,11 @@ from fastapi.testclient import TestClient
 from tampering import behind_the_journals_back, position_column, q
 
 from blackops import Application, ExecutionContext, OperationRejected, Retryable, Supervision
+from blackops.client import Client
 from blackops.http.app import create_http_app
 from blackops.operations.results import status_view
 from domain.documents import canonical_json
+from domain.errors import Conflict
 from domain.operation import Operation
 from replay.export import export_journal, observed_lines
 from replay.integrity import IntegrityError
@@ -233,9 +235,28 @@ def test_http_journal_names_an_event_changed_behind_its_back(app: Application) -
         streamed = client.get(f"/v1/journal/stream?{query}", headers=auth)
         assert streamed.status_code == 200, query
         assert streamed.text.count("\nid: ") + streamed.text.startswith("id: ") == count, query
+    # Resumed where it ended (after the last id received), it answers the 409 before the
+    # first byte (found by a defect hunt: an empty 200, and a client reconnecting for ever).
+    app.access.create_space("acme", app.access_context("test", "acme"))
+    for path in ("/v1/journal/stream", "/v1/spaces/acme/journal/stream"):
+        resumed = client.get(path, headers={**auth, "Last-Event-ID": str(victim - 1)})
+        assert resumed.status_code == 409 and resumed.json()["error"]["code"] == "conflict"
+        assert f"position {victim}:" in resumed.json()["error"]["message"]
+    # So the client following the stream gets the events before it, then raises, where it
+    # reconnected every second for ever.
+    got: list[int] = []
+
+    def follow(reader: Client) -> None:
+        got.extend(streamed.position for streamed in reader.stream(0, retry_seconds=0.01))
+
+    reader = Client("http://testserver", "t0k", transport=client._transport)
+    with reader, pytest.raises(Conflict):
+        follow(reader)
+    assert got == [position for position, _ in observed_lines(app.store, 0, victim - 1)]
     documented = client.get("/openapi.json").json()["paths"]
-    assert "409" in documented["/v1/journal"]["get"]["responses"]
-    assert "409" in documented["/v1/spaces/{space}/journal"]["get"]["responses"]
+    for path in ("/v1/journal", "/v1/spaces/{space}/journal", "/v1/journal/stream",
+                 "/v1/spaces/{space}/journal/stream"):  # fmt: skip
+        assert "409" in documented[path]["get"]["responses"], path
 
 
 def test_cli_export_and_replay(store_url: str, tmp_path: Path) -> None:
