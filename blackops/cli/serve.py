@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import signal
 import sys
@@ -188,6 +189,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             log_level=args.log_level,
             log_config=None,  # uvicorn's lines go through our handler, in our format
             access_log=not args.json,  # --json: stdout holds one document only
+            # An open live stream never ends by itself: without a bound, SIGTERM waited for
+            # every follower to hang up (found by a defect hunt). Requests get the grace the
+            # worker's attempts get; then connections are closed (followers resume).
+            timeout_graceful_shutdown=max(1, math.ceil(args.grace_seconds)),
         )
     finally:
         if pusher is not None:

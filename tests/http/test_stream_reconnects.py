@@ -11,6 +11,7 @@ in this test process, straight into the store (commits only the server's poller 
 
 from __future__ import annotations
 
+import contextlib
 import random
 import subprocess
 import threading
@@ -156,3 +157,34 @@ def test_random_drops_while_writers_append_lose_and_repeat_nothing(
     assert len(received) > 200, rounds
     # The drops really cut events in half, not only between them.
     assert cut_mid_event >= 5, rounds
+
+
+def test_serve_stops_on_sigterm_while_a_stream_is_open(tmp_path: Path) -> None:
+    """An open live stream never ends by itself; SIGTERM must still stop the server within
+    its grace (found by a defect hunt: it waited for the follower to hang up, for ever)."""
+    home = tmp_path / "home"
+    store = f"sqlite:///{tmp_path}/journal.db"
+    with blackops_serve(store, home, extra=["--grace-seconds", "2"]) as served:
+        opened = threading.Event()
+
+        def follow() -> None:
+            auth = {"Authorization": f"Bearer {served.system_token}"}
+            with (
+                contextlib.suppress(httpx.HTTPError),
+                httpx.stream(
+                    "GET", f"{served.url}/v1/journal/stream", headers=auth, timeout=120
+                ) as response,
+            ):
+                opened.set()
+                for _ in response.iter_bytes():
+                    pass
+
+        follower = threading.Thread(target=follow, daemon=True)
+        follower.start()
+        assert opened.wait(30)
+        started = time.monotonic()
+        served.process.terminate()
+        served.process.wait(timeout=60)  # hung for ever before; a grace of 2 s now
+        assert time.monotonic() - started < 30
+        follower.join(30)
+        assert not follower.is_alive()  # its connection was closed
