@@ -9,7 +9,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from blackops.cli.common import EXIT_ERROR, EXIT_OK, Commands, acting, add_common, cli_actor, emit
+from blackops.cli.common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    Commands,
+    acting,
+    add_common,
+    cli_actor,
+    emit,
+    strict_json,
+)
 from domain.errors import InvalidRequest
 
 if TYPE_CHECKING:
@@ -190,20 +199,16 @@ def receipt_text(receipt: dict[str, Any]) -> str:
 def cmd_verify_receipt(args: argparse.Namespace) -> int:
     """Exit 0 only when the receipt verifies: signature, leaf, audit path."""
     from blackops.audit.keys import parse_verifier_key
-    from blackops.jsonbody import parse_value
-    from domain.documents import DocumentError
     from replay.receipts import ReceiptError, verify_receipt
 
     keys = [parse_verifier_key(text) for text in args.key]
     try:
         raw = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
-        # Strictly: a receipt with a key twice would say one thing to this reader and
-        # another to a reader that keeps the first.
-        document = parse_value(raw)
     except OSError as error:
         raise InvalidRequest(f"cannot read {args.file}: {error.strerror}") from None
-    except DocumentError as error:
-        raise InvalidRequest(f"{args.file} is not a JSON receipt: {error.message}") from None
+    # Strictly: a receipt with a key twice would say one thing to this reader and another
+    # to a reader that keeps the first.
+    document = strict_json(raw, f"{args.file} is not a JSON receipt")
     try:
         checkpoint = verify_receipt(document, keys)
     except ReceiptError as error:

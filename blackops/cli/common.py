@@ -106,6 +106,21 @@ def acting(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--actor", help="principal id recorded as the actor (default: $USER)")
 
 
+def strict_json(raw: bytes, refused: str, *, limited: bool = True) -> Any:
+    """A file's (or stdin's) bytes as one JSON value, read as strictly as a request body
+    (`blackops.jsonbody.parse_value`: no key twice, no NaN, no deeper than documents; at
+    most a request body's size unless ``limited`` is false). A refusal is
+    ``invalid_request``: ``refused`` (what the input is not), then why."""
+    from blackops.jsonbody import MAX_RAW_BYTES, parse_value
+    from domain.documents import DocumentError
+    from domain.errors import InvalidRequest
+
+    try:
+        return parse_value(raw, max_bytes=MAX_RAW_BYTES if limited else None)
+    except DocumentError as error:
+        raise InvalidRequest(f"{refused}: {error.message}") from None
+
+
 def seconds(text: str) -> float:
     try:
         value = float(text)

@@ -16,6 +16,7 @@ from blackops.cli.common import (
     Commands,
     cli_actor,
     emit,
+    strict_json,
 )
 from blackops.cli.control import (
     exit_for,
@@ -182,17 +183,14 @@ def choose_main(modules: dict[str, str], main: str | None) -> str:
 def _json_file(path: str | None, what: str) -> Any:
     """The JSON value of a file, read strictly: a key given twice is refused (orjson would
     keep the last silently, and the Version would hold other content than the file says)."""
-    from domain.json_text import JSONTextError, parse_json
-
     if path is None:
         return None
     try:
         with open(path, "rb") as raw:
-            return parse_json(raw.read().decode("utf-8"))
+            data = raw.read()
     except OSError as unreadable:
         raise InvalidRequest(f"cannot read {path}: {unreadable.strerror}") from None
-    except (UnicodeDecodeError, JSONTextError) as bad:
-        raise InvalidRequest(f"{what} {path} is not JSON: {bad}") from None
+    return strict_json(data, f"{what} {path} is not JSON")
 
 
 def _bundle(args: argparse.Namespace) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from blackops.cli.common import (
     add_common,
     cli_actor,
     emit,
+    strict_json,
 )
 from domain.errors import InvalidRequest
 
@@ -316,8 +317,6 @@ def cmd_journal_schema(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 only when everything verifies (python-contract §5)."""
-    from blackops.jsonbody import parse_value
-    from domain.documents import DocumentError
     from journal.store import EventStore
     from replay.verify import verify_export, verify_store
 
@@ -327,8 +326,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
         manifest_path = args.manifest or f"{args.jsonl}.manifest.json"
         try:
             with open(manifest_path, "rb") as raw:
-                # Strictly (no key twice): the manifest is what every line is checked against.
-                manifest = parse_value(raw.read(), max_bytes=None)
+                # Strictly (no key twice): the manifest is what every line is checked
+                # against; its size grows with the journal.
+                refused = f"{manifest_path} is not a JSON manifest"
+                manifest = strict_json(raw.read(), refused, limited=False)
             with open(args.jsonl, "rb") as lines:
                 report = verify_export(lines, manifest)
             if report.ok and args.key:
@@ -337,10 +338,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
         except OSError as unreadable:
             raise InvalidRequest(
                 f"cannot read {unreadable.filename}: {unreadable.strerror}"
-            ) from None
-        except DocumentError as error:
-            raise InvalidRequest(
-                f"{manifest_path} is not a JSON manifest: {error.message}"
             ) from None
     else:
         with EventStore(args.store, create=False) as store:
