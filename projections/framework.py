@@ -144,10 +144,13 @@ class ProjectionRunner:
 
     def position(self) -> int:
         with self._transaction() as sql:
-            rows = sql.execute(
-                "SELECT position FROM {p}blackops_projection_positions WHERE name = %s",
-                (self.projection.name,),
-            )
+            return self._position_in(sql)
+
+    def _position_in(self, sql: SQL) -> int:
+        rows = sql.execute(
+            "SELECT position FROM {p}blackops_projection_positions WHERE name = %s",
+            (self.projection.name,),
+        )
         return int(rows[0][0]) if rows else 0
 
     def status(self) -> dict[str, Any]:
@@ -241,12 +244,8 @@ class ProjectionRunner:
             if not sql.sqlite:  # SQLite's read transaction is one snapshot already
                 # PostgreSQL's default gives each statement its own snapshot.
                 sql.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            at = sql.execute(
-                "SELECT position FROM {p}blackops_projection_positions WHERE name = %s",
-                (self.projection.name,),
-            )
-            rows = sql.execute(text, params)
-        return rows, int(at[0][0]) if at else 0
+            position = self._position_in(sql)
+            return sql.execute(text, params), position
 
 
 class _Raced(Exception):

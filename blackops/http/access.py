@@ -109,13 +109,10 @@ async def put_principal(
         try:
             held = access.principal(principal_id).roles
         except NotFound:
+            # Never journaled, yet the configured token's id: a Space's tokens must not act
+            # under it (found by a review).
             if not who.principal.system and principal_id == SYSTEM_CALLER.principal.id:
-                # Never journaled, yet the configured token's id: a Space's tokens must not
-                # act under it (found by a review).
-                raise Conflict(
-                    f"principal {principal_id[:128]!r} already exists outside this space: "
-                    "only a system principal may give it a role here"
-                ) from None
+                raise _not_this_spaces(principal_id) from None
             access.create_principal(principal_id, ctx)
         else:
             # A principal that exists without a role here is not this Space's: another
@@ -124,14 +121,20 @@ async def put_principal(
             # system principal (whose id this Space's tokens would then act under). Giving
             # it a role here is a system principal's call.
             if not who.principal.system and space not in held:
-                raise Conflict(
-                    f"principal {principal_id[:128]!r} already exists outside this space: "
-                    "only a system principal may give it a role here"
-                )
+                raise _not_this_spaces(principal_id)
         access.grant(principal_id, space, role, ctx)
         return in_space(app, principal_id, space)
 
     return JSON(await run_in_threadpool(grant))
+
+
+def _not_this_spaces(principal_id: str) -> Conflict:
+    """A Space admin's refusal to give a role to a principal that is not its Space's
+    (decisions R20): it names no other Space."""
+    return Conflict(
+        f"principal {principal_id[:128]!r} already exists outside this space: "
+        "only a system principal may give it a role here"
+    )
 
 
 @router.delete(
