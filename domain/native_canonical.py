@@ -19,15 +19,15 @@ them, else ``None`` (the caller's slower, exact paths then decide, refusals incl
    decimal is unique for every double (an exact tie between two shortest candidates cannot
    occur: see the comment below), so its digits are ECMAScript's; only the notation differs.
    The spellings ECMAScript does not use are looked for in orjson's writing of the document
-   itself, not in the floats step 1 gathered, so a value another thread changed between the
-   walk and the write is caught too: ``-0.0`` and exponents ECMAScript writes in full (e-6,
-   e+16..e+20, unsigned exponents of older orjson releases) give the document up, and so
-   does an integral float the walk did not see. Integral floats (``2.0``) are written ``2`` by
-   removing ``.0`` before a delimiter; the number of removals must equal the number of
-   integral floats gathered, which proves none was inside a string. NaN and the infinities
-   (orjson writes ``null``) are found among the gathered floats; one put in by another thread
-   after the walk is written ``null``: canonical bytes, of a value the document held for a
-   moment as ``None``. Anything but the exact built-ins put in after the walk (a subclass, a
+   itself, outside its strings (quote parity, with escaped quotes and backslashes blanked),
+   not in the floats step 1 gathered, so a value another thread changed between the walk
+   and the write is caught too: exponents ECMAScript writes in full (e-6, e+16..e+20,
+   unsigned exponents of older orjson releases) and ``-0.0`` give the document up. Integral
+   floats (``2.0``) are written ``2`` by removing the ``.0`` that ends a number outside
+   every string; there must be as many as the walk gathered. NaN and the infinities (orjson
+   writes ``null``) are found among the gathered floats; one put in by another thread after
+   the walk is written ``null``: canonical bytes, of a value the document held for a moment
+   as ``None``. Anything but the exact built-ins put in after the walk (a subclass, a
    dataclass, a date) is refused by orjson itself.
 4. A once-per-process **calibration** runs the float rules of step 3 on ~4,400 doubles across
    the whole exponent range against the exact formatter: an orjson release that spelled any
@@ -469,17 +469,17 @@ def _without_point_zeros(out: bytes, quotes: bytes, integral: int | None) -> byt
     # changes no '.0' before a delimiter, so both texts are cut at the same places).
     bare = pieces if quotes is out else _cut_at_points(quotes)
     inside = list(map(and_, accumulate(map(bytes.count, bare[:-1], repeat(b'"'))), repeat(1)))
-    if not any(inside):
-        if integral is not None and len(inside) != integral:
-            return None  # a float the walk did not see (or saw otherwise)
-        if any(map(bytes.endswith, pieces, repeat(b"-0"))):
-            return None  # -0.0 is written 0
-        return b"".join(pieces)
-    numbers = [piece for piece, quoted in zip(pieces, inside, strict=False) if not quoted]
+    in_strings = any(inside)
+    # The text before each cut that ends a number (outside every string).
+    numbers = (
+        [p for p, q in zip(pieces, inside, strict=False) if not q] if in_strings else pieces[:-1]
+    )
     if integral is not None and len(numbers) != integral:
-        return None
+        return None  # a float the walk did not see (or saw otherwise)
     if any(map(bytes.endswith, numbers, repeat(b"-0"))):
-        return None
+        return None  # -0.0 is written 0
+    if not in_strings:
+        return b"".join(pieces)
     kept = [b".0" if quoted else b"" for quoted in inside]
     return b"".join(chain.from_iterable(zip(pieces, [*kept, b""], strict=True)))
 
