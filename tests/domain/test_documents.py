@@ -785,6 +785,26 @@ class _Text(str):
     pass
 
 
+def canonical_while_changed(
+    monkeypatch: pytest.MonkeyPatch, document: dict[str, Any], key: str, late: object
+) -> bytes:
+    """`canonical_document(document)` with ``document[key]`` set to ``late`` as orjson is
+    about to write it: what another thread could do between the native path's walk and its
+    write."""
+    write = orjson.dumps
+
+    def change_then_write(value: Any, *args: Any, **kwargs: Any) -> bytes:
+        if value is document:
+            document[key] = late
+        return write(value, *args, **kwargs)
+
+    monkeypatch.setattr(orjson, "dumps", change_then_write)  # the module native_canonical calls
+    try:
+        return canonical_document(document)
+    finally:
+        monkeypatch.undo()
+
+
 @pytest.mark.parametrize(
     "late",
     [-0.0, 2.0, 1e-6, 1e20, 1e16, [3.0], (2.0,), _Text("x"), _Late(2.0, 1.0),
@@ -800,19 +820,10 @@ def test_a_value_changed_between_the_walk_and_the_write_is_caught(
     thread would: the answer is the exact path's for the document as written, or its
     refusal, never bytes RFC 8785 would not write."""
     document: dict[str, Any] = {"f": 1.5, "g": [0.25, 1e-9], "s": "a"}
-    write = orjson.dumps
-
-    def change_then_write(value: Any, *args: Any, **kwargs: Any) -> bytes:
-        if value is document:
-            document["f"] = late
-        return write(value, *args, **kwargs)
-
-    monkeypatch.setattr(orjson, "dumps", change_then_write)  # the module native_canonical calls
     try:
-        answer: object = canonical_document(document)
+        answer: object = canonical_while_changed(monkeypatch, document, "f", late)
     except DocumentError as error:
         answer = error.code
-    monkeypatch.undo()
     try:
         expected: object = canonical_document_reference(document)
     except DocumentError as error:
@@ -833,16 +844,7 @@ def test_an_integral_float_gone_after_the_walk_leaves_the_strings_as_they_are(
     key) with '.0' before a delimiter. Dropping that '.0' would still match the count (found
     by two reviews, the second where strings hold escaped quotes or backslashes): only '.0'
     outside strings is dropped, strings told apart with escapes blanked."""
-    write = orjson.dumps
-
-    def change_then_write(value: Any, *args: Any, **kwargs: Any) -> bytes:
-        if value is document:
-            document["a"] = late
-        return write(value, *args, **kwargs)
-
-    monkeypatch.setattr(orjson, "dumps", change_then_write)
-    answer = canonical_document(document)
-    monkeypatch.undo()
+    answer = canonical_while_changed(monkeypatch, document, "a", late)
     assert answer == rfc8785.dumps(document)
 
 
