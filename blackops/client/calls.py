@@ -9,6 +9,7 @@ not an error: ``run`` returns its :class:`~blackops.OperationResult`, as in proc
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -98,6 +99,19 @@ def error_from(response: httpx.Response) -> BlackOpsError:
     if status in (502, 503, 504):
         return error_of("backend_unavailable", f"HTTP {status} from {response.url}", status)
     return error_of("internal_error", f"HTTP {status} without an error body: {text!r}", status)
+
+
+def error_in(data: bytes) -> BlackOpsError:
+    """The refusal a stream's ``event: error`` carries (its data is an error body), or one
+    that says what came instead."""
+    try:
+        body = json.loads(data)
+    except ValueError:
+        body = None
+    detail = body.get("error") if isinstance(body, dict) else None
+    if isinstance(detail, dict) and isinstance(detail.get("code"), str):
+        return error_of(detail["code"], str(detail.get("message", "")))
+    return error_of("internal_error", f"a stream ended with an error event: {data[:200]!r}")
 
 
 def unreachable(error: httpx.TransportError) -> BackendUnavailable:

@@ -45,9 +45,12 @@ def stream_params(
 
 def streamed_lines(decoder: SSEDecoder, chunk: bytes) -> Iterator[StreamedLine]:
     """The journal lines one chunk of a stream completes (comments and id-less events are
-    heartbeats: skipped)."""
+    heartbeats: skipped). The ``error`` event a refusal ends a stream with is raised as
+    the class its code names; other named events are not journal lines: skipped."""
     for event in decoder.feed(chunk):
-        if event.id is not None:
+        if event.event == "error":
+            raise calls.error_in(event.data)
+        if event.event == "message" and event.id is not None:
             yield StreamedLine(int(event.id), event.data + b"\n")
 
 

@@ -116,17 +116,36 @@ COMPONENTS: dict[str, Any] = {
     # The published schema of a line (its own resource: its ``$id`` and ``$defs`` kept).
     "ObservedLine": {k: v for k, v in observed_line_schema().items() if k != "$schema"},
     "JournalEvent": {
-        "type": "object",
-        "description": "One Server-Sent Event of a journal stream",
-        "required": ["id", "data"],
-        "properties": {
-            "id": {"type": "string", "pattern": "^[1-9][0-9]{0,18}$"},
-            "data": {
-                "type": "string",
-                "contentMediaType": "application/json",
-                "contentSchema": {"$ref": "#/components/schemas/ObservedLine"},
+        "description": "One Server-Sent Event of a journal stream: a journal line, or the "
+        "refusal that ends the stream (`event: error`, no `id`)",
+        "oneOf": [
+            {
+                "type": "object",
+                "required": ["id", "data"],
+                "properties": {
+                    "id": {"type": "string", "pattern": "^[1-9][0-9]{0,18}$"},
+                    "event": {"const": "message"},
+                    "data": {
+                        "type": "string",
+                        "contentMediaType": "application/json",
+                        "contentSchema": {"$ref": "#/components/schemas/ObservedLine"},
+                    },
+                },
             },
-        },
+            {
+                "type": "object",
+                "required": ["event", "data"],
+                "properties": {
+                    "event": {"const": "error"},
+                    "data": {
+                        "type": "string",
+                        "contentMediaType": "application/json",
+                        "contentSchema": {"$ref": "#/components/schemas/ErrorBody"},
+                    },
+                },
+                "not": {"required": ["id"]},
+            },
+        ],
     },
 }
 

@@ -16,6 +16,13 @@ cannot stand in for that). While idle a stream sends a ``: keep-alive`` comment 
 ``heartbeat_seconds``, and at that pace checks that its token still authenticates and may
 still read: a revoked token or a removed role ends the stream (decisions P47).
 
+A stream that a refusal ends (a revoked token, a lost role, an event changed behind the
+journal's back, the store unreachable) sends one last event before it closes: ``event:
+error``, ``data:`` the refusal's body (``{"error": {"code", "message"}}``, as the same
+refusal answered before the stream began), and no ``id:``. Its headers were sent, so the
+status cannot say it; without it a reader that does not reconnect could not tell a refusal
+from the server closing (decisions F167).
+
 The two stream routes take the web console's session cookie when no Authorization header
 is sent (``stream_caller``: a browser's ``EventSource`` cannot send one; decisions U5), with
 the same access rule.
@@ -43,6 +50,7 @@ from blackops.http.auth import Caller, application, check_space, served, stream_
 from blackops.http.journal import After, tenant_of
 from blackops.http.openapi import errors
 from blackops.http.params import SpacePath
+from blackops.jsonbody import render_json
 from domain.access import Action, check_system
 from domain.errors import BlackOpsError, InvalidRequest
 from journal.store import MAX_POSITION, EventStore
@@ -201,7 +209,9 @@ _STREAM_DESCRIPTION = (
     "JSONL line (byte for byte the export's). Starts after `Last-Event-ID` if sent, else "
     "after `?after=`; resume with the last id received (positions have gaps). A "
     "`: keep-alive` comment while idle. Without `limit` / `max_seconds` it never ends by "
-    "itself; a revoked token or a lost role ends it."
+    "itself; a refusal ends it (a revoked token, a lost role, an event changed behind the "
+    "journal's back) after one last event `event: error` whose `data:` is the refusal's "
+    'JSON body (`{"error": {"code", "message"}}`), with no `id:`.'
 )
 #: 200 is ``text/event-stream``. The route's ``response_class`` is the plain Response on
 #: purpose: FastAPI documents the error bodies under the route class's media type, and
@@ -323,14 +333,14 @@ async def _respond(
     await run_in_threadpool(_check_next, app.store, start)
     wakes = stream_state(request)
 
-    def still_allowed() -> bool:
+    def refusal() -> BlackOpsError | None:
         try:
             may_read(stream_caller(request, credentials))
-        except BlackOpsError:
-            return False
-        return True
+        except BlackOpsError as error:
+            return error
+        return None
 
-    events = _events(app.store, wakes, start, space, limit, max_seconds, still_allowed)
+    events = _events(app.store, wakes, start, space, limit, max_seconds, refusal)
     # No proxy buffering: each event should reach the client when it is sent.
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return EventStreamResponse(events, headers=headers)
@@ -374,6 +384,12 @@ def _frame(position: int, line: bytes) -> bytes:
     return b"id: %d\ndata: %s\n\n" % (position, line.rstrip(b"\n"))
 
 
+def _error_frame(error: BlackOpsError) -> bytes:
+    """The last event of a stream a refusal ends: no ``id:`` (it is no position), its body
+    rendered without raw line breaks (one ``data:`` field)."""
+    return b"event: error\ndata: %s\n\n" % render_json(error.to_body())
+
+
 async def _events(
     store: EventStore,
     wakes: JournalWakes,
@@ -381,7 +397,7 @@ async def _events(
     space: str | None,
     limit: int | None,
     max_seconds: float | None,
-    still_allowed: Callable[[], bool],
+    refusal: Callable[[], BlackOpsError | None],
 ) -> AsyncIterator[bytes]:
     settings = wakes.settings
     clock = time.monotonic
@@ -394,8 +410,9 @@ async def _events(
             try:
                 page = await run_in_threadpool(_page, store, position, space)
             except BlackOpsError as error:
-                # Headers are sent: end the stream; the client resumes where it was.
+                # Headers are sent: say why in a last event, and end the stream.
                 log.warning("stream after %d ended: %s", position, error)
+                yield _error_frame(error)
                 return
             lines, position = page.lines, page.read_up_to
             if remaining is not None:
@@ -410,7 +427,9 @@ async def _events(
             if ends is not None and now >= ends:
                 return
             if now >= check_at:
-                if not await run_in_threadpool(still_allowed):
+                refused = await run_in_threadpool(refusal)
+                if refused is not None:
+                    yield _error_frame(refused)
                     return
                 check_at = now + settings.heartbeat_seconds
             if now >= quiet_until:

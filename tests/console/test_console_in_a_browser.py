@@ -185,6 +185,28 @@ def test_live_tail_shows_a_new_event(
     shot(page, request, "journal")
 
 
+def test_live_tail_says_why_a_refusal_ended_it(
+    world: World, context: Any, request: pytest.FixtureRequest
+) -> None:
+    """A role removed while the journal page is open: the stream's last event carries the
+    refusal, and the page says so and stops, where it said "reconnecting" for ever (F167)."""
+    with world.api(world.system) as api:
+        granted = api.put("/v1/spaces/default/principals/watcher", json={"role": "reader"})
+        assert granted.status_code < 300, granted.text
+        issued = api.post("/v1/spaces/default/principals/watcher/tokens", json={})
+        assert issued.status_code < 300, issued.text
+    page = context.new_page()
+    sign_in(page, world, issued.json()["token"], start="/ui/journal")
+    page.locator("#tail-state", has_text="Live:").wait_for()
+    with world.api(world.system) as api:
+        removed = api.delete("/v1/spaces/default/principals/watcher")
+        assert removed.status_code == 200, removed.text
+    ended = page.locator("#tail-state", has_text="Live tail ended: ")
+    ended.wait_for()  # the stream re-checks access every heartbeat (1 s here)
+    assert "reconnecting" not in ended.inner_text()
+    shot(page, request, "journal-ended")
+
+
 def test_another_spaces_urls_show_not_found(
     world: World, context: Any, request: pytest.FixtureRequest
 ) -> None:

@@ -11,6 +11,7 @@ tested against a real server (tests/http/test_stream_reconnects.py).
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +21,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from blackops import Application, ExecutionContext
+from blackops.client.client import StreamedLine, streamed_lines
 from blackops.client.sse import ServerSentEvent, SSEDecoder
+from blackops.errors import BlackOpsError, Conflict, Unauthorized
 from blackops.http.app import StreamSettings, create_http_app
 from replay.export import observed_lines
 from replay.schema import OBSERVED_LINE_SCHEMA_PATH, observed_line_schema_bytes
@@ -186,6 +189,11 @@ def test_revoking_the_token_ends_the_stream(served: TestClient, app: Application
         revoker.join()
     assert response.status_code == 200
     assert time.monotonic() - started < 25  # ended by the access re-check, not max_seconds (30)
+    # It says why in a last event (no id: it is no position), as a refusal before the
+    # stream began would have (F167).
+    last = response.text.rstrip("\n").rsplit("\n\n", 1)[-1]
+    assert last.startswith("event: error\ndata: ") and "\nid:" not in last, last
+    assert json.loads(last.split("data: ", 1)[1])["error"]["code"] == "unauthorized"
     again = served.get("/v1/spaces/acme/journal/stream?max_seconds=1", headers=auth(token))
     assert again.status_code == 401
 
@@ -270,6 +278,28 @@ def test_the_sse_decoder_reads_every_line_ending_and_keeps_bytes() -> None:
             ServerSentEvent(b"c", "9"),
         ]
         assert decoder.comments == 1
+
+
+@pytest.mark.parametrize(
+    ("data", "raised", "code"),
+    [
+        (b'{"error":{"code":"unauthorized","message":"revoked"}}', Unauthorized, "unauthorized"),
+        (b'{"error":{"code":"conflict","message":"position 9"}}', Conflict, "conflict"),
+        (b"not json", BlackOpsError, "internal_error"),
+        (b'{"error":"no detail"}', BlackOpsError, "internal_error"),
+    ],
+)
+def test_the_clients_read_an_error_event_as_the_refusal_it_carries(
+    data: bytes, raised: type[BlackOpsError], code: str
+) -> None:
+    """Lines before it are delivered; an ``error`` event raises its code's class; another
+    named event is no journal line, though the last id is still in force (F167)."""
+    body = b'id: 3\ndata: {"a":1}\n\nevent: ping\ndata: x\n\nevent: error\ndata: ' + data
+    decoder, got = SSEDecoder(), list[StreamedLine]()
+    with pytest.raises(raised) as refused:
+        got.extend(streamed_lines(decoder, body + b"\n\n"))
+    assert refused.value.code == code
+    assert got == [StreamedLine(3, b'{"a":1}\n')]
 
 
 def test_an_id_beyond_every_position_waits_for_lines_that_never_come(

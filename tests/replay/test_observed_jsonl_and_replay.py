@@ -229,12 +229,20 @@ def test_http_journal_names_an_event_changed_behind_its_back(app: Application) -
     assert f"position {victim}:" in answer.json()["error"]["message"]
     before = client.get(f"/v1/journal?limit={victim - 1}", headers=auth)
     assert before.status_code == 200 and len(before.content.splitlines()) == victim - 1
-    # The stream sends the events before it too, then ends (its headers are sent).
+    # The stream sends the events before it too, then ends (its headers are sent) with a
+    # last event that names the change (F167); a stream ended by its limit first does not.
     for query, count in ((f"limit={victim - 1}", victim - 1), ("max_seconds=2", victim - 1),
                          (f"after={victim - 3}&max_seconds=2", 2)):  # fmt: skip
         streamed = client.get(f"/v1/journal/stream?{query}", headers=auth)
         assert streamed.status_code == 200, query
         assert streamed.text.count("\nid: ") + streamed.text.startswith("id: ") == count, query
+        last = streamed.text.rstrip("\n").rsplit("\n\n", 1)[-1]
+        if query.startswith("limit"):
+            assert last.startswith("id: "), query
+            continue
+        assert last.startswith("event: error\ndata: ") and "id:" not in last, query
+        refusal = json.loads(last.split("data: ", 1)[1])["error"]
+        assert refusal["code"] == "conflict" and f"position {victim}:" in refusal["message"]
     # Resumed where it ended (after the last id received), it answers the 409 before the
     # first byte (found by a defect hunt: an empty 200, and a client reconnecting for ever).
     app.access.create_space("acme", app.access_context("test", "acme"))
@@ -252,6 +260,13 @@ def test_http_journal_names_an_event_changed_behind_its_back(app: Application) -
     reader = Client("http://testserver", "t0k", transport=client._transport)
     with reader, pytest.raises(Conflict):
         follow(reader)
+    assert got == [position for position, _ in observed_lines(app.store, 0, victim - 1)]
+    # Without reconnecting too: the connection's last event raises (it ended quietly, as
+    # if the server had closed).
+    got.clear()
+    once = Client("http://testserver", "t0k", transport=client._transport)
+    with once, pytest.raises(Conflict, match=f"position {victim}:"):
+        got.extend(s.position for s in once.stream(0, reconnect=False, max_seconds=20))
     assert got == [position for position, _ in observed_lines(app.store, 0, victim - 1)]
     documented = client.get("/openapi.json").json()["paths"]
     for path in ("/v1/journal", "/v1/spaces/{space}/journal", "/v1/journal/stream",

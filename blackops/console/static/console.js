@@ -50,7 +50,18 @@
     var source = new EventSource(url);  // same origin: the session cookie goes with it
     var body = table.querySelector("tbody");
     source.onopen = function () { state.textContent = "Live: new lines appear at the top."; };
-    source.onerror = function () { state.textContent = "Live tail interrupted; reconnecting…"; };
+    source.onerror = function (event) {
+      // A refusal ends the stream with an "error" event carrying its body (a revoked
+      // session, a changed event): say why and stop; a dropped connection reconnects.
+      if (event.data) {
+        var why = "refused";
+        try { why = JSON.parse(event.data).error.message; } catch (e) { /* not a body */ }
+        state.textContent = "Live tail ended: " + why;
+        source.close();
+        return;
+      }
+      state.textContent = "Live tail interrupted; reconnecting…";
+    };
     source.onmessage = function (message) {
       var line = JSON.parse(message.data);
       var row = document.createElement("tr");
