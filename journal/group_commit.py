@@ -18,10 +18,15 @@ T = TypeVar("T")
 log = logging.getLogger("blackops.journal")
 
 
+#: How often one item's append is moved past other writers' harmless events per commit.
+MAX_REBASES = 5
+
+
 def commit_group(
     store: EventStore,
     group: list[tuple[list[Append], T]],
     on_refused: Callable[[T], None] | None = None,
+    rebase: Callable[[Append, T], Append | None] | None = None,
 ) -> list[T]:
     """Append every item's streams in one transaction; drop items that lost a race.
 
@@ -30,12 +35,22 @@ def commit_group(
     whole group for ever, so the group is committed item by item instead and an item the
     journal refuses is dropped and handed to ``on_refused`` (its attempt is abandoned,
     and its lease ends like a crashed worker's, bounded by P23).
+
+    ``rebase(append, payload)``: for an append refused because its stream moved, the same
+    events at the stream's version now when what moved it cannot have made them wrong (an
+    operation's hold), else None (the item is dropped); it may update the payload's own
+    idea of the version. The item's list is updated in place, so a caller retrying after
+    ``backend_unavailable`` retries the rebased append.
     """
     pending = [item for item in group if any(a.events for a in item[0])]
+    rebases = 0
     while pending:
         try:
             store.append(*(a for appends, _ in pending for a in appends))
         except FencingError as refused:
+            if rebase is not None and rebases < MAX_REBASES and _rebased(pending, refused, rebase):
+                rebases += 1
+                continue
             keep = [i for i in pending if all(a.stream != refused.stream for a in i[0])]
             if len(keep) == len(pending):
                 raise
@@ -52,3 +67,20 @@ def commit_group(
             return [p for item in pending for p in commit_group(store, [item], on_refused)]
         return [payload for _, payload in pending]
     return []
+
+
+def _rebased(
+    pending: list[tuple[list[Append], T]],
+    refused: FencingError,
+    rebase: Callable[[Append, T], Append | None],
+) -> bool:
+    """Replace the refused stream's append by its rebase; False if there is none."""
+    for appends, payload in pending:
+        for index, append in enumerate(appends):
+            if append.stream == refused.stream:
+                moved = rebase(append, payload)
+                if moved is None:
+                    return False
+                appends[index] = moved
+                return True
+    return False

@@ -42,6 +42,31 @@ class OperationJournal:
         return self.store.append(*(pending_append(operation) for operation in operations))
 
 
+#: Events that do not move an operation's lifecycle: a hold only blocks purges (Part B).
+RETENTION_MARKS = frozenset({EventType.HELD.value, EventType.RELEASED.value})
+#: Events whose append must not be rebased past a hold: they are retention's own.
+_RETENTION_EVENTS = RETENTION_MARKS | {EventType.PURGED.value}
+
+
+def rebased_past_holds(store: EventStore, refused: Append) -> Append | None:
+    """``refused`` (an operation's events refused because its stream moved) at the stream's
+    version now, when all that was appended since its version is holds and releases; else
+    None, and the refusal stands (another claimant, another end: a real race).
+
+    The events stay as they were made: a hold does not change what the lifecycle allows,
+    and a lease's owner is refused only when its fencing token is no longer current
+    (Part B, Leases); a hold never makes it stale. Retention's own events (a hold, a
+    release, a tombstone) are never rebased: whether they apply depends on the holds.
+    """
+    if any(event.type in _RETENTION_EVENTS for event in refused.events):
+        return None
+    events = store.read_stream(refused.stream)
+    since = [event for event in events if event.version > refused.expected_version]
+    if not since or any(event.type not in RETENTION_MARKS for event in since):
+        return None
+    return Append(refused.stream, since[-1].version, refused.events)
+
+
 def pending_append(operation: Operation) -> Append:
     """The operation's pending events as an append at the version it was loaded at."""
     pending = operation.take_pending()

@@ -34,7 +34,7 @@ from domain.operation import LifecycleViolation, Operation
 from domain.supervision import OperationRejected
 from journal.group_commit import commit_group
 from journal.leases import RESERVATION_HOLD, check_lease_seconds
-from journal.operations import OperationJournal, fold, pending_append
+from journal.operations import OperationJournal, fold, pending_append, rebased_past_holds
 from journal.outcomes import outcome_append
 from journal.store import Append, EventStore
 from journal.work_index import moment_micros
@@ -147,12 +147,22 @@ class DeferredEngine:
         if claim_limit > 0:
             claims, found = self._prepare_claims(claim_limit, now)
             group.extend(claims)
-        committed = commit_group(self.store, group, _abandon)
+        committed = commit_group(self.store, group, _abandon, self._rebase)
         return Cycle(
             [item for item in committed if isinstance(item, Ending)],
             [item for item in committed if isinstance(item, Attempt)],
             found,
         )
+
+    def _rebase(self, refused: Append, item: Ending | Attempt | None) -> Append | None:
+        # A hold or release landed since the claim (or the reservation's read): it leaves
+        # the fencing token current, so the claim or end still holds (Part B, Leases).
+        moved = rebased_past_holds(self.store, refused)
+        attempt = item.attempt if isinstance(item, Ending) else item
+        if moved is not None and attempt is not None and refused.stream == attempt.operation.id:
+            # The attempt's later events follow the hold too.
+            attempt.operation.version += moved.expected_version - refused.expected_version
+        return moved
 
     def _prepare_claims(
         self, limit: int, now: datetime

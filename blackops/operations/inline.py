@@ -23,11 +23,13 @@ from blackops.operations.handlers import HandlerSpec
 from blackops.operations.results import Failure, OperationResult, Rejection
 from domain.clock import Clock, format_instant
 from domain.context import ExecutionContext
+from domain.errors import FencingError
 from domain.json_text import load_canonical
 from domain.lifecycle import EventType, Mode
 from domain.operation import Operation
 from domain.supervision import OperationRejected
-from journal.operations import OperationJournal
+from journal.group_commit import MAX_REBASES
+from journal.operations import OperationJournal, pending_append, rebased_past_holds
 
 
 def received_data(
@@ -68,7 +70,7 @@ class InlineRunner:
         except OperationRejected as rejection:
             # Received -> Rejected: the input failed the handler's declared model.
             record_rejection(operation, ctx, self.clock.now(), rejection)
-            self.journal.save(operation)
+            operation = self._save(operation)
             return self._rejected(operation, ctx, rejection)
         attempt = 1
         while True:
@@ -79,20 +81,20 @@ class InlineRunner:
                 actx.to_dict(),
                 {"attempt": attempt},
             )
-            self.journal.save(operation)
+            operation = self._save(operation)
             if attempt > 1:
                 parsed = spec.parse_params(load_canonical(params))
             try:
                 outcome = spec.outcome_of(spec.call(actx, parsed))
             except OperationRejected as rejection:
                 record_rejection(operation, actx, self.clock.now(), rejection)
-                self.journal.save(operation)
+                operation = self._save(operation)
                 return self._rejected(operation, actx, rejection)
             except Exception as error:  # OL-8: an ordinary exception is never a rejection
                 decision = record_failure(
                     operation, actx, self.clock.now(), spec.supervision, error
                 )
-                self.journal.save(operation)
+                operation = self._save(operation)
                 if decision.retry_in is None:
                     failure = Failure(decision.error["message"], decision.error["type"])
                     return OperationResult(
@@ -105,10 +107,32 @@ class InlineRunner:
                 self._interrupted(operation, actx, interrupt)
                 raise
             record_completion(operation, actx, self.clock.now(), outcome, stored=False)
-            self.journal.save(operation)
+            operation = self._save(operation)
             return OperationResult(
                 operation.id, operation.public_status, outcome=outcome.document, attempt=attempt
             )
+
+    def _save(self, operation: Operation) -> Operation:
+        """Commit the pending events; the operation to go on with. An operator's hold or
+        release may land while the handler runs: the run's events then follow it (a hold
+        does not change the lifecycle) and the operation is read again, with its hold.
+        Any other writer is a real conflict and raises, as before."""
+        store = self.journal.store
+        append = pending_append(operation)
+        for _ in range(MAX_REBASES):
+            try:
+                store.append(append)
+                break
+            except FencingError:
+                moved = rebased_past_holds(store, append)
+                if moved is None:
+                    raise
+                append = moved
+        else:
+            store.append(append)  # a last try: its refusal is the caller's
+        if append.expected_version == operation.version - len(append.events):
+            return operation
+        return self.journal.load(operation.id)
 
     @staticmethod
     def _rejected(
@@ -127,6 +151,6 @@ class InlineRunner:
         """Best effort: the interrupt is re-raised whether or not this commit succeeds."""
         try:
             record_interrupted(operation, ctx, self.clock.now(), type(interrupt).__name__)
-            self.journal.save(operation)
+            self._save(operation)
         except Exception:  # the store may be going away too; the interrupt still wins
             operation.take_pending()

@@ -16,7 +16,10 @@ Workflow instances have their own retention (``blackops/workflows/retention.py``
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import re
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,7 +27,8 @@ from typing import Any
 from blackops.runtime import Runtime
 from domain.clock import format_instant
 from domain.context import Actor
-from domain.errors import Forbidden, InvalidRequest
+from domain.documents import canonical_document
+from domain.errors import FencingError, Forbidden, InvalidRequest
 from domain.events import NewEvent
 from domain.json_text import scalar_text
 from domain.lifecycle import TERMINAL, EventType
@@ -32,10 +36,14 @@ from domain.operation import Operation
 from domain.retention import PRIVILEGED_KINDS, Retention
 from journal.operations import OperationJournal, pending_append
 from journal.outcomes import OUTCOME_RECORDED, outcome_stream
-from journal.store import Append
+from journal.store import Append, EventStore
 from journal.work_index import moment_micros
 
 OUTCOME_PURGED = "outcome.purged"
+#: The cross-process lock (``EventStore.exclusive``) that orders holds and purges.
+RETENTION_LOCK = "retention"
+#: A purge run gives the lock up this often, so a hold waits at most about this long.
+LOCK_TURN_SECONDS = 0.5
 TOMBSTONES = (EventType.PURGED.value, OUTCOME_PURGED)
 
 
@@ -111,10 +119,13 @@ class RetentionService:
         self._record(EventType.RELEASED, operation_id, reason, actor)
 
     def _record(self, kind: EventType, operation_id: str, reason: str, actor: Actor) -> Operation:
-        operation = self.journal.load(operation_id)
         data = {"reason": check_reason(reason), "by": actor.to_dict()}
-        operation.record(kind, self._now(), self._context(operation, actor), data)
-        self.journal.save(operation)
+        # Under the retention lock: an outcome purge checks for a hold on the operation's
+        # stream and writes on the outcome's, so only the lock orders the two.
+        with self.runtime.store.exclusive(RETENTION_LOCK):
+            operation = self.journal.load(operation_id)
+            operation.record(kind, self._now(), self._context(operation, actor), data)
+            self.journal.save(operation)
         return operation
 
     @staticmethod
@@ -129,6 +140,18 @@ class RetentionService:
         text = check_reason(reason)
         now = self.runtime.clock.now()
         report = PurgeReport(dry_run)
+        with _Relay(self.runtime.store) as lock:
+            return self._purge(now, report, actor, text, dry_run, lock)
+
+    def _purge(
+        self,
+        now: datetime,
+        report: PurgeReport,
+        actor: Actor,
+        text: str,
+        dry_run: bool,
+        lock: _Relay,
+    ) -> PurgeReport:
         if not dry_run:
             for row in self.runtime.store.retention_pending():
                 self._finish(row.operation_id)  # a purge cut short (crash): delete what it listed
@@ -160,19 +183,20 @@ class RetentionService:
             else:
                 continue
             if not dry_run:
-                if item.what == "operation":
-                    self._purge_operation(operation_id, actor, text)
-                else:
-                    self._purge_outcome(operation_id, actor, text)
+                lock.hold()
+                purge = self._purge_operation if item.what == "operation" else self._purge_outcome
+                if not purge(operation_id, actor, text):
+                    continue  # changed since the scan (a hold, say): the next run decides
             report.items.append(item)
         return report
 
-    def _purge_operation(self, operation_id: str, actor: Actor, reason: str) -> None:
+    def _purge_operation(self, operation_id: str, actor: Actor, reason: str) -> bool:
+        """Purge one operation (under the retention lock); False if it is no longer due."""
         store = self.runtime.store
         events = self.journal.events(operation_id)
         operation = self.journal.load(operation_id)
         if operation.purged or operation.hold is not None or operation.state not in TERMINAL:
-            return  # changed since the scan: the next run decides again
+            return False  # changed since the scan: the next run decides again
         outcome = store.read_stream(outcome_stream(operation_id))
         positions = [e.position for e in events] + [e.position for e in outcome]
         for tombstone in outcome:  # an earlier outcome purge: what it accounted for too
@@ -189,13 +213,20 @@ class RetentionService:
             "versions": operation.version,
             "positions": sorted(positions),
         }
+        # What a replayed submit (an idempotency key, a redrive: a derived id) is compared
+        # with once the params are gone.
+        data["params_digest"] = params_digest(canonical_document(operation.params))
         versions = operation.version
         operation.record(EventType.PURGED, self._now(), self._context(operation, actor), data)
-        store.append(pending_append(operation))  # the tombstone first: the newest row
+        try:
+            store.append(pending_append(operation))  # the tombstone first: the newest row
+        except FencingError:
+            return False  # a writer without the lock (an older process): decide next run
         store.delete_stream_events(operation_id, versions)
         if outcome:
             store.delete_stream_events(outcome_stream(operation_id), len(outcome))
         store.settle_retention(operation_id)
+        return True
 
     def _finish(self, operation_id: str) -> None:
         """Delete what existing tombstones account for; safe to repeat."""
@@ -211,15 +242,18 @@ class RetentionService:
                 store.delete_stream_events(outcome_stream(operation_id), 1)
         store.settle_retention(operation_id)
 
-    def _purge_outcome(self, operation_id: str, actor: Actor, reason: str) -> None:
+    def _purge_outcome(self, operation_id: str, actor: Actor, reason: str) -> bool:
+        """Purge one Outcome Record (under the retention lock, which a hold takes too: the
+        hold is read here and the tombstone written on another stream); False if it is no
+        longer due."""
         store = self.runtime.store
         stream = outcome_stream(operation_id)
         found = store.read_stream(stream)
         if len(found) != 1 or found[0].type != OUTCOME_RECORDED:
-            return
+            return False
         operation = self.journal.load(operation_id)
         if operation.hold is not None:
-            return
+            return False
         context = self._context(operation, actor)
         data = {
             "reason": reason,
@@ -231,6 +265,7 @@ class RetentionService:
         store.append(Append(stream, 1, [NewEvent(OUTCOME_PURGED, self._now(), context, data)]))
         store.delete_stream_events(stream, 1)
         store.settle_retention(operation_id)
+        return True
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -277,3 +312,38 @@ def _due(since: str | None, seconds: float | None) -> datetime | None:
     if since is None or seconds is None:
         return None
     return datetime.fromisoformat(since.replace("Z", "+00:00")) + timedelta(seconds=seconds)
+
+
+def params_digest(canonical: bytes) -> str:
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+
+class _Relay:
+    """The retention lock for a purge run, taken when an item is purged and handed back
+    every ``LOCK_TURN_SECONDS``: a run of thousands of items holds it in turns (one
+    lock, one PostgreSQL connection, per turn, not per item), and a hold waits for one
+    turn, not for the run."""
+
+    def __init__(self, store: EventStore) -> None:
+        self.store = store
+        self._held: contextlib.AbstractContextManager[None] | None = None
+        self._since = 0.0
+
+    def hold(self) -> None:
+        if self._held is not None and time.monotonic() - self._since < LOCK_TURN_SECONDS:
+            return
+        self.release()
+        held = self.store.exclusive(RETENTION_LOCK)
+        held.__enter__()
+        self._held, self._since = held, time.monotonic()
+
+    def release(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            held.__exit__(None, None, None)
+
+    def __enter__(self) -> _Relay:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.release()

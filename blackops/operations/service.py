@@ -19,6 +19,7 @@ from blackops.operations.contexts import (
 from blackops.operations.inline import InlineRunner, received_data
 from blackops.operations.reads import OperationReads
 from blackops.operations.results import OperationResult
+from blackops.operations.retention import params_digest
 from domain.clock import format_instant
 from domain.context import Actor, ExecutionContext
 from domain.documents import DocumentError, canonical_document
@@ -136,7 +137,13 @@ class OperationService(OperationReads):
             if not replayable:
                 raise
             existing = journal.load(operation.id)
-            if existing.purged:  # the same request; retention has forgotten it since
+            if existing.purged:  # retention has forgotten it since: compare what is kept
+                if self._purged_digest(operation.id) != params_digest(canonical):
+                    raise Conflict(
+                        f"operation {operation.id} was submitted with this key and purged "
+                        "since; these params are not the ones it was submitted with (or "
+                        "its tombstone predates keeping their digest): use another key"
+                    ) from None
                 return operation.id, existing.public_status
             if canonical_document(existing.params) != canonical:
                 raise Conflict(
@@ -148,6 +155,12 @@ class OperationService(OperationReads):
             # same request at the same instant): only the journal can tell which.
             return operation.id, journal.load(operation.id).public_status
         return operation.id, operation.public_status
+
+    def _purged_digest(self, operation_id: str) -> str | None:
+        """The params digest a purged operation's tombstone keeps (None before it did)."""
+        events = self.runtime.store.read_stream(operation_id)
+        digest = events[0].data.get("params_digest") if events else None
+        return digest if isinstance(digest, str) else None
 
     def redrive(self, operation_id: str, *, actor: Actor | str | dict[str, Any]) -> str:
         """A new operation from a Dead Letter one; see ``Application.redrive``."""
