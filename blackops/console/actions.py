@@ -67,7 +67,7 @@ def confirm_operation_action(
 async def operation_action(
     request: Request, operation_id: OperationId, action: ActionName
 ) -> Response:
-    session = require(request)
+    session = await run_in_threadpool(require, request)  # a token look-up: off the loop
     form = await form_of(request)
     _checked(request, session, form)
     needed, reasoned, _ = _action(action)
@@ -111,7 +111,7 @@ def confirm_terminate(request: Request, space: Name, uid: Name, instance_id: str
 
 @router.post("/ui/spaces/{space}/workflows/{uid}/terminate/{instance_id:path}")
 async def terminate(request: Request, space: Name, uid: Name, instance_id: str) -> Response:
-    session = require(request)
+    session = await run_in_threadpool(require, request)  # a token look-up: off the loop
     form = await form_of(request)
     _checked(request, session, form)
     app, who = served(request).application, session.caller

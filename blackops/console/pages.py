@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import orjson
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from blackops.audit.checkpoints import CheckpointService
 from blackops.console.render import (
@@ -35,6 +36,7 @@ from blackops.console.session import (
 )
 from blackops.console.views import (
     STAGES,
+    STEP_KINDS,
     TERMINAL_CLASS,
     ReceiptView,
     checkpoint_history,
@@ -109,26 +111,34 @@ def _login_page(request: Request, next: str | None, problem: str | None, status:
     return response
 
 
+# The POSTs are async to read their form; every token look-up (a store read) goes to the
+# thread pool, as the API's ``caller`` does, so that it does not stall the event loop.
+
+
 @router.post("/ui/login")
 async def login(request: Request) -> Response:
     form = await form_of(request)
     if not login_csrf_ok(request, form.get("csrf", "")):
         raise CsrfRefused()
     token = form.get("token", "").strip()
-    try:
-        authenticate(served(request), token)
-    except BlackOpsError:
-        return _login_page(request, form.get("next"), "That token was not accepted.", 401)
-    response = RedirectResponse(
-        _safe_next(form.get("next")), status_code=303, headers=SECURITY_HEADERS
-    )
-    set_session_cookie(request, response, token)
-    return response
+
+    def signed_in() -> Response:
+        try:
+            authenticate(served(request), token)
+        except BlackOpsError:
+            return _login_page(request, form.get("next"), "That token was not accepted.", 401)
+        response = RedirectResponse(
+            _safe_next(form.get("next")), status_code=303, headers=SECURITY_HEADERS
+        )
+        set_session_cookie(request, response, token)
+        return response
+
+    return await run_in_threadpool(signed_in)
 
 
 @router.post("/ui/logout")
 async def logout(request: Request) -> Response:
-    session = require(request)
+    session = await run_in_threadpool(require, request)
     form = await form_of(request)
     if not csrf_ok(request, session, form.get("csrf", "")):
         raise CsrfRefused()
@@ -185,13 +195,18 @@ def operations(
     counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
     for space, types in app.operation_counts(tenant).items():
         if tenant is None or space == tenant:
-            for by_status in types.values():
-                for name, count in by_status.items():
-                    counts[name] = counts.get(name, 0) + count
+            for name, by_status in types.items():
+                if filters["type"] is None or name == filters["type"]:
+                    for status_name, count in by_status.items():
+                        counts[status_name] = counts.get(status_name, 0) + count
     shown = {k: v for k, v in filters.items() if k != "cursor" and v}
+    # The counts projection has no creation time: a count's link lists what it counts, so
+    # it keeps only the filters the counts honour (the page says the others are ignored).
+    counted = {k: v for k, v in shown.items() if k in ("tenant", "type")}
     return page(
         request, "operations.html", session, spaces=spaces, filters=filters, shown=shown,
-        listing=listing, counts=counts, statuses=STATUSES, system=who.principal.system,
+        counted=counted, listing=listing, counts=counts, statuses=STATUSES,
+        system=who.principal.system,
     )  # fmt: skip
 
 
@@ -216,15 +231,16 @@ def operation(request: Request, operation_id: OperationId) -> Response:
     holds = [e for e in events if e["type"] in ("operation.held", "operation.released")]
     tombstones = [e for e in events if e["type"].endswith(".purged")]
     space = status["tenant"]
+    held = "hold" in status  # an active hold (the status view drops it on release)
     actions = {
-        "hold": may(who, space, Action.OPERATE),
-        "release": may(who, space, Action.ADMINISTER),
+        "hold": may(who, space, Action.OPERATE) and not held,
+        "release": may(who, space, Action.ADMINISTER) and held,
         "redrive": may(who, space, Action.OPERATE) and status.get("status") == "dead_letter",
     }
     return page(
         request, "operation.html", session, op=status, events=events, stages=STAGES,
         terminal=TERMINAL_CLASS, receipt=receipt, outcome=outcome, holds=holds,
-        tombstones=tombstones, actions=actions,
+        tombstones=tombstones, actions=actions, receipt_name=receipt_name(operation_id),
     )  # fmt: skip
 
 
@@ -235,7 +251,14 @@ def operation_receipt_file(request: Request, operation_id: OperationId) -> Respo
     app = _app(request)
     operation_of(app, operation_id, session.caller, Action.READ)
     view = operation_receipt(checkpoints(request), app.events(operation_id))
-    return _receipt_file(view, f"receipt-{operation_id}.json")
+    return _receipt_file(view, receipt_name(operation_id))
+
+
+def receipt_name(subject_id: str) -> str:
+    """The receipt file's name, as the download gives it and the page's command names it."""
+    # A hint only: quotes and path separators of an instance id are left out.
+    name = f"receipt-{subject_id}.json"
+    return "".join(c for c in name if c.isalnum() or c in "-._")[:120] or "receipt.json"
 
 
 def _receipt_file(view: ReceiptView, name: str) -> Response:
@@ -243,9 +266,7 @@ def _receipt_file(view: ReceiptView, name: str) -> Response:
     if view.receipt is None:
         raise NotFound(view.problem or "no receipt")
     body = orjson.dumps(view.receipt, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-    # The name is a hint only: quotes and path separators of an instance id are left out.
-    safe = "".join(c for c in name if c.isalnum() or c in "-._")[:120] or "receipt.json"
-    headers = {**SECURITY_HEADERS, "Content-Disposition": f'attachment; filename="{safe}"'}
+    headers = {**SECURITY_HEADERS, "Content-Disposition": f'attachment; filename="{name}"'}
     return Response(body + b"\n", media_type="application/json", headers=headers)
 
 
@@ -313,7 +334,7 @@ def instance(request: Request, space: Space, uid: Uid, instance_id: str) -> Resp
     return page(
         request, "instance.html", session, space=space, uid=resource.uid,
         instance_id=instance_id, status=status, steps=steps, events=events, why=why,
-        receipt=receipt,
+        receipt=receipt, receipt_name=receipt_name(instance_id),
         may_terminate=may(who, space, Action.OPERATE)
         and status.get("status") not in ("complete", "errored", "terminated"),
     )  # fmt: skip
@@ -328,7 +349,7 @@ def instance_receipt_file(request: Request, space: Space, uid: Uid, instance_id:
     app.instances.status(resource, instance_id)  # unknown (or purged): unknown_instance
     events = app.store.read_stream(instance_stream(resource.uid, instance_id))
     view = instance_receipt(checkpoints(request), _positions(events))
-    return _receipt_file(view, f"receipt-{instance_id}.json")
+    return _receipt_file(view, receipt_name(instance_id))
 
 
 def _positions(events: list[Any]) -> list[dict[str, Any]]:
@@ -342,9 +363,13 @@ def _why(status: dict[str, Any], events: list[Any]) -> str:
     last = events[-1] if events else None
     if name == "queued":
         return "created; no context has started yet"
-    if name in ("sleeping", "waiting") and last is not None:
-        data = last.data
-        return f"{last.data.get('kind')} step {data.get('name')!r} until {data.get('due_at')}"
+    # The last event may be one accepted without waking the instance: the suspension is
+    # the last step_suspended event.
+    suspended = next((e for e in reversed(events) if e.type == "workflow.step_suspended"), None)
+    if name in ("sleeping", "waiting") and suspended is not None:
+        data = suspended.data
+        kind = STEP_KINDS.get(str(data.get("kind")), data.get("kind"))
+        return f"{kind} step {data.get('name')!r} until {data.get('due_at')}"
     if name == "running" and last is not None and last.type == "workflow.step_retry_scheduled":
         return f"step {last.data.get('name')!r} retries at {last.data.get('due_at')}"
     if name == "errored":
@@ -376,8 +401,10 @@ def journal(request: Request, space: Text = None) -> Response:
     keys = [key.encode() for key in trusted]
     refusal = service.refusal.message if service.refusal is not None else None
     stream = f"/v1/spaces/{space}/journal/stream" if space else "/v1/journal/stream"
-    lines = recent_lines(app, space)
+    # The position first, then the lines up to it: a line committed meanwhile is in the
+    # live tail (which starts after it), not lost between the list and the tail.
     after = app.store.last_position()
+    lines = recent_lines(app, space, after)
     return page(
         request, "journal.html", session, spaces=spaces, space=space or "",
         history=history, current=history[0] if history else None, keys=keys,

@@ -12,13 +12,14 @@ import json
 from collections.abc import Callable, Coroutine
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.concurrency import run_in_threadpool
 
 from blackops.console.session import Session, session_of
 from blackops.http.bodies import path_segment
@@ -120,8 +121,18 @@ def error_page(request: Request, status: int, code: str, message: str) -> HTMLRe
 NEXT_MAX = 256
 
 
+#: What a ``next`` taken from the raw path keeps as sent: its percent-escapes and the path's
+#: reserved characters; anything else (a space, a quote, a byte that is not ASCII) is escaped.
+_RAW_SAFE = "/%:@!$&'()*+,;=[]~-._"
+
+
 def login_redirect(request: Request) -> Response:
-    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    # The path as sent: the decoded one turns an instance id's %2F into a separator and
+    # %2E%2E into a dot segment (decisions U16), which the page after sign-in would lose.
+    raw: bytes = request.scope.get("raw_path") or request.url.path.encode()
+    path = quote(raw, safe=_RAW_SAFE)  # a non-ASCII byte (never sent raw) percent-encoded
+    raw_query = request.scope.get("query_string", b"").decode("latin-1")
+    target = path + (f"?{raw_query}" if raw_query else "")
     query = f"?{urlencode({'next': target})}" if len(target) <= NEXT_MAX else ""
     location = "/ui/login" + query
     return RedirectResponse(location, status_code=303, headers=SECURITY_HEADERS)
@@ -134,29 +145,32 @@ class ConsoleRoute(APIRoute):
         handler = super().get_route_handler()
 
         async def handle(request: Request) -> Response:
+            # An error page looks the session up (a store read): in the thread pool, not
+            # on the event loop.
             try:
                 return await handler(request)
             except NoSession:
                 if request.method == "GET":
                     return login_redirect(request)
-                return error_page(request, 401, "unauthorized", "Sign in first.")
+                return await run_in_threadpool(
+                    error_page, request, 401, "unauthorized", "Sign in first."
+                )
             except CsrfRefused:
-                return error_page(
-                    request, 403, "forbidden",
+                return await run_in_threadpool(
+                    error_page, request, 403, "forbidden",
                     "The form's security (CSRF) token is missing or does not match this "
                     "session; nothing was changed. Go back, reload the page and try again.",
                 )  # fmt: skip
             except RequestValidationError as error:
                 where = ", ".join(".".join(str(p) for p in e["loc"]) for e in error.errors()[:3])
-                return error_page(request, 400, "invalid_request", f"invalid request: {where}")
+                message = f"invalid request: {where}"
+                return await run_in_threadpool(error_page, request, 400, "invalid_request", message)
             except BlackOpsError as error:
                 status = error.http_status
-                if status == 401:
-                    return (
-                        login_redirect(request)
-                        if request.method == "GET"
-                        else error_page(request, 401, error.code, error.message)
-                    )
-                return error_page(request, status, error.code, error.message)
+                if status == 401 and request.method == "GET":
+                    return login_redirect(request)
+                return await run_in_threadpool(
+                    error_page, request, status, error.code, error.message
+                )
 
         return handle

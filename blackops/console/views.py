@@ -178,10 +178,12 @@ def exports(app: Application, who: Caller, limit: int = 20) -> list[dict[str, An
     return list(reversed(found[-limit:]))
 
 
-def recent_lines(app: Application, space: str | None, limit: int = 20) -> list[dict[str, Any]]:
-    """The last lines of the journal (of ``space`` only, if given) among the last 500."""
-    last = app.store.last_position()
-    lines = observed_lines(app.store, max(0, last - 500), 500)
+def recent_lines(
+    app: Application, space: str | None, last: int, limit: int = 20
+) -> list[dict[str, Any]]:
+    """The last lines of the journal up to position ``last`` (of ``space`` only, if given)
+    among the 500 up to it: the live tail starts after ``last``, so no line falls between."""
+    lines = observed_lines(app.store, max(0, last - 500), 500, until=last)
     kept = [
         (position, line) for position, line in lines if space is None or tenant_of(line) == space
     ]
@@ -235,7 +237,10 @@ def step_history(events: list[Any]) -> tuple[list[Step], list[Any]]:
         step.config = data.get("config", step.config)
         if event.type == "workflow.step_completed":
             step.status = str(data.get("outcome", "completed"))
-            step.attempts = int(data.get("failed_attempts", 0)) + (step.kind == "do")
+            # A failed step's failed_attempts already counts its final try (DW-DO-4); a
+            # succeeded one's counts only the tries before the one that succeeded.
+            succeeded = step.kind == "do" and step.status == "succeeded"
+            step.attempts = int(data.get("failed_attempts", 0)) + succeeded
             step.result = data.get("result")
             step.error = data.get("error")
             if "event" in data:

@@ -9,6 +9,7 @@ from typing import Any
 import console_world
 import pytest
 
+from blackops.console.pages import _why
 from blackops.console.views import step_history
 
 
@@ -42,6 +43,34 @@ def test_a_retried_do_step_its_delay_and_a_consumed_event() -> None:
     events.append(Event(5, "workflow.step_completed", "2026-01-01T00:00:05Z", consumed))
     decision = step_history(events)[0][1]
     assert (decision.status, decision.event_consumed) == ("succeeded", 3)
+
+
+def test_a_do_step_that_failed_for_good_counts_each_try_once() -> None:
+    """maxAttempts 2, failed both times: the engine counts the final try in the failed
+    step's ``failed_attempts`` (DW-DO-4), so the page says 2, not 3."""
+    retry = {"name": "charge", "kind": "do", "attempt": 1, "message": "boom 1",
+             "due_at": "2026-01-01T00:00:02Z", "config": {}}  # fmt: skip
+    failed = {"name": "charge", "kind": "do", "outcome": "failed", "failed_attempts": 2,
+              "error": {"name": "step_failed", "message": "boom 2"}}  # fmt: skip
+    events = [
+        Event(1, "workflow.step_retry_scheduled", "2026-01-01T00:00:01Z", retry),
+        Event(2, "workflow.step_completed", "2026-01-01T00:00:03Z", failed),
+    ]
+    (charge,), _ = step_history(events)
+    assert (charge.status, charge.attempts) == ("failed", 2)
+
+
+def test_why_a_waiting_instance_waits_after_it_accepted_another_event() -> None:
+    """The last event of a waiting instance may be an event it accepted but did not match:
+    "why" still names the wait and its deadline."""
+    waiting = {"name": "approval", "kind": "wait", "due_at": "2026-01-01T01:00:00Z"}
+    events = [
+        Event(1, "workflow.created", "2026-01-01T00:00:00Z"),
+        Event(2, "workflow.step_suspended", "2026-01-01T00:00:01Z", waiting),
+        Event(3, "workflow.event_accepted", "2026-01-01T00:00:02Z", {"type": "other"}),
+    ]
+    why = _why({"status": "waiting"}, events)
+    assert why == "wait_for_event step 'approval' until 2026-01-01T01:00:00Z"
 
 
 @pytest.mark.parametrize("in_ci", [False, True])
