@@ -8,9 +8,15 @@ checkpoint to cosign or raises a :class:`Refusal` carrying the HTTP status the s
 - 400 a malformed body, or an old size above the checkpoint's;
 - 404 an origin the witness does not know;
 - 403 no signature by a trusted key, or a trusted key's signature that fails;
-- 409 the old size is not the size the witness last cosigned (``size`` says which);
+- 409 the old size is not the size the witness last cosigned (``size`` says which: the
+  server answers it as ``text/x.tlog.size``);
+- 409 the size the witness last cosigned with another root: the log forked (``size`` is
+  None: the server answers plain text, so a client never takes it for a stale size);
 - 422 a size-0 checkpoint whose root is not the empty tree's, a proof that does not verify,
-  a proof sent with old size 0, or the same size with another root.
+  a proof sent with old size 0, or a proof sent with the size already cosigned.
+
+:attr:`Refusal.evidence` marks the refusals of a checkpoint the log signed that contradicts
+what the witness cosigned (the 422s and the fork): worth keeping as proof of misbehaviour.
 """
 
 from __future__ import annotations
@@ -43,7 +49,12 @@ class Refusal(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
-        self.size = size  # 409 only: the size of the latest cosigned checkpoint
+        self.size = size  # a stale-size 409 only: the size of the latest cosigned checkpoint
+
+    @property
+    def evidence(self) -> bool:
+        """A signed checkpoint inconsistent with what was cosigned (a 422, or a fork)."""
+        return self.status == 422 or (self.status == 409 and self.size is None)
 
 
 @dataclass(frozen=True)
@@ -112,8 +123,10 @@ def check(
         return checkpoint
     assert latest is not None
     if checkpoint.size == latest.size:
-        if checkpoint.root != latest.root or request.proof:
-            raise Refusal(422, "the same size with another root: the log forked")
+        if checkpoint.root != latest.root:  # tlog-witness: 409, without a size
+            raise Refusal(409, "the same size with another root: the log forked")
+        if request.proof:
+            raise Refusal(422, "no consistency proof goes with the size already cosigned")
         return checkpoint
     if not verify_consistency(
         latest.size, checkpoint.size, latest.root, checkpoint.root, request.proof

@@ -158,6 +158,10 @@ class CheckpointService:
         with self._lock:
             have = self._cosignatures.setdefault(note, [])
             have.extend(line for line in lines if line not in have)
+            # Only the newest notes are published: keep those of the newest RECENT_CHECKPOINTS
+            # (insertion order: a note's first cosignatures come when it is the newest).
+            while len(self._cosignatures) > RECENT_CHECKPOINTS:
+                del self._cosignatures[next(iter(self._cosignatures))]
 
     def trusted_keys(self) -> list[VerifierKey]:
         """This signer's verifier key and every older one a journaled rotation signed over

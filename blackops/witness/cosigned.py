@@ -5,7 +5,8 @@ journal: journaling it would grow the tree and call for a new checkpoint, foreve
 in ``blackops_cosignatures`` (one row per checkpoint size, root and witness key), in the
 journal's database so that every process of the service (``serve``, ``worker``) publishes the
 same ones; lost rows only mean the next push asks again. A ``memory://`` store keeps them in
-the process.
+the process. A reader (``read_only``: the monitor, perhaps with only SELECT rights) never
+creates the table: while there is none, there are no cosignatures.
 """
 
 from __future__ import annotations
@@ -28,18 +29,40 @@ _TABLE = (
 
 
 class CosignatureBook:
-    def __init__(self, store: EventStore) -> None:
+    def __init__(self, store: EventStore, *, read_only: bool = False) -> None:
         self.store = store
+        self.read_only = read_only
         self._memory: dict[tuple[str, int, str, str], str] | None = None
         self._lock = threading.Lock()
+        self._table_seen = False
         if store.location.kind == "memory":
             self._memory = {}
             return
         self.sqlite = store.location.kind != "postgresql"
-        self.prefix = "" if self.sqlite else f"{store.location.settings['POSTGRES_SCHEMA']}."
+        self.schema = "" if self.sqlite else str(store.location.settings["POSTGRES_SCHEMA"])
+        self.prefix = f"{self.schema}." if self.schema else ""
+        if read_only:
+            return
         # Concurrent CREATE TABLE IF NOT EXISTS collide on PostgreSQL: one process at a time.
         with store.exclusive("cosignatures-setup"), self._sql() as sql:
             sql.execute(_TABLE)
+        self._table_seen = True
+
+    def _has_table(self, sql: SQL) -> bool:
+        """Whether the table exists (a read-only book never creates it); once seen, it stays."""
+        if not self._table_seen:
+            if self.sqlite:
+                rows = sql.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = %s",
+                    ("blackops_cosignatures",),
+                )
+                self._table_seen = bool(rows)
+            else:
+                rows = sql.execute(
+                    "SELECT to_regclass(%s)", (f"{self.schema}.blackops_cosignatures",)
+                )
+                self._table_seen = bool(rows) and rows[0][0] is not None
+        return self._table_seen
 
     @contextlib.contextmanager
     def _sql(self) -> Iterator[SQL]:
@@ -48,6 +71,8 @@ class CosignatureBook:
 
     def save(self, checkpoint: Checkpoint, witness: str, line: str) -> None:
         """Keep ``witness``'s cosignature line for ``checkpoint`` (the newest one wins)."""
+        if self.read_only:
+            raise RuntimeError("a read-only cosignature book keeps nothing")
         root = base64.b64encode(checkpoint.root).decode()
         if self._memory is not None:
             with self._lock:
@@ -72,6 +97,8 @@ class CosignatureBook:
                     if (origin, size, r) == (checkpoint.origin, checkpoint.size, root)
                 ]
         with self._sql() as sql:
+            if not self._has_table(sql):
+                return []
             rows = sql.execute(
                 "SELECT line FROM {p}blackops_cosignatures "
                 "WHERE origin = %s AND tree_size = %s AND root = %s ORDER BY witness",
@@ -86,6 +113,8 @@ class CosignatureBook:
                 sizes = [s for (o, s, _, w) in self._memory if (o, w) == (origin, witness)]
             return max(sizes) if sizes else None
         with self._sql() as sql:
+            if not self._has_table(sql):
+                return None
             rows = sql.execute(
                 "SELECT MAX(tree_size) FROM {p}blackops_cosignatures "
                 "WHERE origin = %s AND witness = %s",

@@ -12,12 +12,18 @@ the evidence stays):
 - ``rolled_back``: the tree is smaller than one seen before (the tail was cut off);
 - ``inconsistent``: no valid consistency proof from the saved checkpoint (history rewritten),
   or the same size with another root (a fork).
+
+A log it cannot read (the service down or answering 5xx, the store unreachable), also while
+fetching the proof, is no finding but :class:`LogUnreadable`: ``backend_unavailable``, and
+``--follow`` tries again. A damaged ``--state`` file is ``invalid_request``: it stops, since
+checking against a guessed tree head would prove nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import binascii
 import json
 import os
 import sys
@@ -25,13 +31,21 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from domain.errors import InvalidRequest
 from replay.cosignature import cosignatures
 from replay.merkle import verify_consistency
 from replay.notes import Checkpoint, NoteError, VerifierKey, open_note
 
+if TYPE_CHECKING:
+    import httpx
+
 ProofSource = Callable[[int, int], Sequence[bytes]]
+
+
+class LogUnreadable(Exception):
+    """The log could not be read just now (not a finding: it says nothing about the log)."""
 
 
 @dataclass
@@ -104,7 +118,9 @@ def assess(
             valid = all(len(h) == 32 for h in path) and verify_consistency(
                 previous.size, checkpoint.size, previous.root, checkpoint.root, path
             )
-        except Exception as error:
+        except LogUnreadable:
+            raise  # a log we cannot read is not a log that lied (decisions T7)
+        except Exception as error:  # a malformed proof, a 4xx, too few leaves
             valid, path = False, []
             detail = f" ({error})"
         else:
@@ -119,14 +135,31 @@ def assess(
 
 
 def load_state(path: Path) -> Checkpoint | None:
-    if not path.exists():
+    """The checkpoint the last good check saved; a damaged file is ``invalid_request``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
         return None
-    document = json.loads(path.read_text(encoding="utf-8"))
-    return Checkpoint(
-        origin=document["origin"],
-        size=int(document["size"]),
-        root=base64.b64decode(document["root"]),
-    )
+    except (OSError, UnicodeDecodeError) as error:
+        raise InvalidRequest(f"the monitor state {path} cannot be read: {error}") from None
+    try:
+        document = json.loads(text)
+        origin, size, root = document["origin"], document["size"], document["root"]
+        if not isinstance(origin, str) or not origin:
+            raise ValueError("origin is not a non-empty string")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ValueError("size is not a non-negative integer")
+        if not isinstance(root, str):
+            raise ValueError("root is not a string")
+        raw = base64.b64decode(root, validate=True)
+        if len(raw) != 32:
+            raise ValueError("root is not a 32-byte hash")
+    except (ValueError, KeyError, TypeError, binascii.Error) as error:
+        raise InvalidRequest(
+            f"the monitor state {path} is damaged ({error}); restore it, or remove it to "
+            "start over from the log's current checkpoint"
+        ) from None
+    return Checkpoint(origin=origin, size=size, root=raw)
 
 
 def save_state(path: Path, note: str, checkpoint: Checkpoint) -> None:
@@ -155,21 +188,36 @@ class Source(Protocol):
 
 
 class HttpSource:
-    def __init__(self, url: str, token: str | None) -> None:
+    def __init__(
+        self, url: str, token: str | None, transport: httpx.BaseTransport | None = None
+    ) -> None:
         import httpx
 
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.client = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=30)
+        self.client = httpx.Client(
+            base_url=url.rstrip("/"), headers=headers, timeout=30, transport=transport
+        )
 
     def note(self) -> str:
-        answer = self.client.get("/v1/checkpoint")
-        answer.raise_for_status()
-        return answer.text
+        return self._get("/v1/checkpoint", {}).text
 
     def proof(self, old: int, new: int) -> Sequence[bytes]:
-        answer = self.client.get("/v1/proofs/consistency", params={"from": old, "to": new})
-        answer.raise_for_status()
+        answer = self._get("/v1/proofs/consistency", {"from": old, "to": new})
         return [base64.b64decode(line, validate=True) for line in answer.text.split()]
+
+    def _get(self, path: str, params: dict[str, int]) -> httpx.Response:
+        """The answer; unreachable or 5xx is :class:`LogUnreadable`, a 4xx an
+        ``httpx.HTTPStatusError`` (the service refused: a finding, when it is the proof)."""
+        import httpx
+
+        try:
+            answer = self.client.get(path, params=params)
+        except httpx.TransportError as error:
+            raise LogUnreadable(f"GET {path}: {error}") from None
+        if answer.status_code >= 500:
+            raise LogUnreadable(f"GET {path}: {answer.status_code} {answer.text.strip()[:200]}")
+        answer.raise_for_status()
+        return answer
 
 
 def check_once(
@@ -182,7 +230,18 @@ def check_once(
     """One check. A checkpoint whose only finding is a missing cosignature is fetched again
     for up to ``grace_seconds``: witnesses cosign a new checkpoint a moment after it is
     signed, so a young checkpoint is not yet a finding."""
-    previous = load_state(state)
+    return check_from(source, key, witnesses, state, load_state(state), grace_seconds)
+
+
+def check_from(
+    source: Source,
+    key: VerifierKey,
+    witnesses: Sequence[VerifierKey],
+    state: Path,
+    previous: Checkpoint | None,
+    grace_seconds: float = 0.0,
+) -> Report:
+    """:func:`check_once` from ``previous``, the state already read."""
     deadline = time.monotonic() + grace_seconds
     while True:
         note = source.note()
@@ -209,8 +268,11 @@ def run_watch(args: argparse.Namespace, key: VerifierKey, witnesses: list[Verifi
 
         source = StoreSource(args.store)
     while True:
+        previous = load_state(args.state)  # damaged: invalid_request, never retried
         try:
-            report = check_once(source, key, witnesses, args.state, args.cosignature_grace)
+            report = check_from(
+                source, key, witnesses, args.state, previous, args.cosignature_grace
+            )
         except Exception as error:
             if not args.follow:
                 raise BackendUnavailable(f"could not read the log's checkpoint: {error}") from None

@@ -6,8 +6,10 @@ every ``poll_seconds``, and sends the latest signed checkpoint to each witness t
 cosigned it yet, with the consistency proof from the size that witness last cosigned. A 409
 names the witness's size: the request is sent again from there. A witness that is down or
 refuses is retried with exponential backoff (1 s doubling to ``max_backoff``); it delays
-cosigning, never the journal. A witness that refuses with 422 (or knows a larger tree) has
-seen a history this log cannot prove it extends: that is logged as an error every time.
+cosigning, never the journal. A witness that refuses with 422, or with a 409 that names no
+size (``text/plain``: it cosigned another root for this size, a fork), or knows a larger
+tree, has seen a history this log cannot prove it extends: that is logged as an error every
+time, with the same backoff.
 """
 
 from __future__ import annotations
@@ -175,6 +177,8 @@ class WitnessPusher:
             ):
                 old = progress.known = _size_of(answer.text)
                 continue
+            if answer.status_code == 409:  # no size: not a stale size, a fork
+                raise PushError(f"409 (a fork): {answer.text.strip()[:200]}")
             if answer.status_code != 200:
                 raise PushError(f"{answer.status_code}: {answer.text.strip()[:200]}")
             kept = _verified_lines(answer.text, checkpoint, target.key)

@@ -3,19 +3,28 @@
 ``POST /add-checkpoint`` at the root of its port (replay/tlog_witness.py says what it checks
 and which status each refusal has); ``GET /<hex SHA-256 of the origin>/checkpoint`` answers
 the latest checkpoint it cosigned for that log, with the log's signature and its own
-cosignature (the spec's monitoring path). Requests are served on threads; every
-check-and-update holds the state lock, so they are serialised per witness. A request refused
-with 422 was signed by the log yet is inconsistent with what the witness cosigned: it is
-kept in ``<state>/evidence/`` as proof of the log's misbehaviour.
+cosignature (the spec's monitoring path). Any other path or method is 404. Requests are
+served on threads, at most ``MAX_CONNECTIONS`` connections at once (past that a new one is
+answered 503 and closed), each socket read and write giving up after ``SOCKET_TIMEOUT``
+seconds; every check-and-update holds the state lock, so they are serialised per witness.
+A request refused with 422, or with 409 for a fork, was signed by the log yet is
+inconsistent with what the witness cosigned: it is kept in ``<state>/evidence/`` as proof of
+the log's misbehaviour, one file per distinct body (named by its SHA-256), up to
+``EVIDENCE_MAX_FILES`` files and ``EVIDENCE_MAX_BYTES`` bytes. A state it cannot read or
+write is a 500 and nothing is cosigned.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
+import socket
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -26,6 +35,13 @@ from replay import cosignature, tlog_witness
 from replay.notes import Checkpoint, SigningKey, VerifierKey, parse_note
 
 SIZE_TYPE = "text/x.tlog.size"
+#: Seconds a connection may sit idle or stall mid-request before it is dropped.
+SOCKET_TIMEOUT = 30.0
+#: Connections served at once; each holds a thread, so a flood must not grow them unbounded.
+MAX_CONNECTIONS = 64
+#: The evidence kept per state directory (a log could otherwise fill the witness's disk).
+EVIDENCE_MAX_FILES = 1000
+EVIDENCE_MAX_BYTES = 256 << 20
 _LENGTH = re.compile(r"[0-9]{1,16}")  # ASCII digits only: str.isdigit() also takes '²'
 
 
@@ -38,6 +54,8 @@ class Witness:
         for log in logs:  # the log's key name is its origin (tlog-checkpoint)
             self.logs.setdefault(log.name, []).append(log)
         self.state = state
+        self.evidence_max_files = EVIDENCE_MAX_FILES
+        self.evidence_max_bytes = EVIDENCE_MAX_BYTES
 
     @property
     def verifier(self) -> VerifierKey:
@@ -52,7 +70,7 @@ class Witness:
             try:
                 checkpoint = tlog_witness.check(request, self.logs, latest)
             except tlog_witness.Refusal as refusal:
-                if refusal.status == 422:
+                if refusal.evidence:
                     self._keep_evidence(origin, body)
                 raise
             stamp = max(int(time.time()) if now is None else now, 1)
@@ -68,10 +86,32 @@ class Witness:
         return parsed.text + "\n" + "".join(lines)
 
     def _keep_evidence(self, origin: str, body: bytes) -> None:
+        """Keep a refused body once (call under the state lock); failing to keep it never
+        changes the answer, which is the refusal."""
         folder = self.state.directory / "evidence"
-        folder.mkdir(exist_ok=True)
-        name = f"{time.time_ns()}-{WitnessState.origin_hash(origin)[:16]}.txt"
-        (folder / name).write_bytes(body)
+        path = folder / f"{hashlib.sha256(body).hexdigest()}.txt"
+        try:
+            folder.mkdir(exist_ok=True)
+            if path.exists():
+                return  # the same request again: kept already
+            kept = [entry.stat().st_size for entry in folder.iterdir() if entry.is_file()]
+            if (
+                len(kept) >= self.evidence_max_files
+                or sum(kept) + len(body) > self.evidence_max_bytes
+            ):
+                log_line(None, f"evidence for {origin!r} not kept: {folder} is full")
+                return
+            partial = folder / f".{path.name}.{uuid.uuid4().hex}.partial"
+            partial.write_bytes(body)
+            os.replace(partial, path)  # never a torn file under the final name
+        except OSError as error:
+            log_line(None, f"evidence for {origin!r} not kept: {error}")
+
+
+def log_line(status: int | None, message: str) -> None:
+    """One JSON line on stderr per decision (decisions T4); ``status`` None: none was sent."""
+    record = {"at": time.time(), "status": status, "message": message}
+    sys.stderr.write(json.dumps(record) + "\n")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -79,31 +119,43 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as tlog-witness recommends
     disable_nagle_algorithm = True  # headers and body go out at once: no delayed-ACK stall
 
+    def setup(self) -> None:
+        super().setup()
+        # Without it a client that stops sending holds its thread (and rfile.read) forever.
+        self.connection.settimeout(self.server.socket_timeout)
+
     def do_POST(self) -> None:
+        # Answers before the body is read close the connection: its body would be read as
+        # the next request.
         if self.path != "/add-checkpoint":
-            self._answer(404, "not found\n")
+            self._answer(404, "not found\n", close=True)
             return
         length = self.headers.get("Content-Length")
         if length is None or not _LENGTH.fullmatch(length.strip()):
-            self._answer(411 if length is None else 400, "a Content-Length is required\n")
+            status = 411 if length is None else 400
+            self._answer(status, "a Content-Length is required\n", close=True)
             return
         size = int(length)
         if size > tlog_witness.MAX_BODY_BYTES:
             self._answer(400, "the request body is too large\n", close=True)
             return
-        body = self.rfile.read(size)
+        try:
+            body = self.rfile.read(size)
+        except OSError as error:  # a client that stalls past the timeout, or went away
+            self._log(None, f"the request body was not received: {error}")
+            self.close_connection = True
+            return
         try:
             line = self.server.witness.add_checkpoint(body)
-        except RuntimeError as error:  # damaged state: refuse rather than forget it
-            self._log(500, str(error))
-            self._answer(500, "the witness's state is damaged; see its log\n")
-            return
         except tlog_witness.Refusal as refusal:
             self._log(refusal.status, refusal.message)
-            if refusal.status == 409:
+            if refusal.status == 409 and refusal.size is not None:
                 self._answer(409, f"{refusal.size}\n", SIZE_TYPE)
-            else:
+            else:  # a fork's 409 is plain text: no size to resend from
                 self._answer(refusal.status, refusal.message + "\n")
+            return
+        except Exception as error:  # damaged state, a full disk: refuse, never forget
+            self._failed(error)
             return
         self._log(200, "cosigned")
         self._answer(200, line)
@@ -111,11 +163,28 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         parts = self.path.strip("/").split("/")
         if len(parts) == 2 and parts[1] == "checkpoint":
-            note = self.server.witness.state.note_by_hash(parts[0])
+            try:
+                note = self.server.witness.state.note_by_hash(parts[0])
+            except Exception as error:
+                self._failed(error)
+                return
             if note is not None:
                 self._answer(200, note)
                 return
         self._answer(404, "not found\n")
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        if code == 501:  # a method without a do_ handler: 404 like any other (decisions T4)
+            self._answer(404, "not found\n", close=True)  # its body, if any, is unread
+            return
+        super().send_error(code, message, explain)
+
+    def _failed(self, error: Exception) -> None:
+        detail = (
+            str(error) if isinstance(error, RuntimeError) else f"{type(error).__name__}: {error}"
+        )
+        self._log(500, detail)
+        self._answer(500, "the witness cannot read or write its state; see its log\n")
 
     def _answer(
         self, status: int, text: str, content_type: str = "text/plain; charset=utf-8",
@@ -129,26 +198,78 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
             self.close_connection = True
         self.end_headers()
-        self.wfile.write(data)
+        if self.command != "HEAD":
+            self.wfile.write(data)
 
-    def _log(self, status: int, message: str) -> None:
-        record = {"at": time.time(), "status": status, "message": message}
-        sys.stderr.write(json.dumps(record) + "\n")
+    def _log(self, status: int | None, message: str) -> None:
+        log_line(status, message)
 
     def log_message(self, format: str, *args: Any) -> None:
         return  # one JSON line per decision instead (above)
 
 
+_BUSY_TEXT = b"too many connections\n"
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(_BUSY_TEXT), _BUSY_TEXT)
+)
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], witness: Witness) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        witness: Witness,
+        *,
+        socket_timeout: float = SOCKET_TIMEOUT,
+        max_connections: int = MAX_CONNECTIONS,
+    ) -> None:
         super().__init__(address, _Handler)
         self.witness = witness
+        self.socket_timeout = socket_timeout
+        self._slots = threading.BoundedSemaphore(max_connections)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):  # full: answer at once, hold no thread
+            log_line(503, f"too many connections: {client_address[0]} refused")
+            if isinstance(request, socket.socket):
+                try:
+                    request.settimeout(1.0)
+                    request.sendall(_BUSY)
+                except OSError:
+                    pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread started: its slot is free again
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        error = sys.exc_info()[1]  # a JSON line like every other, not a traceback
+        log_line(None, f"connection from {client_address[0]} failed: {error!r}")
 
 
-def make_server(witness: Witness, host: str, port: int) -> _Server:
-    return _Server((host, port), witness)
+def make_server(
+    witness: Witness,
+    host: str,
+    port: int,
+    *,
+    socket_timeout: float = SOCKET_TIMEOUT,
+    max_connections: int = MAX_CONNECTIONS,
+) -> _Server:
+    return _Server(
+        (host, port), witness, socket_timeout=socket_timeout, max_connections=max_connections
+    )
 
 
 def describe(witness: Witness, url: str) -> Mapping[str, Any]:

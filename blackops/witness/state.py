@@ -47,19 +47,23 @@ class WitnessState:
 
     def note(self, origin: str) -> str | None:
         """The cosigned note kept for ``origin``, or None if it never cosigned one."""
-        path = self.path(origin)
-        try:
-            return path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
+        return self._read(self.path(origin))
 
     def note_by_hash(self, origin_hash: str) -> str | None:
         if len(origin_hash) != 64 or any(c not in "0123456789abcdef" for c in origin_hash):
             return None
+        return self._read(self.directory / f"{origin_hash}.checkpoint")
+
+    @staticmethod
+    def _read(path: Path) -> str | None:
+        """A state file's text; one that is there but unreadable is a RuntimeError (the
+        server answers 500: forgetting it would let a rolled-back log be cosigned)."""
         try:
-            return (self.directory / f"{origin_hash}.checkpoint").read_text(encoding="utf-8")
+            return path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return None
+        except (OSError, UnicodeDecodeError) as error:
+            raise RuntimeError(f"witness state {path} cannot be read: {error}") from None
 
     def latest(self, origin: str) -> Checkpoint | None:
         """The checkpoint last cosigned for ``origin`` (a damaged file stops the witness:

@@ -11,10 +11,11 @@ SQL, the service stopped:
   and those records' own leaves), so ``blackops verify`` finds nothing;
 - **truncate**: delete the journal's tail together with its leaves.
 
-Then: both witnesses refuse what the attacker pushes (422 for the rewrite, 409 for the
-truncation), the monitor exits 1 naming ``inconsistent`` / ``rolled_back``, every receipt
-taken earlier still verifies offline against its own checkpoint, and the restarted service
-refuses to sign a checkpoint over the journal (``journal_rewritten``).
+Then: both witnesses refuse what the attacker pushes (the rewrite re-signs the size they
+cosigned with another root: 409 in plain text, a fork; the truncation: 409 naming their
+size, ``text/x.tlog.size``), the monitor exits 1 naming ``inconsistent`` / ``rolled_back``,
+every receipt taken earlier still verifies offline against its own checkpoint, and the
+restarted service refuses to sign a checkpoint over the journal (``journal_rewritten``).
 """
 
 from __future__ import annotations
@@ -328,7 +329,7 @@ def _b64(text: str) -> bytes:
     return base64.b64decode(text)
 
 
-def after_the_attack(w: World, kind: str, refused_with: int) -> None:
+def after_the_attack(w: World, kind: str, refused_with: int, content_type: str) -> None:
     """What every party says once the attacker is done (the service restarted)."""
     store = EventStore(w.store)
     try:
@@ -339,6 +340,7 @@ def after_the_attack(w: World, kind: str, refused_with: int) -> None:
             if answer.status_code == 400:  # old above the (smaller) size: ask as the log would
                 answer = push(witness, store, note, Checkpoint.parse(parse_note(note).text).size)
             assert answer.status_code == refused_with, answer.text
+            assert answer.headers["content-type"].startswith(content_type), answer.headers
             say(f"witness {witness.url}", f"{answer.status_code} {answer.text.strip()}")
             assert witness_checkpoint(witness) == before  # nothing cosigned, nothing moved
     finally:
@@ -382,7 +384,7 @@ def test_a_rewritten_history_is_refused_by_the_witnesses_and_caught_by_the_monit
             store.close()
         verified = cli("verify", "--store", w.store, "--json")
         assert json.loads(verified.stdout)["ok"], verified.stdout  # the rewrite is thorough
-        after_the_attack(w, "inconsistent", 422)
+        after_the_attack(w, "inconsistent", 409, "text/plain")  # a fork: no size to resend
 
 
 def test_a_truncated_tail_is_refused_by_the_witnesses_and_caught_by_the_monitor(
@@ -397,7 +399,7 @@ def test_a_truncated_tail_is_refused_by_the_witnesses_and_caught_by_the_monitor(
             truncate_tail(store, checkpoints[0].position)
         finally:
             store.close()
-        after_the_attack(w, "rolled_back", 409)
+        after_the_attack(w, "rolled_back", 409, "text/x.tlog.size")
 
 
 def test_a_witness_that_is_down_delays_cosigning_never_the_journal(

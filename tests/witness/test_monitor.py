@@ -3,12 +3,19 @@ saved checkpoint as it was (blackops/witness/monitor.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import argparse
+import base64
+import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import httpx
+import pytest
 from transparency_log import ToyLog
 
-from blackops.witness.monitor import assess, check_once, load_state
+from blackops.witness import monitor
+from blackops.witness.monitor import HttpSource, LogUnreadable, assess, check_once, load_state
+from domain.errors import BackendUnavailable, InvalidRequest
 from replay import cosignature
 from replay.notes import COSIGNATURE_KEY, SigningKey
 
@@ -81,3 +88,127 @@ def test_signatures_and_cosignatures(tmp_path: Path) -> None:
     state = tmp_path / "m.json"
     report = check_once(Source(log, impostor.note()), key, [], state)
     assert kinds(report) == ["bad_signature"] and not state.exists()
+
+
+def served_log(log: ToyLog, proof_answer: Callable[[], httpx.Response] | None) -> HttpSource:
+    """The service over HTTP: its checkpoint, and the proof ``proof_answer`` gives (or the
+    true one)."""
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/checkpoint":
+            return httpx.Response(200, text=log.note())
+        if proof_answer is not None:
+            return proof_answer()
+        old, new = int(request.url.params["from"]), int(request.url.params["to"])
+        lines = "".join(base64.b64encode(h).decode() + "\n" for h in log.proof(old, new))
+        return httpx.Response(200, text=lines)
+
+    return HttpSource("http://log.invalid", None, transport=httpx.MockTransport(handle))
+
+
+def unreachable() -> httpx.Response:
+    raise httpx.ConnectError("connection refused")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [unreachable, lambda: httpx.Response(503, text="down"), lambda: httpx.Response(500)],
+)
+def test_a_proof_it_cannot_fetch_is_no_finding_but_an_unreadable_log(
+    tmp_path: Path, answer: Callable[[], httpx.Response]
+) -> None:
+    log = ToyLog().grow(5)
+    state = tmp_path / "monitor.json"
+    key = log.key.verifier()
+    assert check_once(served_log(log, None), key, [], state).ok
+    saved = state.read_bytes()
+    log.grow(3)
+    with pytest.raises(LogUnreadable):  # before: reported "inconsistent"
+        check_once(served_log(log, answer), key, [], state)
+    assert state.read_bytes() == saved
+    assert check_once(served_log(log, None), key, [], state).ok  # later, it reads
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda: httpx.Response(404, text="no such proof"),
+        lambda: httpx.Response(200, text="not base64!\n"),
+        lambda: httpx.Response(200, text=base64.b64encode(bytes(32)).decode() + "\n"),
+    ],
+)
+def test_a_proof_refused_malformed_or_wrong_is_still_inconsistent(
+    tmp_path: Path, answer: Callable[[], httpx.Response]
+) -> None:
+    log = ToyLog().grow(5)
+    state = tmp_path / "monitor.json"
+    key = log.key.verifier()
+    assert check_once(served_log(log, None), key, [], state).ok
+    log.grow(3)
+    assert kinds(check_once(served_log(log, answer), key, [], state)) == ["inconsistent"]
+
+
+def watch_args(state: Path, *, follow: bool) -> argparse.Namespace:
+    return argparse.Namespace(
+        url="http://log.invalid", token=None, store=None, state=state, follow=follow,
+        interval=0.01, cosignature_grace=0.0, json=True,
+    )  # fmt: skip
+
+
+def test_run_watch_retries_a_proof_it_cannot_fetch_under_follow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = ToyLog().grow(5)
+    state = tmp_path / "monitor.json"
+    key = log.key.verifier()
+    assert check_once(served_log(log, None), key, [], state).ok
+    log.grow(3)
+    failures = [True, True]  # two 502s, then the proof
+
+    def flaky() -> httpx.Response:
+        if failures:
+            failures.pop()
+            return httpx.Response(502, text="bad gateway")
+        text = "".join(base64.b64encode(h).decode() + "\n" for h in log.proof(5, 8))
+        log.leaves = log.leaves[:6]  # then the tail is cut: the next check ends the watch
+        return httpx.Response(200, text=text)
+
+    monkeypatch.setattr(monitor, "HttpSource", lambda url, token: served_log(log, flaky))
+    assert monitor.run_watch(watch_args(state, follow=True), key, []) == 1
+    captured = capsys.readouterr()
+    out = [json.loads(line) for line in captured.out.splitlines()]
+    assert [(r["ok"], r["checkpoint"]["size"]) for r in out] == [(True, 8), (False, 6)]
+    assert [f["kind"] for f in out[-1]["findings"]] == ["rolled_back"]
+    assert captured.err.count("could not read the log") == 2
+    # Without --follow: backend_unavailable at once.
+    log.grow(5)
+    failures.append(True)
+    with pytest.raises(BackendUnavailable):
+        monitor.run_watch(watch_args(state, follow=False), key, [])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"origin": "example.com/log", "size": 5, "ro',
+        "[]",
+        '{"origin": "example.com/log", "size": "5", "root": "' + "A" * 43 + '="}',
+        '{"origin": "example.com/log", "size": true, "root": "' + "A" * 43 + '="}',
+        '{"origin": "example.com/log", "size": 5, "root": "short"}',
+        '{"origin": 7, "size": 5, "root": "' + "A" * 43 + '="}',
+        "\udcff",
+    ],
+)
+def test_a_damaged_state_file_is_invalid_request_and_stops_even_under_follow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    log = ToyLog().grow(5)
+    state = tmp_path / "monitor.json"
+    state.write_bytes(text.encode("utf-8", "surrogateescape"))
+    monkeypatch.setattr(monitor, "HttpSource", lambda url, token: served_log(log, None))
+    with pytest.raises(InvalidRequest, match=r"monitor\.json") as caught:
+        load_state(state)
+    assert caught.value.code == "invalid_request"
+    # --follow does not retry it (before: backend_unavailable, forever).
+    with pytest.raises(InvalidRequest, match=r"monitor\.json"):
+        monitor.run_watch(watch_args(state, follow=True), log.key.verifier(), [])

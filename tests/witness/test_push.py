@@ -220,3 +220,31 @@ def test_an_answer_with_only_junk_lines_is_refused_and_nothing_is_kept(
     with httpx.Client(transport=transport) as client:
         assert pusher.run_once(client)[wanted.label].startswith("error:")
     assert book.lines(log.checkpoint()) == []
+
+
+def test_a_witness_that_saw_a_fork_is_an_error_with_backoff_not_a_stale_size(
+    tmp_path: Path, log: ToyLog, book: CosignatureBook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = PushClock()
+    monkeypatch.setattr(push, "time", clock)
+    one = start_witness(log, tmp_path / "w1", "w1.example")
+    # The witness cosigned size 5 of another history (a fork this log signed too).
+    other = ToyLog(log.origin, log.key).grow(4).append("forked")
+    one.witness.add_checkpoint(tlog_witness.encode(0, [], other.note()))
+    requests: list[bytes] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        requests.append(request.content)
+        with httpx.Client() as client:
+            return client.post(f"{one.url}{request.url.path}", content=request.content)
+
+    pusher = WitnessPusher(book, [target(one)], log.note, log.proof)
+    with httpx.Client(transport=httpx.MockTransport(handle)) as client:
+        first = pusher.run_once(client)
+        # 0 -> 409 size 5 -> resent from 5 -> 409 plain text: a fork, no third try.
+        assert first[target(one).label].startswith("error: 409 (a fork)"), first
+        assert len(requests) == 2
+        assert pusher.run_once(client) == {}  # backing off
+    assert book.lines(log.checkpoint()) == []
+    assert one.witness.state.latest(log.origin) == other.checkpoint()
+    one.close()

@@ -9,9 +9,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from cli_processes import BLACKOPS, ROOT
 
 from blackops.witness.cosigned import CosignatureBook
+from blackops.witness.monitor import LogUnreadable, assess
+from blackops.witness.store_source import StoreSource
+from domain.errors import BackendUnavailable
 from domain.events import NewEvent
 from journal.store import Append, EventStore
 from replay import cosignature
@@ -36,10 +40,13 @@ def sign_checkpoint(store: EventStore, key: SigningKey) -> str:
     return note
 
 
-def watch(store: str, key: SigningKey, state: Path) -> tuple[int, dict[str, Any]]:
+def watch(
+    store: str, key: SigningKey, state: Path, *witness_keys: str
+) -> tuple[int, dict[str, Any]]:
+    required = [arg for k in witness_keys for arg in ("--witness-key", k)]
     done = subprocess.run(
         [*BLACKOPS, "audit", "watch", "--store", store, "--key", key.verifier().encode(),
-         "--state", str(state), "--json"],
+         "--state", str(state), "--json", "--cosignature-grace", "0", *required],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     return done.returncode, json.loads(done.stdout)
@@ -118,3 +125,80 @@ def test_follow_keeps_watching_and_stops_at_the_first_finding(tmp_path: Path) ->
         assert [f["kind"] for f in last["findings"]] == ["rolled_back"]
     finally:
         store.close()
+
+
+def has_cosignature_table(store: EventStore) -> bool:
+    with store.transaction() as cursor:
+        if store.location.kind == "postgresql":
+            schema = store.location.settings["POSTGRES_SCHEMA"]
+            cursor.execute("SELECT to_regclass(%s)", (f"{schema}.blackops_cosignatures",))
+            row = cursor.fetchone()
+            value = row[0] if isinstance(row, tuple) else next(iter(row.values()))
+            return value is not None
+        cursor.execute("SELECT 1 FROM sqlite_master WHERE name = 'blackops_cosignatures'")
+        return cursor.fetchone() is not None
+
+
+def read_note(store_url: str) -> str:
+    # One store open at a time in this process: opening a SQLite journal read-only
+    # (journal/store.py _journal_at) opens and closes the file, which drops the process's
+    # POSIX locks on it, and another process may then delete the WAL under the open one.
+    source = StoreSource(store_url)
+    try:
+        return source.note()
+    finally:
+        source.close()
+
+
+def test_watch_a_store_checks_the_cosignatures_kept_beside_the_journal(
+    store_url: str, tmp_path: Path
+) -> None:
+    key = SigningKey.generate(ORIGIN)
+    witness = SigningKey.generate("w1.example", COSIGNATURE_KEY)
+    with EventStore(store_url) as store:
+        append_some(store, 4)
+        note = sign_checkpoint(store, key)
+    # A monitor reads without creating the table: no table, no cosignatures.
+    assert read_note(store_url) == note
+    state = tmp_path / "monitor.json"
+    code, report = watch(store_url, key, state, witness.verifier().encode())
+    assert (code, [f["kind"] for f in report["findings"]]) == (1, ["missing_cosignature"])
+    with EventStore(store_url) as store:
+        assert not has_cosignature_table(store)
+        # The service's pusher kept the witness's cosignature (decisions T5).
+        checkpoint = Checkpoint.parse(note.split("\n\n")[0] + "\n")
+        line = cosignature.cosign(checkpoint.body(), witness, 1_700_000_000).line()
+        CosignatureBook(store).save(checkpoint, "w1", line)
+    assert read_note(store_url) == note + line
+    code, report = watch(store_url, key, state, witness.verifier().encode())
+    assert (code, report["findings"]) == (0, []), report  # before: missing_cosignature
+    assert list(report["cosignedBy"]) == [f"w1.example+{witness.key_id.hex()}"]
+
+
+def test_a_store_it_cannot_read_is_no_finding_but_too_few_leaves_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store_url = f"sqlite:///{tmp_path / 'journal.db'}"
+    key = SigningKey.generate(ORIGIN)
+    store = EventStore(store_url)
+    try:
+        append_some(store, 3)
+        small = Checkpoint.parse(sign_checkpoint(store, key).split("\n\n")[0] + "\n")
+        append_some(store, 3)
+        note = sign_checkpoint(store, key)
+    finally:
+        store.close()
+    source = StoreSource(store_url)
+
+    def down(after: int, limit: int = 5000) -> list[tuple[int, bytes]]:
+        raise BackendUnavailable("the journal store cannot be reached", "connection refused")
+
+    monkeypatch.setattr(source.store, "read_leaves", down)
+    with pytest.raises(LogUnreadable):  # before: reported "inconsistent"
+        assess(note, key.verifier(), [], small, source.proof)
+    monkeypatch.undo()
+    grown = Checkpoint.parse(note.split("\n\n")[0] + "\n")
+    assert assess(note, key.verifier(), [], small, source.proof).ok
+    bigger = Checkpoint(ORIGIN, grown.size + 5, grown.root)
+    report = assess(sign_note(bigger.body(), key), key.verifier(), [], small, source.proof)
+    assert [f["kind"] for f in report.findings] == ["inconsistent"]

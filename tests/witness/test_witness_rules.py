@@ -5,6 +5,7 @@ cosign only consistent non-shrinking checkpoints, and keep what it cosigned
 from __future__ import annotations
 
 import base64
+import hashlib
 import threading
 from pathlib import Path
 
@@ -135,8 +136,11 @@ def test_inconsistent_and_shrinking_checkpoints_are_refused(tmp_path: Path) -> N
     forged.grow(4)
     proof = forged.proof(8)
     assert refused(witness, tlog_witness.encode(8, proof, forged.note())).status == 422
-    # The same size with another root: a fork.
-    assert refused(witness, tlog_witness.encode(8, [], forged.note(8))).status == 422
+    # The same size with another root: a fork, 409 without a size (tlog-witness).
+    fork = refused(witness, tlog_witness.encode(8, [], forged.note(8)))
+    assert (fork.status, fork.size) == (409, None)
+    # The same size and root with a proof: the proof cannot be right.
+    assert refused(witness, tlog_witness.encode(8, [bytes(32)], log.note(8))).status == 422
     # A truncated tail (smaller size): the witness is at 8, the log says old 5.
     short = refused(witness, tlog_witness.encode(5, [], log.note(5)))
     assert (short.status, short.size) == (409, 8)
@@ -146,9 +150,9 @@ def test_inconsistent_and_shrinking_checkpoints_are_refused(tmp_path: Path) -> N
     fresh = ToyLog("fresh.example/log").grow(3)
     w2 = Witness(witness.key, [fresh.key.verifier()], WitnessState(tmp_path / "w2"))
     assert refused(w2, tlog_witness.encode(0, [bytes(32)], fresh.note())).status == 422
-    # Nothing moved, and the witness kept the refused requests as evidence.
+    # Nothing moved, and the witness kept the refused requests as evidence (the fork too).
     assert witness.state.latest(log.origin) == log.checkpoint(8)
-    assert len(list((tmp_path / "evidence").iterdir())) == 2
+    assert len(list((tmp_path / "evidence").iterdir())) == 3
 
 
 def test_a_size_zero_checkpoint_needs_the_empty_root(tmp_path: Path) -> None:
@@ -186,3 +190,47 @@ def test_concurrent_requests_never_roll_the_size_back(tmp_path: Path) -> None:
     assert sorted(outcomes) == [200] + [409] * 11
     latest = witness.state.latest(log.origin)
     assert latest is not None and latest.size >= 2
+
+
+def test_evidence_is_kept_once_per_body_and_capped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = ToyLog().grow(4)
+    witness = witness_of(log, tmp_path)
+    add(witness, log, 0)
+    witness.evidence_max_files = 3
+    forks = []
+    for n in range(5):  # five different forks of size 4, each signed by the log
+        fork = ToyLog(log.origin, log.key).grow(3).append(f"fork {n}")
+        forks.append(tlog_witness.encode(4, [], fork.note()))
+    for _ in range(3):  # the same request again and again is one file
+        assert refused(witness, forks[0]).status == 409
+    evidence = tmp_path / "evidence"
+    [kept] = list(evidence.iterdir())
+    assert kept.name == f"{hashlib.sha256(forks[0]).hexdigest()}.txt"
+    assert kept.read_bytes() == forks[0]
+    for body in forks[1:]:
+        assert refused(witness, body).status == 409  # refused whether kept or not
+    assert sorted(p.read_bytes() for p in evidence.iterdir()) == sorted(forks[:3])
+    assert "is full" in capsys.readouterr().err
+    # A byte cap too: nothing more once a body would pass it.
+    witness.evidence_max_files = 100
+    witness.evidence_max_bytes = sum(len(b) for b in forks[:3]) + len(forks[3]) - 1
+    refused(witness, forks[3])
+    assert len(list(evidence.iterdir())) == 3
+    assert not list(evidence.glob(".*"))  # no temporary file is left behind
+
+
+@pytest.mark.parametrize("damage", ["not utf-8", "a directory"])
+def test_a_state_file_it_cannot_read_stops_that_origin(tmp_path: Path, damage: str) -> None:
+    log = ToyLog().grow(2)
+    witness = witness_of(log, tmp_path)
+    path = witness.state.path(log.origin)
+    if damage == "not utf-8":
+        path.write_bytes(b"\xff\xfe" + log.note().encode())
+    else:
+        path.mkdir()
+    with pytest.raises(RuntimeError, match="cannot be read"):
+        add(witness, log, 0)
+    with pytest.raises(RuntimeError, match="cannot be read"):
+        witness.state.note_by_hash(WitnessState.origin_hash(log.origin))

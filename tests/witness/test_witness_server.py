@@ -1,0 +1,158 @@
+"""``blackops witness serve`` over HTTP (blackops/witness/server.py): a fork's 409 carries no
+size, every other method is 404, a state it cannot read or write is a 500 (never a dropped
+connection, never a cosignature), and a client that stalls or a flood of connections cannot
+hold the server's threads."""
+
+from __future__ import annotations
+
+import errno
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from transparency_log import ToyLog
+
+from blackops.witness import server as witness_server
+from blackops.witness.server import Witness, make_server
+from blackops.witness.state import WitnessState
+from replay import tlog_witness
+from replay.notes import COSIGNATURE_KEY, SigningKey
+
+
+class Served:
+    def __init__(self, witness: Witness, **options: float) -> None:
+        self.witness = witness
+        self.server = make_server(witness, "127.0.0.1", 0, **options)  # type: ignore[arg-type]
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def post(self, body: bytes) -> httpx.Response:
+        return httpx.post(f"{self.url}/add-checkpoint", content=body, timeout=10)
+
+
+@pytest.fixture
+def log() -> ToyLog:
+    return ToyLog().grow(4)
+
+
+@pytest.fixture
+def witness(tmp_path: Path, log: ToyLog) -> Witness:
+    key = SigningKey.generate("w1.example", COSIGNATURE_KEY)
+    return Witness(key, [log.key.verifier()], WitnessState(tmp_path / "state"))
+
+
+@pytest.fixture
+def served(witness: Witness) -> Iterator[Served]:
+    running = Served(witness)
+    yield running
+    running.server.shutdown()
+    running.server.server_close()
+
+
+def test_a_fork_is_409_in_plain_text_and_a_stale_size_409_names_the_size(
+    served: Served, log: ToyLog
+) -> None:
+    assert served.post(tlog_witness.encode(0, [], log.note())).status_code == 200
+    fork = ToyLog(log.origin, log.key).grow(3).append("another entry")
+    answer = served.post(tlog_witness.encode(4, [], fork.note()))
+    assert answer.status_code == 409
+    assert answer.headers["content-type"].startswith("text/plain")
+    assert "forked" in answer.text
+    stale = served.post(tlog_witness.encode(0, [], log.note()))
+    assert (stale.status_code, stale.headers["content-type"], stale.text) == (
+        409,
+        "text/x.tlog.size",
+        "4\n",
+    )
+    assert len(list((served.witness.state.directory / "evidence").iterdir())) == 1
+
+
+@pytest.mark.parametrize("method", ["PUT", "DELETE", "PATCH", "OPTIONS", "HEAD", "BREW"])
+def test_any_other_method_is_404(served: Served, method: str) -> None:
+    answer = httpx.request(method, f"{served.url}/add-checkpoint", content=b"x", timeout=10)
+    assert answer.status_code == 404
+    assert answer.content == (b"" if method == "HEAD" else b"not found\n")
+
+
+def test_a_state_file_it_cannot_read_is_500_on_post_and_get(served: Served, log: ToyLog) -> None:
+    path = served.witness.state.path(log.origin)
+    path.write_bytes(b"\xff\xfe not UTF-8")
+    answer = served.post(tlog_witness.encode(0, [], log.note()))
+    assert answer.status_code == 500
+    origin_hash = WitnessState.origin_hash(log.origin)
+    assert httpx.get(f"{served.url}/{origin_hash}/checkpoint", timeout=10).status_code == 500
+    assert path.read_bytes() == b"\xff\xfe not UTF-8"  # nothing was overwritten
+
+
+def test_a_state_it_cannot_save_is_500_and_nothing_is_cosigned(
+    served: Served, log: ToyLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(origin: str, note: str) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(served.witness.state, "save", full)
+    answer = served.post(tlog_witness.encode(0, [], log.note()))
+    assert answer.status_code == 500
+    assert "w1.example" not in answer.text  # no cosignature line went out
+    assert served.witness.state.latest(log.origin) is None
+    monkeypatch.undo()
+    assert served.post(tlog_witness.encode(0, [], log.note())).status_code == 200
+
+
+def read_answer(conn: socket.socket) -> bytes:
+    """Everything until the server closes (b"" if it closes without answering)."""
+    answer = b""
+    while chunk := conn.recv(4096):
+        answer += chunk
+    return answer
+
+
+def stalled(port: int) -> socket.socket:
+    """A client that announces a body and never sends it."""
+    conn = socket.create_connection(("127.0.0.1", port), timeout=10)
+    conn.sendall(b"POST /add-checkpoint HTTP/1.1\r\nHost: w\r\nContent-Length: 1000\r\n\r\nold 0\n")
+    return conn
+
+
+def test_a_client_that_stalls_is_dropped_after_the_socket_timeout(witness: Witness) -> None:
+    running = Served(witness, socket_timeout=0.3)
+    try:
+        conn = stalled(running.port)
+        started = time.monotonic()
+        assert read_answer(conn) == b""  # the server hung up; before, recv timed out here
+        assert time.monotonic() - started < 5
+        conn.close()
+        assert witness_server.SOCKET_TIMEOUT == 30.0  # the default (decisions T4)
+    finally:
+        running.server.shutdown()
+        running.server.server_close()
+
+
+def test_connections_past_the_bound_are_answered_503_at_once(witness: Witness, log: ToyLog) -> None:
+    running = Served(witness, socket_timeout=2.0, max_connections=2)
+    try:
+        held = [stalled(running.port), stalled(running.port)]
+        time.sleep(0.2)  # both are being served (each holds a slot)
+        with socket.create_connection(("127.0.0.1", running.port), timeout=5) as extra:
+            assert read_answer(extra).startswith(b"HTTP/1.1 503 ")
+        for conn in held:
+            conn.close()
+        deadline = time.monotonic() + 10
+        while True:  # the slots come back once those connections end
+            try:
+                answer = running.post(tlog_witness.encode(0, [], log.note()))
+            except httpx.TransportError:
+                answer = None
+            if answer is not None and answer.status_code == 200:
+                break
+            assert time.monotonic() < deadline, answer
+            time.sleep(0.1)
+        assert witness_server.MAX_CONNECTIONS == 64  # the default (decisions T4)
+    finally:
+        running.server.shutdown()
+        running.server.server_close()
