@@ -79,11 +79,17 @@ def _journal_at(location: StoreLocation) -> bool:
     assert path is not None
     if not path.is_file():
         return False
-    with path.open("rb") as raw:
-        header = raw.read(20)
     # A WAL database without its -wal file holds everything in the file itself: read it as
     # immutable, or SQLite would create -shm and -wal beside another program's database.
-    wal = header[18:20] == b"\x02\x02" and not path.with_name(path.name + "-wal").exists()
+    # Its header is read only when there is no -wal file: closing any descriptor of the
+    # file drops every POSIX lock this process holds on it, also the locks of this
+    # process's open connections (a WAL connection keeps the -wal file), and another
+    # process then took itself for the last one and deleted the -wal and -shm under them:
+    # their commits went to a deleted file, unseen by other processes (found by review).
+    wal = False
+    if not path.with_name(path.name + "-wal").exists():
+        with path.open("rb") as raw:
+            wal = raw.read(20)[18:20] == b"\x02\x02"
     uri = f"{path.resolve().as_uri()}?{'immutable=1' if wal else 'mode=ro'}"
     with _sqlite_errors(location), contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
         found = db.execute(

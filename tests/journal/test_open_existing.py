@@ -7,6 +7,8 @@ key rotation) open that way."""
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 from pathlib import Path
 
 import psycopg
@@ -15,7 +17,8 @@ from cli_processes import run
 from conftest import POSTGRES_URL  # type: ignore[import-not-found, unused-ignore]
 
 from domain.errors import InvalidRequest, NotFound
-from journal.store import EventStore
+from domain.events import NewEvent
+from journal.store import Append, EventStore
 
 
 def _schemas(name: str) -> int:
@@ -96,3 +99,36 @@ def test_cli_readers_refuse_a_missing_journal(tmp_path: Path, command: list[str]
     assert done.returncode == 1
     assert "blackops: not_found: no journal at" in done.stderr
     assert done.stdout == "" and not where.parent.exists()
+
+
+def test_a_reader_opened_beside_a_writer_leaves_the_writers_locks(tmp_path: Path) -> None:
+    """Closing any descriptor of a SQLite file drops every POSIX lock of the process on it.
+    The reader's header read did that to an open writer of the same process: another
+    process then took itself for the last connection, deleted the -wal and -shm, and the
+    writer's later commits went to a deleted file that no other process saw (found by a
+    review)."""
+    url = f"sqlite:///{tmp_path / 'journal.sqlite3'}"
+    event = NewEvent("operation.received", "2026-11-30T09:00:00.000000Z", {}, {"n": 1})
+    with EventStore(url) as writer:
+        writer.append(Append("first", 0, [event]))
+        EventStore(url, create=False).close()
+        other = "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); {}; c.close()"
+        database = str(tmp_path / "journal.sqlite3")
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                other.format("c.execute('SELECT count(*) FROM stored_events').fetchone()"),
+                database,
+            ],
+            check=True,
+        )
+        assert (tmp_path / "journal.sqlite3-wal").exists()  # the writer is still known
+        writer.append(Append("second", 0, [event]))
+        seen = subprocess.run(
+            [sys.executable, "-c", other.format(
+                "print(sorted(r[0] for r in c.execute('SELECT originator_id FROM stored_events')))"
+            ), database],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+        assert seen.stdout.strip() == "['first', 'second']"  # committed means visible
