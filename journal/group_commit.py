@@ -43,17 +43,22 @@ def commit_group(
     ``backend_unavailable`` retries the rebased append.
     """
     pending = [item for item in group if any(a.events for a in item[0])]
-    rebases = 0
+    rebases: dict[str, int] = {}  # per stream: a group may hold many held operations
     while pending:
         try:
             store.append(*(a for appends, _ in pending for a in appends))
         except FencingError as refused:
-            if rebase is not None and rebases < MAX_REBASES and _rebased(pending, refused, rebase):
-                rebases += 1
+            moved = rebases.get(refused.stream, 0)
+            if rebase is not None and moved < MAX_REBASES and _rebased(pending, refused, rebase):
+                rebases[refused.stream] = moved + 1
                 continue
             keep = [i for i in pending if all(a.stream != refused.stream for a in i[0])]
             if len(keep) == len(pending):
                 raise
+            if on_refused is not None:  # its attempt is never ended by us (a lost race)
+                for appends, payload in pending:
+                    if any(a.stream == refused.stream for a in appends):
+                        on_refused(payload)
             pending = keep
             continue
         except BackendUnavailable:
@@ -64,7 +69,7 @@ def commit_group(
                 if on_refused is not None:
                     on_refused(pending[0][1])
                 return []
-            return [p for item in pending for p in commit_group(store, [item], on_refused)]
+            return [p for item in pending for p in commit_group(store, [item], on_refused, rebase)]
         return [payload for _, payload in pending]
     return []
 

@@ -157,9 +157,13 @@ class OperationService(OperationReads):
         return operation.id, operation.public_status
 
     def _purged_digest(self, operation_id: str) -> str | None:
-        """The params digest a purged operation's tombstone keeps (None before it did)."""
+        """The params digest a purged operation's tombstone keeps (None before it did).
+        The tombstone is the first event once the purge has deleted the others, a later
+        one while it has not yet (or crashed before it did): looked for wherever it is."""
         events = self.runtime.store.read_stream(operation_id)
-        digest = events[0].data.get("params_digest") if events else None
+        purged = EventType.PURGED.value
+        tombstone = next((e for e in events if e.type == purged), None)
+        digest = tombstone.data.get("params_digest") if tombstone is not None else None
         return digest if isinstance(digest, str) else None
 
     def redrive(self, operation_id: str, *, actor: Actor | str | dict[str, Any]) -> str:

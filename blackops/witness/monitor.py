@@ -31,21 +31,18 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from blackops.witness.sources import HttpSource, LogUnreadable, Source
 from domain.errors import InvalidRequest
 from replay.cosignature import cosignatures
 from replay.merkle import verify_consistency
 from replay.notes import Checkpoint, NoteError, VerifierKey, open_note
 
 if TYPE_CHECKING:
-    import httpx
+    pass
 
 ProofSource = Callable[[int, int], Sequence[bytes]]
-
-
-class LogUnreadable(Exception):
-    """The log could not be read just now (not a finding: it says nothing about the log)."""
 
 
 @dataclass
@@ -177,47 +174,6 @@ def save_state(path: Path, note: str, checkpoint: Checkpoint) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(partial, path)
-
-
-class Source(Protocol):
-    """Where the monitor reads the log: the service over HTTP, or the store directly."""
-
-    def note(self) -> str: ...
-
-    def proof(self, old: int, new: int) -> Sequence[bytes]: ...
-
-
-class HttpSource:
-    def __init__(
-        self, url: str, token: str | None, transport: httpx.BaseTransport | None = None
-    ) -> None:
-        import httpx
-
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.client = httpx.Client(
-            base_url=url.rstrip("/"), headers=headers, timeout=30, transport=transport
-        )
-
-    def note(self) -> str:
-        return self._get("/v1/checkpoint", {}).text
-
-    def proof(self, old: int, new: int) -> Sequence[bytes]:
-        answer = self._get("/v1/proofs/consistency", {"from": old, "to": new})
-        return [base64.b64decode(line, validate=True) for line in answer.text.split()]
-
-    def _get(self, path: str, params: dict[str, int]) -> httpx.Response:
-        """The answer; unreachable or 5xx is :class:`LogUnreadable`, a 4xx an
-        ``httpx.HTTPStatusError`` (the service refused: a finding, when it is the proof)."""
-        import httpx
-
-        try:
-            answer = self.client.get(path, params=params)
-        except httpx.TransportError as error:
-            raise LogUnreadable(f"GET {path}: {error}") from None
-        if answer.status_code >= 500:
-            raise LogUnreadable(f"GET {path}: {answer.status_code} {answer.text.strip()[:200]}")
-        answer.raise_for_status()
-        return answer
 
 
 def check_once(

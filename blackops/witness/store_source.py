@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 
 from blackops.witness.cosigned import CosignatureBook
-from blackops.witness.monitor import LogUnreadable
+from blackops.witness.sources import LogUnreadable
 from domain.errors import BackendUnavailable
 from journal.store import EventStore
 from replay.merkle import consistency_proof

@@ -1,4 +1,4 @@
-"""A hold or release is an operator's act on an operation's retention, not on its lifecycle:
+"""OL-10: a hold or release is an operator's act on an operation's retention, not on its lifecycle:
 it must never make the attempt that runs meanwhile lose (found by a defect hunt: a hold on
 a running Deferred operation refused its owner's commit, the lease ran out and the
 handler ran twice; an Inline run raised ``conflict`` and stayed ``running`` for ever).
@@ -172,5 +172,43 @@ def test_a_purged_operations_key_refuses_other_params(store_url: str, clock: Fak
         with pytest.raises(Conflict, match="purged"):
             app.submit("pay", {"amount": 700}, actor="a", tenant="t", idempotency_key="k1")
         assert ran == [5]
+    finally:
+        app.close()
+
+
+def test_every_held_operation_of_a_turn_commits(shop: Application) -> None:
+    """The rebase budget is per stream, not per group: an operator's bulk hold of a turn's
+    operations held back the sixth, whose handler then ran twice (found by review)."""
+    ids = [shop.submit("order.place", {"n": n}, actor="a", tenant="t") for n in range(8)]
+    engine = shop.engine("w1")
+    attempts = engine.claim(10)
+    endings = [engine.execute(attempt) for attempt in attempts]
+    for operation_id in ids:
+        shop.hold(operation_id, reason="bulk", actor=ADMIN)
+    assert len(engine.commit(endings)) == len(ids)
+    assert {shop.status(i)["status"] for i in ids} == {"completed"}
+    asyncio.run(shop.work_until_idle())
+    assert sorted(shop.runs) == list(range(8))  # type: ignore[attr-defined]
+
+
+def test_a_replay_while_a_purge_is_half_done_finds_its_tombstone(
+    store_url: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the tombstone and the deletion (or after a purge that crashed there) the
+    tombstone is not the stream's first event: the same request was refused as other
+    params, told to use another key, and would have run twice (found by review)."""
+    app = Application(store_url, clock=clock, retention=Retention(journal_seconds=60))
+    app.operation("pay")(lambda ctx, params: None)
+    try:
+        first = app.submit("pay", {"amount": 5}, actor="a", tenant="t", idempotency_key="k1")
+        asyncio.run(app.work_until_idle())
+        clock.advance(61)
+        monkeypatch.setattr(app.store, "delete_stream_events", lambda *args: None)
+        app.purge(actor="janitor")  # the tombstone, and nothing deleted
+        assert app.store.read_stream(first)[0].type == "operation.received"
+        again = app.submit("pay", {"amount": 5}, actor="a", tenant="t", idempotency_key="k1")
+        assert again == first
+        with pytest.raises(Conflict, match="purged"):
+            app.submit("pay", {"amount": 6}, actor="a", tenant="t", idempotency_key="k1")
     finally:
         app.close()

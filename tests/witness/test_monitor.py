@@ -14,7 +14,8 @@ import pytest
 from transparency_log import ToyLog
 
 from blackops.witness import monitor
-from blackops.witness.monitor import HttpSource, LogUnreadable, assess, check_once, load_state
+from blackops.witness.monitor import assess, check_once, load_state
+from blackops.witness.sources import HttpSource, LogUnreadable
 from domain.errors import BackendUnavailable, InvalidRequest
 from replay import cosignature
 from replay.notes import COSIGNATURE_KEY, SigningKey

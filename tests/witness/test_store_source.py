@@ -13,7 +13,8 @@ import pytest
 from cli_processes import BLACKOPS, ROOT
 
 from blackops.witness.cosigned import CosignatureBook
-from blackops.witness.monitor import LogUnreadable, assess
+from blackops.witness.monitor import assess
+from blackops.witness.sources import LogUnreadable
 from blackops.witness.store_source import StoreSource
 from domain.errors import BackendUnavailable
 from domain.events import NewEvent

@@ -53,10 +53,12 @@
     source.onerror = function (event) {
       // A refusal ends the stream with an "error" event carrying its body (a revoked
       // session, a changed event): say why and stop; a dropped connection reconnects.
-      if (event.data) {
-        var why = "refused";
-        try { why = JSON.parse(event.data).error.message; } catch (e) { /* not a body */ }
-        state.textContent = "Live tail ended: " + why;
+      // The store being unreachable is no refusal: the server closes and the source
+      // reconnects, as after a dropped connection.
+      var error = null;
+      try { error = event.data ? JSON.parse(event.data).error : null; } catch (e) { error = {}; }
+      if (error && error.code !== "backend_unavailable") {
+        state.textContent = "Live tail ended: " + (error.message || "refused");
         source.close();
         return;
       }
