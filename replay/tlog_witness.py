@@ -15,8 +15,10 @@ checkpoint to cosign or raises a :class:`Refusal` carrying the HTTP status the s
 - 422 a size-0 checkpoint whose root is not the empty tree's, a proof that does not verify,
   a proof sent with old size 0, or a proof sent with the size already cosigned.
 
-:attr:`Refusal.evidence` marks the refusals of a checkpoint the log signed that contradicts
-what the witness cosigned (the 422s and the fork): worth keeping as proof of misbehaviour.
+:attr:`Refusal.evidence` marks the refusals that prove the log misbehaved by its signature
+alone: a fork, a size-0 checkpoint with another root. A proof that does not verify (or one
+sent where none goes) proves nothing about the log: anyone may send its genuine checkpoint
+with a wrong proof, and keeping those would let anyone fill the evidence kept for a fork.
 """
 
 from __future__ import annotations
@@ -45,16 +47,15 @@ _OLD = re.compile(r"old (0|[1-9][0-9]{0,19})")
 class Refusal(Exception):
     """The witness will not cosign; ``status`` is the spec's HTTP status."""
 
-    def __init__(self, status: int, message: str, size: int | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, size: int | None = None, *, evidence: bool = False
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.size = size  # a stale-size 409 only: the size of the latest cosigned checkpoint
-
-    @property
-    def evidence(self) -> bool:
-        """A signed checkpoint inconsistent with what was cosigned (a 422, or a fork)."""
-        return self.status == 422 or (self.status == 409 and self.size is None)
+        #: The log's signature on this request proves it misbehaved (worth keeping).
+        self.evidence = evidence
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ def check(
     if request.old_size != known:
         raise Refusal(409, f"the latest cosigned size is {known}", size=known)
     if checkpoint.size == 0 and checkpoint.root != EMPTY_ROOT:
-        raise Refusal(422, "a checkpoint of size 0 has the root of the empty tree")
+        raise Refusal(422, "a checkpoint of size 0 has the root of the empty tree", evidence=True)
     if request.old_size == 0:
         if request.proof:
             raise Refusal(422, "no consistency proof goes with old size 0")
@@ -124,14 +125,14 @@ def check(
     assert latest is not None
     if checkpoint.size == latest.size:
         if checkpoint.root != latest.root:  # tlog-witness: 409, without a size
-            raise Refusal(409, "the same size with another root: the log forked")
+            raise Refusal(409, "the same size with another root: the log forked", evidence=True)
         if request.proof:
             raise Refusal(422, "no consistency proof goes with the size already cosigned")
         return checkpoint
     if not verify_consistency(
         latest.size, checkpoint.size, latest.root, checkpoint.root, request.proof
     ):
-        raise Refusal(422, "the consistency proof does not verify: history was rewritten")
+        raise Refusal(422, "the consistency proof does not verify")
     return checkpoint
 
 

@@ -357,6 +357,10 @@ def _positions(events: list[Any]) -> list[dict[str, Any]]:
     return [{"type": e.type, "position": e.position} for e in events]
 
 
+#: Events that leave an instance where it was (its "why" is told by the ones before).
+_ASIDE = frozenset({"workflow.event_accepted", "workflow.termination_requested"})
+
+
 def _why(status: dict[str, Any], events: list[Any]) -> str:
     """A sentence saying why the instance is in its status, from its last events."""
     name = status.get("status")
@@ -370,8 +374,11 @@ def _why(status: dict[str, Any], events: list[Any]) -> str:
         data = suspended.data
         kind = STEP_KINDS.get(str(data.get("kind")), data.get("kind"))
         return f"{kind} step {data.get('name')!r} until {data.get('due_at')}"
-    if name == "running" and last is not None and last.type == "workflow.step_retry_scheduled":
-        return f"step {last.data.get('name')!r} retries at {last.data.get('due_at')}"
+    # An event accepted or a termination asked for meanwhile does not move the instance:
+    # what it waits for is told by the event before them.
+    moved = next((e for e in reversed(events) if e.type not in _ASIDE), None)
+    if name == "running" and moved is not None and moved.type == "workflow.step_retry_scheduled":
+        return f"step {moved.data.get('name')!r} retries at {moved.data.get('due_at')}"
     if name == "errored":
         error = status.get("error") or {}
         return f"{error.get('reason', '')}: {error.get('message', '')}".strip(": ")

@@ -17,6 +17,7 @@ write is a 500 and nothing is cosigned.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
@@ -35,10 +36,13 @@ from replay import cosignature, tlog_witness
 from replay.notes import Checkpoint, SigningKey, VerifierKey, parse_note
 
 SIZE_TYPE = "text/x.tlog.size"
-#: Seconds a connection may sit idle or stall mid-request before it is dropped.
+#: Seconds a request may take from its start (an idle keep-alive connection's wait for
+#: its next request included) to its last byte, however its bytes trickle in.
 SOCKET_TIMEOUT = 30.0
 #: Connections served at once; each holds a thread, so a flood must not grow them unbounded.
 MAX_CONNECTIONS = 64
+#: Of those, what one client address may hold.
+MAX_PER_CLIENT = 8
 #: The evidence kept per state directory (a log could otherwise fill the witness's disk).
 EVIDENCE_MAX_FILES = 1000
 EVIDENCE_MAX_BYTES = 256 << 20
@@ -121,8 +125,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        # Without it a client that stops sending holds its thread (and rfile.read) forever.
-        self.connection.settimeout(self.server.socket_timeout)
+        # Every read of a request must end within ``socket_timeout`` of the request's start,
+        # not of the last byte: a client sending a byte now and then held its thread (and
+        # its connection slot) for ever.
+        self._reader = _DeadlineReader(self.connection)
+        self.rfile = io.BufferedReader(self._reader)
+
+    def handle_one_request(self) -> None:
+        self._reader.deadline = time.monotonic() + self.server.socket_timeout
+        super().handle_one_request()
 
     def do_POST(self) -> None:
         # Answers before the body is read close the connection: its body would be read as
@@ -161,6 +172,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(200, line)
 
     def do_GET(self) -> None:
+        if self.headers.get("Content-Length", "0").strip() != "0" or self.headers.get(
+            "Transfer-Encoding"
+        ):
+            # A GET's body is never read: it would be read as the next request.
+            self._answer(400, "a GET has no body\n", close=True)
+            return
         parts = self.path.strip("/").split("/")
         if len(parts) == 2 and parts[1] == "checkpoint":
             try:
@@ -191,6 +208,7 @@ class _Handler(BaseHTTPRequestHandler):
         *, close: bool = False,
     ) -> None:  # fmt: skip
         data = text.encode("utf-8")
+        self.connection.settimeout(self.server.socket_timeout)  # the reads left it shorter
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
@@ -225,15 +243,21 @@ class _Server(ThreadingHTTPServer):
         *,
         socket_timeout: float = SOCKET_TIMEOUT,
         max_connections: int = MAX_CONNECTIONS,
+        max_per_client: int = MAX_PER_CLIENT,
     ) -> None:
         super().__init__(address, _Handler)
         self.witness = witness
         self.socket_timeout = socket_timeout
-        self._slots = threading.BoundedSemaphore(max_connections)
+        self.max_connections = max_connections
+        self.max_per_client = max(1, min(max_per_client, max_connections))
+        self._count_lock = threading.Lock()
+        self._open = 0
+        self._by_client: dict[str, int] = {}
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):  # full: answer at once, hold no thread
-            log_line(503, f"too many connections: {client_address[0]} refused")
+        client = str(client_address[0])
+        if not self._take_slot(client):  # full: answer at once, hold no thread
+            log_line(503, f"too many connections: {client} refused")
             if isinstance(request, socket.socket):
                 try:
                     request.settimeout(1.0)
@@ -245,14 +269,32 @@ class _Server(ThreadingHTTPServer):
         try:
             super().process_request(request, client_address)
         except BaseException:  # no thread started: its slot is free again
-            self._slots.release()
+            self._free_slot(client)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            self._free_slot(str(client_address[0]))
+
+    def _take_slot(self, client: str) -> bool:
+        """A slot, unless all are taken or this client holds its share (one address may not
+        take every slot from the log)."""
+        with self._count_lock:
+            held = self._by_client.get(client, 0)
+            if self._open >= self.max_connections or held >= self.max_per_client:
+                return False
+            self._open += 1
+            self._by_client[client] = held + 1
+            return True
+
+    def _free_slot(self, client: str) -> None:
+        with self._count_lock:
+            self._open -= 1
+            held = self._by_client.pop(client, 1) - 1
+            if held:
+                self._by_client[client] = held
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         error = sys.exc_info()[1]  # a JSON line like every other, not a traceback
@@ -266,10 +308,12 @@ def make_server(
     *,
     socket_timeout: float = SOCKET_TIMEOUT,
     max_connections: int = MAX_CONNECTIONS,
+    max_per_client: int = MAX_PER_CLIENT,
 ) -> _Server:
     return _Server(
-        (host, port), witness, socket_timeout=socket_timeout, max_connections=max_connections
-    )
+        (host, port), witness, socket_timeout=socket_timeout,
+        max_connections=max_connections, max_per_client=max_per_client,
+    )  # fmt: skip
 
 
 def describe(witness: Witness, url: str) -> Mapping[str, Any]:
@@ -295,3 +339,21 @@ def serve_forever(server: _Server, stop: threading.Event | None = None) -> None:
 
 def default_state() -> Path:
     return Path(".blackops") / "witness"
+
+
+class _DeadlineReader(io.RawIOBase):
+    """A socket's reads, each allowed only what is left until ``deadline`` (monotonic)."""
+
+    def __init__(self, connection: socket.socket) -> None:
+        self.connection = connection
+        self.deadline = float("inf")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request took longer than the witness allows")
+        self.connection.settimeout(left)
+        return self.connection.recv_into(buffer)

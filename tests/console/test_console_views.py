@@ -73,6 +73,20 @@ def test_why_a_waiting_instance_waits_after_it_accepted_another_event() -> None:
     assert why == "wait_for_event step 'approval' until 2026-01-01T01:00:00Z"
 
 
+@pytest.mark.parametrize("aside", ["workflow.event_accepted", "workflow.termination_requested"])
+def test_why_a_retrying_instance_waits_after_an_event_aside(aside: str) -> None:
+    """The same for a running instance whose step retries (found by review)."""
+    retry = {"name": "charge", "due_at": "2026-01-01T00:05:00Z"}
+    events = [
+        Event(1, "workflow.created", "2026-01-01T00:00:00Z"),
+        Event(2, "workflow.step_retry_scheduled", "2026-01-01T00:00:01Z", retry),
+        Event(3, aside, "2026-01-01T00:00:02Z", {"type": "other"}),
+    ]
+    assert _why({"status": "running"}, events) == "step 'charge' retries at 2026-01-01T00:05:00Z"
+    started = Event(4, "workflow.context_started", "2026-01-01T00:05:01Z", {})
+    assert _why({"status": "running"}, [*events, started]).startswith("last event: ")
+
+
 @pytest.mark.parametrize("in_ci", [False, True])
 def test_a_missing_browser_skips_locally_and_fails_under_ci(
     monkeypatch: pytest.MonkeyPatch, in_ci: bool

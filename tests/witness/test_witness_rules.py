@@ -150,9 +150,13 @@ def test_inconsistent_and_shrinking_checkpoints_are_refused(tmp_path: Path) -> N
     fresh = ToyLog("fresh.example/log").grow(3)
     w2 = Witness(witness.key, [fresh.key.verifier()], WitnessState(tmp_path / "w2"))
     assert refused(w2, tlog_witness.encode(0, [bytes(32)], fresh.note())).status == 422
-    # Nothing moved, and the witness kept the refused requests as evidence (the fork too).
+    # Nothing moved. Only the fork is kept as evidence: its signature alone proves the log
+    # misbehaved, where a proof that does not verify may be anyone's (a review found junk
+    # proofs filling the cap kept for forks).
     assert witness.state.latest(log.origin) == log.checkpoint(8)
-    assert len(list((tmp_path / "evidence").iterdir())) == 3
+    assert [p.read_bytes() for p in (tmp_path / "evidence").iterdir()] == [
+        tlog_witness.encode(8, [], forged.note(8))
+    ]
 
 
 def test_a_size_zero_checkpoint_needs_the_empty_root(tmp_path: Path) -> None:
@@ -234,3 +238,18 @@ def test_a_state_file_it_cannot_read_stops_that_origin(tmp_path: Path, damage: s
         add(witness, log, 0)
     with pytest.raises(RuntimeError, match="cannot be read"):
         witness.state.note_by_hash(WitnessState.origin_hash(log.origin))
+
+
+def test_junk_proofs_do_not_crowd_out_a_forks_evidence(tmp_path: Path) -> None:
+    log = ToyLog().grow(8)
+    witness = witness_of(log, tmp_path)
+    add(witness, log, 0)
+    bigger = log.grow(4)  # the witness stays at 8
+    witness.evidence_max_files = 3
+    for n in range(5):  # anyone can send the log's genuine checkpoint with a wrong proof
+        junk = tlog_witness.encode(8, [bytes([n]) * 32], bigger.note())
+        assert refused(witness, junk).status == 422
+    assert not (tmp_path / "evidence").exists() or not list((tmp_path / "evidence").iterdir())
+    fork = ToyLog(log.origin, log.key).grow(7).append("other")
+    assert refused(witness, tlog_witness.encode(8, [], fork.note())).status == 409
+    assert len(list((tmp_path / "evidence").iterdir())) == 1

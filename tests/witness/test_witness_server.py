@@ -156,3 +156,63 @@ def test_connections_past_the_bound_are_answered_503_at_once(witness: Witness, l
     finally:
         running.server.shutdown()
         running.server.server_close()
+
+
+def trickle(conn: socket.socket, data: bytes, pause: float = 0.2) -> float | None:
+    """Send ``data`` a byte at a time; the seconds until the server hung up (a reset or a
+    broken pipe), or None if it read it all."""
+    started = time.monotonic()
+    for byte in data:
+        try:
+            conn.sendall(bytes([byte]))
+        except OSError:
+            return time.monotonic() - started
+        time.sleep(pause)
+    return None
+
+
+def test_a_request_that_trickles_in_is_dropped_at_its_deadline(witness: Witness) -> None:
+    """The timeout bounds the whole request, not each read: a byte now and then held a
+    thread and a connection slot for ever (found by review)."""
+    running = Served(witness, socket_timeout=1.0)
+    try:
+        conn = socket.create_connection(("127.0.0.1", running.port), timeout=10)
+        hung_up_after = trickle(conn, b"POST /add-checkpoint HTTP/1.1\r\nHost: w\r\n")
+        assert hung_up_after is not None and hung_up_after < 4, hung_up_after
+        conn.close()
+    finally:
+        running.server.shutdown()
+        running.server.server_close()
+
+
+def test_one_client_address_may_not_take_every_slot(witness: Witness, log: ToyLog) -> None:
+    running = Served(witness, socket_timeout=5.0, max_connections=10, max_per_client=2)
+    try:
+        held = [stalled(running.port), stalled(running.port)]
+        time.sleep(0.2)
+        with socket.create_connection(("127.0.0.1", running.port), timeout=5) as extra:
+            assert read_answer(extra).startswith(b"HTTP/1.1 503 ")
+        # Another address is still served (all of 127/8 is this machine's loopback).
+        other = httpx.HTTPTransport(local_address="127.0.0.2")
+        with httpx.Client(transport=other, timeout=10) as client:
+            body = tlog_witness.encode(0, [], log.note())
+            assert client.post(f"{running.url}/add-checkpoint", content=body).status_code == 200
+        for conn in held:
+            conn.close()
+        assert witness_server.MAX_PER_CLIENT == 8  # the default (decisions T4)
+    finally:
+        running.server.shutdown()
+        running.server.server_close()
+
+
+def test_a_get_with_a_body_is_refused_and_its_body_never_read_as_a_request(
+    served: Served,
+) -> None:
+    smuggled = b"PUT /zzz HTTP/1.1\r\nHost: w\r\nContent-Length: 0\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as conn:
+        conn.sendall(
+            b"GET /%s/checkpoint HTTP/1.1\r\nHost: w\r\nContent-Length: %d\r\n\r\n%s"
+            % (b"0" * 64, len(smuggled), smuggled)
+        )
+        answer = read_answer(conn)
+    assert answer.startswith(b"HTTP/1.1 400 ") and answer.count(b"HTTP/1.1 ") == 1
