@@ -5,8 +5,9 @@ journal: journaling it would grow the tree and call for a new checkpoint, foreve
 in ``blackops_cosignatures`` (one row per checkpoint size, root and witness key), in the
 journal's database so that every process of the service (``serve``, ``worker``) publishes the
 same ones; lost rows only mean the next push asks again. A ``memory://`` store keeps them in
-the process. A reader (``read_only``: the monitor, perhaps with only SELECT rights) never
-creates the table: while there is none, there are no cosignatures.
+the process. A reader (``read_only``: the monitor's ``--store``) never creates the table:
+while there is none, there are no cosignatures. (Opening the store itself still runs its
+idempotent setup, so the monitor's database role needs what any journal reader needs.)
 """
 
 from __future__ import annotations
