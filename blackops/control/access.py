@@ -48,7 +48,14 @@ from domain.access import (
     token_stream,
 )
 from domain.clock import Clock, format_instant
-from domain.errors import Conflict, FencingError, InvalidRequest, NotFound, Unauthorized
+from domain.errors import (
+    BlackOpsError,
+    Conflict,
+    FencingError,
+    InvalidRequest,
+    NotFound,
+    Unauthorized,
+)
 from domain.events import NewEvent, RecordedEvent
 from journal.store import Append, EventStore
 
@@ -133,12 +140,20 @@ class AccessService:
         return _principal_record(PrincipalState(principal_id, system))
 
     def grant(
-        self, principal_id: str, space: str, role: Role | str, context: dict[str, Any]
+        self,
+        principal_id: str,
+        space: str,
+        role: Role | str,
+        context: dict[str, Any],
+        *,
+        unless_outside: BlackOpsError | None = None,
     ) -> dict[str, Any]:
         """Give ``principal_id`` ``role`` in ``space`` (replacing any other role there).
 
         The space and the principal must exist (``NotFound``). Granting the role it
-        already has appends nothing.
+        already has appends nothing. ``unless_outside``: raised instead when the principal
+        holds no role in ``space``, judged on the state the grant would follow (a check
+        before the grant could be overtaken by a revoke).
         """
         check_principal_id(principal_id)
         check_space_name(space)
@@ -149,6 +164,8 @@ class AccessService:
 
         def attempt() -> dict[str, Any]:
             state, version = self._load_principal(principal_id)
+            if unless_outside is not None and space not in state.roles:
+                raise unless_outside
             if state.roles.get(space) is not granted:
                 data = {"principal": principal_id, "space": space, "role": granted.value}
                 self._append_principal(principal_id, version, ROLE_GRANTED, data, context)

@@ -106,23 +106,23 @@ async def put_principal(
 
     def grant() -> dict[str, Any]:
         access = app.access
+        # A principal that exists without a role here is not this Space's: another Space's
+        # (a Space admin would pull in someone it does not administer, and change what its
+        # Space-less requests answer), one whose roles were all revoked, or a system
+        # principal (whose id this Space's tokens would then act under). Giving it a role
+        # here is a system principal's call; the grant judges it on the state it follows,
+        # so a revoke landing before it is not overtaken.
+        outside = None if who.principal.system else _not_this_spaces(principal_id)
         try:
-            held = access.principal(principal_id).roles
+            access.principal(principal_id)
         except NotFound:
             # Never journaled, yet the configured token's id: a Space's tokens must not act
             # under it (found by a review).
-            if not who.principal.system and principal_id == SYSTEM_CALLER.principal.id:
-                raise _not_this_spaces(principal_id) from None
+            if outside is not None and principal_id == SYSTEM_CALLER.principal.id:
+                raise outside from None
             access.create_principal(principal_id, ctx)
-        else:
-            # A principal that exists without a role here is not this Space's: another
-            # Space's (a Space admin would pull in someone it does not administer, and change
-            # what its Space-less requests answer), one whose roles were all revoked, or a
-            # system principal (whose id this Space's tokens would then act under). Giving
-            # it a role here is a system principal's call.
-            if not who.principal.system and space not in held:
-                raise _not_this_spaces(principal_id)
-        access.grant(principal_id, space, role, ctx)
+            outside = None  # created here just now: this Space's to give a role
+        access.grant(principal_id, space, role, ctx, unless_outside=outside)
         return in_space(app, principal_id, space)
 
     return JSON(await run_in_threadpool(grant))

@@ -1141,3 +1141,29 @@ def test_a_space_admin_gives_no_role_to_a_principal_that_is_not_its_spaces(world
         assert w.client.post(path + "/tokens", json={}, headers=admin).status_code == 404
     created = w.client.put(_space("/principals/newcomer"), json={"role": "reader"}, headers=admin)
     assert ok(created, 200) == {"id": "newcomer", "space": ACME, "role": "reader"}
+
+
+def test_a_revoke_between_the_admins_check_and_its_grant_is_not_overtaken(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R20 judged on the state the grant follows: a system principal's revoke landing after
+    the Space admin's read and before its grant left the principal in acme (found in stop
+    31, left then)."""
+    w = world
+    target = principal_of("operator")
+    access = type(w.app.access)
+    read = access.principal
+
+    def then_revoked(self: Any, principal_id: str) -> Any:
+        found = read(self, principal_id)
+        monkeypatch.setattr(access, "principal", read)  # once
+        context = w.app.access_context("system", ACME)
+        w.app.access.revoke(principal_id, ACME, context)  # lands before the grant
+        return found
+
+    monkeypatch.setattr(access, "principal", then_revoked)
+    answer = w.client.put(
+        _space(f"/principals/{target}"), json={"role": "admin"}, headers=bearer(w.token("admin"))
+    )
+    assert (answer.status_code, _code(answer)) == (409, "conflict"), answer.text
+    assert ACME not in w.app.access.principal(target).roles
