@@ -109,60 +109,71 @@ def replay(
     # Streams with a line at or below ``after`` in this file: a whole run would have seen
     # them start, so they must start at version 1 here too (the others start unchecked).
     seen_before: set[str] = set()
-    for number, raw in enumerate(lines, start=1):
-        text = raw.rstrip(b"\n")
-        if not text:
-            continue  # a blank line carries nothing (e.g. a trailing newline)
-        event = parse_line(text, number)
-        position, stream, version = event.position, event.stream, event.version
-        if position <= after:
-            seen_before.add(stream)
-            if skipped_last < position and last == after:
-                # Delivered by an earlier run, not again; but each stream's version is kept,
-                # so an event missing right after the resume point is a gap here too, and
-                # its position, so a repeat later is a duplicate. Any other line at or below
-                # the resume point (a repeat, a lower one, or one after this run has
-                # delivered) is checked below as a whole run checks it.
-                report.skipped_before += 1
-                versions[stream] = version
-                skipped_last = position
-                keep(position)
-                continue
-        # The usual case inline (a later position than any delivered, so never seen; the
-        # stream's next version, or version 1 of a new stream that is no tombstone); anything
-        # else is looked at by `_check`.
-        previous = versions.get(stream)
-        if previous is None:
-            usual = version == 1 and not event.type.endswith(".purged")
-        else:
-            usual = version == previous + 1
-        if not usual or position <= last:
-            anomaly = _check(event, number, last, delivered_positions, versions, seen_before, after)
-            if anomaly is not None:
-                report.anomalies.append(anomaly)
-                if anomaly.kind == "duplicate" and on_duplicate == "skip":
-                    report.duplicates_skipped += 1
+    try:
+        for number, raw in enumerate(lines, start=1):
+            text = raw.rstrip(b"\n")
+            if not text:
+                continue  # a blank line carries nothing (e.g. a trailing newline)
+            event = parse_line(text, number)
+            position, stream, version = event.position, event.stream, event.version
+            if position <= after:
+                seen_before.add(stream)
+                if skipped_last < position and last == after:
+                    # Delivered by an earlier run, not again; but each stream's version is kept,
+                    # so an event missing right after the resume point is a gap here too, and
+                    # its position, so a repeat later is a duplicate. Any other line at or below
+                    # the resume point (a repeat, a lower one, or one after this run has
+                    # delivered) is checked below as a whole run checks it.
+                    report.skipped_before += 1
+                    versions[stream] = version
+                    skipped_last = position
+                    keep(position)
                     continue
+            # The usual case inline (a later position than any delivered, so never seen; the
+            # stream's next version, or version 1 of a new stream that is no tombstone); anything
+            # else is looked at by `_check`.
+            previous = versions.get(stream)
+            if previous is None:
+                usual = version == 1 and not event.type.endswith(".purged")
+            else:
+                usual = version == previous + 1
+            if not usual or position <= last:
+                anomaly = _check(
+                    event, number, last, delivered_positions, versions, seen_before, after
+                )
+                if anomaly is not None:
+                    report.anomalies.append(anomaly)
+                    if anomaly.kind == "duplicate" and on_duplicate == "skip":
+                        report.duplicates_skipped += 1
+                        continue
+                    report.delivered, report.last_position = delivered, last
+                    _save_state(state_file, last)
+                    raise ReplayStopped(anomaly, report)
+            try:
+                deliver(event)
+            except BaseException:
+                # The observer failed on this event: what it took before is saved, so a resume
+                # starts with this one (it may have seen part of it: observers deduplicate).
                 report.delivered, report.last_position = delivered, last
                 _save_state(state_file, last)
-                raise ReplayStopped(anomaly, report)
-        try:
-            deliver(event)
-        except BaseException:
-            # The observer failed on this event: what it took before is saved, so a resume
-            # starts with this one (it may have seen part of it: observers deduplicate).
-            report.delivered, report.last_position = delivered, last
-            _save_state(state_file, last)
-            raise
-        keep(position)
-        versions[stream] = version
-        delivered += 1
-        last = position
-        if delivered % checkpoint_every == 0:
-            report.delivered, report.last_position = delivered, last
-            _save_state(state_file, position)
-            if progress is not None:
-                progress(position)
+                raise
+            keep(position)
+            versions[stream] = version
+            delivered += 1
+            last = position
+            if delivered % checkpoint_every == 0:
+                report.delivered, report.last_position = delivered, last
+                _save_state(state_file, position)
+                if progress is not None:
+                    progress(position)
+    except ReplayStopped:
+        raise  # saved where it stopped
+    except BaseException:
+        # The line source (or the observer) failed: what was delivered is saved, so a resume
+        # starts after it instead of up to ``checkpoint_every`` events earlier.
+        report.delivered, report.last_position = delivered, last
+        _save_state(state_file, last)
+        raise
     report.delivered, report.last_position = delivered, last
     _save_state(state_file, last)
     if progress is not None:

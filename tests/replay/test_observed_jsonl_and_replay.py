@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from blackops.client import Client
 from blackops.http.app import create_http_app
 from blackops.operations.results import status_view
 from domain.documents import canonical_json
-from domain.errors import Conflict
+from domain.errors import Conflict, Unauthorized
 from domain.operation import Operation
 from replay.export import export_journal, observed_lines
 from replay.integrity import IntegrityError
@@ -188,6 +189,25 @@ def test_replay_resumes_from_a_saved_position(app: Application, tmp_path: Path) 
     report = replay(lines, lambda e: rest.append(e.position), after=read_state(state))
     assert first + rest == numbered(lines)
     assert report.skipped_before == 10
+
+
+def test_a_failing_line_source_still_saves_what_was_delivered(
+    app: Application, tmp_path: Path
+) -> None:
+    """A source that raises (a revoked token, a changed event on a followed stream) left
+    the state at the last checkpoint: up to ``checkpoint_every`` events came again."""
+    busy_journal(app)
+    lines = [line for _, line in observed_lines(app.store)]
+    state = tmp_path / "observer.position"
+
+    def source() -> Iterator[bytes]:
+        yield from lines[:7]
+        raise Unauthorized("the token was revoked")
+
+    seen: list[int] = []
+    with pytest.raises(Unauthorized):
+        replay(source(), lambda e: seen.append(e.position), state_file=state, checkpoint_every=100)
+    assert len(seen) == 7 and read_state(state) == seen[-1]
 
 
 def test_http_journal_answers_pages_of_jsonl(app: Application) -> None:
