@@ -114,7 +114,8 @@ async def put_principal(
         # so a revoke landing before it is not overtaken.
         outside = None if who.principal.system else _not_this_spaces(principal_id)
         try:
-            access.principal(principal_id)
+            if access.principal(principal_id).system and outside is not None:
+                raise outside  # a system principal's roles are a system principal's call
         except NotFound:
             # Never journaled, yet the configured token's id: a Space's tokens must not act
             # under it (found by a review).
@@ -183,6 +184,12 @@ async def issue_token(
 
     def issue() -> dict[str, Any]:
         in_space(app, principal_id, space)  # 404 unless it has a role here
+        if not who.principal.system and app.access.principal(principal_id).system:
+            # Its tokens would act under a system principal's id, whatever their scope.
+            raise Conflict(
+                f"principal {principal_id[:128]!r} is a system principal: only a system "
+                "principal may issue its tokens"
+            )
         # Scoped: the token carries only this Space's role, whatever else the principal
         # holds elsewhere (a Space admin never mints power over another).
         token, record = app.access.issue_token(

@@ -1167,3 +1167,25 @@ def test_a_revoke_between_the_admins_check_and_its_grant_is_not_overtaken(
     )
     assert (answer.status_code, _code(answer)) == (409, "conflict"), answer.text
     assert ACME not in w.app.access.principal(target).roles
+
+
+def test_a_space_admin_never_speaks_for_a_system_principal_with_a_role_here(
+    world: World,
+) -> None:
+    """R20 whatever the roles: a system principal given a role in acme (by a system
+    principal) is not acme's admin's to change, nor to mint tokens for; its tokens would act
+    under the system principal's id (found by a defect hunt)."""
+    w = world
+    admin = bearer(w.token("admin"))
+    context = w.app.access_context("test", ACME)
+    w.app.access.create_principal("root", context, system=True)
+    w.app.access.grant("root", ACME, "reader", context)
+    before = w.app.store.last_position()
+    path = _space("/principals/root")
+    changed = w.client.put(path, json={"role": "admin"}, headers=admin)
+    assert (changed.status_code, _code(changed)) == (409, "conflict"), changed.text
+    minted = w.client.post(path + "/tokens", json={}, headers=admin)
+    assert (minted.status_code, _code(minted)) == (409, "conflict"), minted.text
+    assert w.app.store.last_position() == before
+    by_system = w.client.post(path + "/tokens", json={}, headers=bearer(SYSTEM))
+    assert by_system.status_code == 201, by_system.text
