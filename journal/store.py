@@ -314,8 +314,12 @@ class EventStore:
 
         Each stream is ``mine`` (identical events stored), ``absent`` (nothing stored
         after the expected version: the refusal came from elsewhere, or a gap) or
-        ``other`` (another writer's events). All mine: success. Else the first ``other``
-        stream is the conflict, or failing that the first ``absent`` one.
+        ``other`` (another writer's events). All mine: success. Mine and absent, none
+        other: our own earlier commit (its answer lost) refused this one, and the absent
+        streams were not in it: they are committed now, on their own (a worker retrying a
+        turn after ``backend_unavailable`` adds the attempts that ended since; they were
+        refused as lost races, and their handlers ran again: found by review). Else the
+        first ``other`` stream is the conflict, or failing that the first ``absent`` one.
         """
         verdicts: list[tuple[str, Append, list[Notification]]] = []
         start = 0
@@ -329,8 +333,15 @@ class EventStore:
                 verdicts.append(("mine", append, found))
             else:
                 verdicts.append(("other" if found else "absent", append, found))
-        if all(verdict == "mine" for verdict, _, _ in verdicts):
+        kinds = {verdict for verdict, _, _ in verdicts}
+        if kinds == {"mine"}:
             return [[n.id for n in found] for _, _, found in verdicts]
+        if kinds == {"mine", "absent"}:
+            fresh = iter(self._commit([a for v, a, _ in verdicts if v == "absent"]))
+            return [
+                [n.id for n in found] if verdict == "mine" else next(fresh)
+                for verdict, _, found in verdicts
+            ]
         losers = [a for v, a, _ in verdicts if v == "other"] or [
             a for v, a, _ in verdicts if v == "absent"
         ]
