@@ -5,7 +5,11 @@ DW-ABI-1: every weighted Version's main module has a constructible named export
 importing it runs its top level, so :func:`verify_abi` runs ``python -m
 blackops.control.abi_check`` as a child process (fork + exec of a new interpreter) with a
 minimal environment, a temporary working directory and resource limits, sends the
-bundle as JSON on stdin and reads one JSON verdict from stdout.
+bundle as JSON on stdin and reads one JSON verdict from stdout. The verdict is read as
+it comes, at most :data:`MAX_VERDICT_BYTES` of it (:func:`child_output`): the bundle's
+code runs in the child and can write to that pipe, and a verdict that floods it is the
+bundle's (``loaded: False``, "the verifier's answer was larger than 1 MiB"), never
+read into the host's memory.
 
 The child imports the main module (and what it imports) and nothing else runs: no
 class is instantiated and no ``run`` is called. A top-level class of the main module
@@ -32,10 +36,13 @@ import json
 import math
 import os
 import re
+import selectors
 import signal
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +53,22 @@ from domain.errors import InvalidRequest
 #: DW-SPEC-2 class names: what a ``className`` may be.
 CLASS_NAME = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]{0,63}")
 MAX_ERROR_CHARS = 500
+#: The most of the child's stdout :func:`verify_abi` reads: a verdict is journaled as a
+#: document (``domain.documents.MAX_BYTES``), so an honest one is never larger.
+MAX_VERDICT_BYTES = 1_048_576
+#: Said of a verdict over :data:`MAX_VERDICT_BYTES` (the bundle's fault: a verdict, not
+#: verifier trouble, so it does not start with "verifier").
+TOO_LARGE = "the verifier's answer was larger than 1 MiB"
+#: How :func:`verify_abi`'s errors about the verifier itself begin: a crash, a timeout,
+#: no or an unreadable answer may be the machine's (decisions R9: retried). A verdict
+#: over :data:`MAX_VERDICT_BYTES` is not among them: only the bundle's code writes that.
+VERIFIER_TROUBLE = (
+    "verifier exited with status ",
+    "verifier output was unreadable",
+    "verifier gave no result",
+    "verification timed out after ",
+)
+_CHUNK = 65_536
 _ADDRESS_SPACE = 2 * 1024**3
 _OPEN_FILES = 256
 _MISSING = object()
@@ -68,9 +91,9 @@ def verify_abi(
 ) -> dict[str, Any]:
     """``{"loaded", "error", "classes": {name: {"ok", "reason"}}}`` for one bundle.
 
-    Never raises for what the bundle does (an import error, a crash, a timeout are
-    ``loaded: False`` with an ``error``); raises InvalidRequest only when the bundle
-    cannot even be sent (not JSON-encodable).
+    Never raises for what the bundle does (an import error, a crash, a timeout, an
+    answer over :data:`MAX_VERDICT_BYTES` are ``loaded: False`` with an ``error``);
+    raises InvalidRequest only when the bundle cannot even be sent (not JSON-encodable).
     """
     request = {"key": key, "modules": modules, "main": main, "cpu_seconds": math.ceil(timeout) + 1}
     try:
@@ -93,22 +116,95 @@ def verify_abi(
             env=env,
             start_new_session=True,  # one process group: a timeout kills what it spawned too
         )
+        deadline = time.monotonic() + timeout
+        out = bytearray()
+        failure: str | None = None
         try:
-            out, _ = process.communicate(payload, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
-            return _failed(f"verification timed out after {timeout:g} s")
+            for chunk in child_output(process, payload, deadline=deadline, limit=MAX_VERDICT_BYTES):
+                out += chunk
+            process.wait(max(deadline - time.monotonic(), 0.0))  # EOF: it is exiting
+        except (ChildTimedOut, subprocess.TimeoutExpired):
+            failure = f"verification timed out after {timeout:g} s"
+        except AnswerTooLarge:
+            failure = TOO_LARGE
+        finally:
+            if process.returncode is None:  # timed out, flooded, or the host failed
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+            close_pipes(process)
+            process.wait()
+    if failure is not None:
+        return _failed(failure)
     if process.returncode != 0:
         return _failed(f"verifier exited with status {process.returncode}")
     try:
         result = json.loads(out)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep
         result = None
     if not _is_verdict(result):
         return _failed("verifier output was unreadable" if out else "verifier gave no result")
     return dict(result)
+
+
+class ChildTimedOut(Exception):
+    """:func:`child_output` reached its deadline."""
+
+
+class AnswerTooLarge(Exception):
+    """:func:`child_output`'s child wrote more than its limit."""
+
+
+def child_output(
+    process: subprocess.Popen[bytes], payload: bytes, *, deadline: float, limit: int
+) -> Iterator[bytes]:
+    """The child's stdout, chunk by chunk as it comes, while ``payload`` is written to
+    its stdin (then closed); ends at end of file. Never more than ``limit`` bytes in all:
+    it reads at most one byte past it and raises AnswerTooLarge; raises ChildTimedOut at
+    ``deadline`` (``time.monotonic()``). Stops the child from neither: the caller kills
+    its process group."""
+    assert process.stdin is not None and process.stdout is not None
+    out = process.stdout.fileno()
+    pending = memoryview(payload)
+    total = 0
+    with selectors.DefaultSelector() as selector:
+        selector.register(out, selectors.EVENT_READ)
+        if pending:
+            os.set_blocking(process.stdin.fileno(), False)
+            selector.register(process.stdin.fileno(), selectors.EVENT_WRITE)
+        else:
+            process.stdin.close()
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ChildTimedOut
+            for key, _ in selector.select(left):
+                if key.fd == out:
+                    data = os.read(out, min(_CHUNK, limit + 1 - total))
+                    if not data:
+                        return
+                    total += len(data)
+                    if total > limit:
+                        raise AnswerTooLarge
+                    yield data
+                    continue
+                try:
+                    pending = pending[os.write(key.fd, pending[:_CHUNK]) :]
+                except BlockingIOError:
+                    continue
+                except BrokenPipeError:  # it stopped reading: its answer will say why
+                    pending = pending[:0]
+                if not pending:
+                    selector.unregister(key.fd)
+                    with contextlib.suppress(OSError):
+                        process.stdin.close()
+
+
+def close_pipes(process: subprocess.Popen[bytes]) -> None:
+    """The host's ends of the child's stdin and stdout, closed (not waiting for EOF)."""
+    for pipe in (process.stdin, process.stdout):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
 
 
 def check_classes(module: Any) -> dict[str, dict[str, Any]]:

@@ -11,7 +11,7 @@ import logging
 import time
 from typing import Any
 
-from blackops.control.abi_check import verify_abi
+from blackops.control.abi_check import VERIFIER_TROUBLE, verify_abi
 from blackops.control.base import (
     DEPLOYMENT_UPDATE,
     VERSION_DELETE,
@@ -65,8 +65,9 @@ VERIFY = Supervision(
     max_delay_seconds=10,
     retry_on=(BackendUnavailable,),
 )
-#: Failures of the verifier itself, not verdicts about the code (decisions R9).
-_VERIFIER_TROUBLE = ("verifier", "verification timed out")
+#: Failures of the verifier itself, not verdicts about the code (decisions R9); a
+#: verdict larger than the verifier reads is the bundle's doing, and not among them.
+_VERIFIER_TROUBLE = VERIFIER_TROUBLE
 
 
 class StopNotProven(Retryable):

@@ -150,9 +150,10 @@ class ReplayReport:
     @classmethod
     def from_document(cls, document: object) -> ReplayReport | None:
         """A report from :meth:`to_document`'s shape (what a replay child answers), or
-        None when ``document`` is not one."""
+        None when ``document`` is not one (a child that died answered nothing: None)."""
+        if not isinstance(document, dict):
+            return None
         try:
-            assert isinstance(document, dict)
             report = cls(
                 str(document["candidate"]), hash_seed_varied=bool(document["hashSeedVaried"])
             )
