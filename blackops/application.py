@@ -333,7 +333,7 @@ class Application:
         this application (marked ``registered``) and the Workflow resources."""
         at = format_instant(self.clock.now())
         local = [
-            registered_view(r, self.projections.instance_counts(r.uid), at)
+            registered_view(r, self.projections.instance_counts(r.uid, r.space), at)
             for r in self._workflows.resources()
             if r.space == space
         ]
@@ -343,7 +343,7 @@ class Application:
         """One workflow of the Space: a registered one, or a Workflow resource."""
         for resource in self._workflows.resources():
             if resource.uid == uid and resource.space == space:
-                counts = self.projections.instance_counts(uid)
+                counts = self.projections.instance_counts(uid, space)
                 return registered_view(resource, counts, format_instant(self.clock.now()))
         return self.control.get_workflow(space, uid)
 
@@ -359,13 +359,13 @@ class Application:
         """``instanceCounts`` of a workflow from the projection (DW-OBS-1), the journal
         position they are as of (``observedPosition``) and when they were read."""
         resource = self.workflow(uid).resource
-        counts = self.projections.instance_counts(resource.uid)
+        counts = self.projections.instance_counts(resource.uid, resource.space)
         return {**counts, "observedAt": format_instant(self.clock.now())}
 
     def list_instances(self, uid: str, **filters: Any) -> dict[str, Any]:
         """Instances of a registered workflow (``status``, ``limit``, ``cursor``)."""
         resource = self.workflow(uid).resource
-        return self.projections.list_instances(resource.uid, **filters)
+        return self.projections.list_instances(resource.uid, space=resource.space, **filters)
 
     # -- access ----------------------------------------------------------------------------
 

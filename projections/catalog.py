@@ -111,14 +111,15 @@ class Projections:
             per_type[status] = int(count)
         return {"counts": counts, "observedPosition": position}
 
-    def instance_counts(self, workflow: str) -> dict[str, Any]:
-        """``instanceCounts`` of one Workflow resource (all seven statuses, DW-OBS-1) and
+    def instance_counts(self, workflow: str, space: str) -> dict[str, Any]:
+        """``instanceCounts`` of one workflow of ``space`` (all seven statuses, DW-OBS-1) and
         the journal position they are as of (``observedPosition``), from one snapshot."""
         runner = self.runner("instance_counts")
         runner.catch_up()
         rows, position = runner.query_as_of(
-            "SELECT status, count FROM {p}blackops_instance_counts WHERE workflow = %s",
-            (workflow,),
+            "SELECT status, count FROM {p}blackops_instance_counts_by_space "
+            "WHERE workflow = %s AND space = %s",
+            (workflow, space),
         )
         counts = empty_counts()
         for status, count in rows:
@@ -131,7 +132,8 @@ class Projections:
         runner.catch_up()
         found: dict[str, dict[str, int]] = {}
         for workflow, status, count in runner.query(
-            "SELECT workflow, status, count FROM {p}blackops_instance_counts"
+            "SELECT workflow, status, SUM(count) FROM {p}blackops_instance_counts_by_space "
+            "GROUP BY workflow, status"
         ):
             found.setdefault(str(workflow), empty_counts())[str(status)] = int(count)
         return found
@@ -140,20 +142,25 @@ class Projections:
         self,
         workflow: str,
         *,
+        space: str | None = None,
         status: str | None = None,
         since: str | None = None,
         until: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
     ) -> dict[str, Any]:
-        """Instances of one Workflow resource by creation time, optionally by status and
-        creation time (``since`` inclusive, ``until`` exclusive, RFC 3339)."""
+        """Instances of one workflow by creation time (those of ``space`` only, when given:
+        a code-registered uid may name a workflow in several Spaces), optionally by status
+        and creation time (``since`` inclusive, ``until`` exclusive, RFC 3339)."""
         if status is not None and status not in empty_counts():
             raise InvalidRequest(f"status must be one of {', '.join(empty_counts())}")
         _check_limit(limit)
         runner = self.runner("instance_status")
         runner.catch_up()
         where, params = ["workflow = %s"], [workflow]
+        if space is not None:
+            where.append("space = %s")
+            params.append(space)
         if status is not None:
             where.append("status = %s")
             params.append(status)

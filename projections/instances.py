@@ -3,7 +3,7 @@
 ``instance_status`` holds one row per instance (workflow uid, Space, instance id,
 status, created/updated time). The id is kept as its JSON string literal
 (:func:`stored_id`): an id may hold any scalar value, U+0000 included, which a
-PostgreSQL text column refuses. ``instance_counts`` counts instances per (workflow,
+PostgreSQL text column refuses. ``instance_counts`` counts instances per (Space, workflow,
 status) for the seven statuses of DW-INST-4 / DW-OBS-1; it moves a count at each
 status change, which is why the framework applies each event exactly once. A
 purged instance (``workflow.purged``) leaves both, as retention says (DW-RET-1).
@@ -117,44 +117,48 @@ def _load_row(sql: SQL, stream: str) -> list[Any] | None:
 
 
 class InstanceCounts:
-    name = "instance_counts"
+    """Counts per (Space, workflow uid, status). The Space is the created event's tenant: a
+    uid registered in two Spaces of one store (code registrations name their own uids)
+    counts each Space's instances apart (found by a defect hunt: a Space read another's).
+    Its tables are new (``..._by_space``): a store written before is counted afresh."""
+
+    name = "instance_counts_by_space"
 
     def tables(self, prefix: str) -> list[str]:
         return [
-            f"CREATE TABLE IF NOT EXISTS {prefix}blackops_instance_counts ("
-            "workflow TEXT NOT NULL, status TEXT NOT NULL, count BIGINT NOT NULL, "
-            "PRIMARY KEY (workflow, status))",
-            f"CREATE TABLE IF NOT EXISTS {prefix}blackops_instance_counts_seen ("
-            "stream TEXT PRIMARY KEY, workflow TEXT NOT NULL, status TEXT NOT NULL)",
+            f"CREATE TABLE IF NOT EXISTS {prefix}blackops_instance_counts_by_space ("
+            "space TEXT NOT NULL, workflow TEXT NOT NULL, status TEXT NOT NULL, "
+            "count BIGINT NOT NULL, PRIMARY KEY (workflow, space, status))",
+            f"CREATE TABLE IF NOT EXISTS {prefix}blackops_instance_counts_by_space_seen ("
+            "stream TEXT PRIMARY KEY, space TEXT NOT NULL, workflow TEXT NOT NULL, "
+            "status TEXT NOT NULL)",
         ]
 
     def drop(self, prefix: str) -> list[str]:
         return [
-            f"DROP TABLE IF EXISTS {prefix}blackops_instance_counts",
-            f"DROP TABLE IF EXISTS {prefix}blackops_instance_counts_seen",
+            f"DROP TABLE IF EXISTS {prefix}blackops_instance_counts_by_space",
+            f"DROP TABLE IF EXISTS {prefix}blackops_instance_counts_by_space_seen",
         ]
 
     def apply(self, sql: SQL, events: Sequence[RecordedEvent]) -> None:
         """Net count changes of the whole batch, then a few statements (not per event)."""
         relevant = sorted({e.stream for e in events if e.type.startswith("workflow.")})
-        seen: dict[str, tuple[str, str] | None] = dict.fromkeys(relevant)
-        for stream, workflow, status in sql.select_in(
-            "SELECT stream, workflow, status FROM {p}blackops_instance_counts_seen WHERE",
+        seen: dict[str, tuple[str, str, str] | None] = dict.fromkeys(relevant)
+        for stream, space, workflow, status in sql.select_in(
+            "SELECT stream, space, workflow, status FROM {p}blackops_instance_counts_by_space_seen"
+            " WHERE",
             "stream",
             relevant,
         ):
-            seen[str(stream)] = (str(workflow), str(status))
-        deltas: dict[tuple[str, str], int] = {}
+            seen[str(stream)] = (str(space), str(workflow), str(status))
+        deltas: dict[tuple[str, str, str], int] = {}
 
-        def known(stream: str) -> tuple[str, str] | None:
-            return seen.get(stream)
-
-        def move(key: tuple[str, str], by: int) -> None:
+        def move(key: tuple[str, str, str], by: int) -> None:
             deltas[key] = deltas.get(key, 0) + by
 
         for event in events:
             if event.type == Topic.PURGED:
-                before = known(event.stream)
+                before = seen.get(event.stream)
                 if before is not None:
                     move(before, -1)
                 seen[event.stream] = None
@@ -162,36 +166,37 @@ class InstanceCounts:
             status = status_after(event)
             if status is None:
                 continue
-            before = None if event.type == Topic.CREATED else known(event.stream)
+            before = None if event.type == Topic.CREATED else seen.get(event.stream)
             if event.type == Topic.CREATED:
-                workflow = str(event.data["workflow"])
+                space, workflow = str(event.context["tenant"]), str(event.data["workflow"])
             elif before is None:
                 continue  # its beginning was purged before this projection saw it
             else:
-                workflow = before[0]
-                if before[1] == status:
+                space, workflow = before[0], before[1]
+                if before[2] == status:
                     continue
                 move(before, -1)
-            move((workflow, status), 1)
-            seen[event.stream] = (workflow, status)
+            move((space, workflow, status), 1)
+            seen[event.stream] = (space, workflow, status)
         sql.executemany(
-            "INSERT INTO {p}blackops_instance_counts AS c (workflow, status, count) "
-            "VALUES (%s, %s, %s) ON CONFLICT (workflow, status) "
-            "DO UPDATE SET count = c.count + excluded.count",
+            "INSERT INTO {p}blackops_instance_counts_by_space AS c "
+            "(space, workflow, status, count) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (workflow, space, status) DO UPDATE SET count = c.count + excluded.count",
             [(*key, delta) for key, delta in sorted(deltas.items()) if delta],
         )
         sql.executemany(
-            "DELETE FROM {p}blackops_instance_counts_seen WHERE stream = %s",
+            "DELETE FROM {p}blackops_instance_counts_by_space_seen WHERE stream = %s",
             [(stream,) for stream, value in sorted(seen.items()) if value is None],
         )
         sql.executemany(
-            "INSERT INTO {p}blackops_instance_counts_seen (stream, workflow, status) "
-            "VALUES (%s, %s, %s) ON CONFLICT (stream) DO UPDATE SET status = excluded.status, "
-            "workflow = excluded.workflow",
+            "INSERT INTO {p}blackops_instance_counts_by_space_seen "
+            "(stream, space, workflow, status) VALUES (%s, %s, %s, %s) ON CONFLICT (stream) "
+            "DO UPDATE SET status = excluded.status, workflow = excluded.workflow, "
+            "space = excluded.space",
             [(stream, *value) for stream, value in sorted(seen.items()) if value is not None],
         )
         # A count back at zero is no count: live and rebuilt tables stay row-for-row equal.
-        sql.execute("DELETE FROM {p}blackops_instance_counts WHERE count = 0")
+        sql.execute("DELETE FROM {p}blackops_instance_counts_by_space WHERE count = 0")
 
 
 def empty_counts() -> dict[str, int]:

@@ -9,6 +9,7 @@ from typing import Any
 from blackops import Application
 from domain.events import RecordedEvent
 from journal.store import EventStore
+from projections.catalog import SHIPPED
 from projections.framework import Projection, ProjectionRunner
 from replay.export import export_journal
 from replay.replayer import replay
@@ -26,7 +27,8 @@ def live_and_rebuilt_from_jsonl(
     out = io.BytesIO()
     export_journal(app.store, out)
     table = "blackops_" + projection.name
-    live_runner = app.projections.runner(projection.name)
+    shipped = next(key for key, kind in SHIPPED.items() if isinstance(projection, kind))
+    live_runner = app.projections.runner(shipped)
     live_runner.catch_up()
     fresh = ProjectionRunner(EventStore("memory://"), projection)
     batch: list[RecordedEvent] = []

@@ -59,6 +59,9 @@ class ResourceProvider:
         # A Version's code reaches an executor over its pipe: any executor can run it.
         return 0 if _is_resource(workflow) else self.local.registered_at(workflow)
 
+    def space_of(self, workflow: str) -> str | None:
+        return None if _is_resource(workflow) else self.local.space_of(workflow)
+
     def pick(self, workflow: str) -> WorkflowCode:
         if not _is_resource(workflow):
             return self.local.pick(workflow)

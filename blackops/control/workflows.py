@@ -238,7 +238,7 @@ class WorkflowControl(DeploymentControl):
         observed: dict[str, Any] = {}
         if state.reconciled_generation >= 1:
             ready, reason = self.readiness(state)
-            counts = self.runtime.projections.instance_counts(state.uid)
+            counts = self.runtime.projections.instance_counts(state.uid, state.space)
             observed = {
                 "ready": ready,
                 "instanceCounts": counts["instanceCounts"],

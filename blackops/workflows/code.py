@@ -71,6 +71,11 @@ class CodeProvider(Protocol):
         """The Version a new context of ``workflow`` pins (called once per context)."""
         ...
 
+    def space_of(self, workflow: str) -> str | None:
+        """The Space this process registered ``workflow`` in (a code registration), or None
+        (a Workflow resource: its minted uid is one Space's already)."""
+        ...
+
     def load(self, workflow: str, version: str) -> WorkflowCode:
         """A pinned Version again (an executor process looks its code up by id)."""
         ...
@@ -166,6 +171,10 @@ class LocalProvider:
 
     def pick(self, workflow: str) -> WorkflowCode:
         return self._code[workflow]
+
+    def space_of(self, workflow: str) -> str | None:
+        found = self._resources.get(workflow)
+        return found.space if found is not None else None
 
     def source(self, workflow: str, version: str) -> None:
         return None  # a forked executor has the registered classes already

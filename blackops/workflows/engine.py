@@ -228,6 +228,12 @@ class WorkflowEngine:
         return items, purges
 
     def _pick(self, state: InstanceState) -> WorkflowCode | None:
+        space = self.provider.space_of(state.workflow)
+        if space is not None and space != state.space:
+            # Another Space's instance of a uid this process registered for its own Space
+            # (two applications on one store, one code registration each): its code and env
+            # are that Space's, never run here; it stays due for its own workers.
+            return None
         try:
             return self.provider.pick(state.workflow)
         except LookupError:

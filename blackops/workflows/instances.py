@@ -137,8 +137,10 @@ class InstanceService:
         if type(instance_id) is not str or not 1 <= len(instance_id) <= 256:
             raise UnknownInstance(str(instance_id)[:256])
         state = load_instance(self.store, instance_stream(resource.uid, instance_id))
-        if not state.exists:
-            raise UnknownInstance(instance_id)  # DW-INST-3: unknown, or purged
+        if not state.exists or state.space != resource.space:
+            # DW-INST-3: unknown, or purged; or another Space's instance of a uid registered
+            # in both (code registrations name their own uids): unknown here too.
+            raise UnknownInstance(instance_id)
         return state
 
     def status(self, resource: WorkflowResource, instance_id: str) -> dict[str, Any]:

@@ -107,9 +107,10 @@ def test_instance_counts_and_statuses_equal_the_journal(any_store_url: str) -> N
         assert sorted(item["id"] for item in waiting) == ["waiting-0", "waiting-1"]
         for name in ("instance_status", "instance_counts"):
             runner = app.projections.runner(name)
-            live = rows(runner, "blackops_" + name)
+            table = "blackops_" + runner.projection.name
+            live = rows(runner, table)
             runner.rebuild()
-            assert rows(runner, "blackops_" + name) == live
+            assert rows(runner, table) == live
     finally:
         app.close()
 
