@@ -30,7 +30,9 @@ def format_instant(moment: datetime) -> str:
 #: RFC 3339 ``date-time`` (section 5.6): a full date, a time with optional fraction, and a
 #: ``Z`` or numeric offset. Nothing else is an instant here (no dates alone, no epochs).
 _RFC3339 = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})$"
+    # ASCII digits only ([0-9], not \d: that takes every script's digits).
+    r"^([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
+    r"([Zz]|[+-][0-9]{2}:[0-9]{2})$"
 )
 
 
@@ -47,11 +49,16 @@ def parse_instant(text: object) -> datetime:
     if len(digits) > 6 and int(digits[6:]) > 0:
         micros += 1  # a finer instant than the journal keeps: round up
     zone = UTC if offset in ("Z", "z") else _offset(offset)
-    # A leap second (:60) is read as the last second before it.
+    # A leap second (:60, any fraction) is read as the start of the next second: every
+    # instant of the minute before it stays earlier, and the next minute's first is equal
+    # (UTC as the journal keeps it has no leap seconds).
+    leap = int(second) == 60
+    if leap:
+        micros = 0
     fields = (int(year), int(month), int(day), int(hour), int(minute), min(int(second), 59))
     moment = datetime(*fields, tzinfo=zone)
     try:
-        return (moment + timedelta(microseconds=micros)).astimezone(UTC)
+        return (moment + timedelta(seconds=leap, microseconds=micros)).astimezone(UTC)
     except OverflowError:  # before year 1 or after 9999 in UTC: as early or as late as can be
         extreme = datetime.min if moment.year < 5000 else datetime.max
         return extreme.replace(tzinfo=UTC)

@@ -102,6 +102,8 @@ class ProjectionRunner:
         kind = store.location.kind
         self.sqlite = kind != "postgresql"
         self.prefix = f"{store.location.settings['POSTGRES_SCHEMA']}." if not self.sqlite else ""
+        if self._ready():
+            return
         with self._transaction() as sql:
             if not self.sqlite:
                 # Concurrent CREATE TABLE IF NOT EXISTS of one table fails on PostgreSQL
@@ -121,6 +123,35 @@ class ProjectionRunner:
                 "INSERT INTO {p}blackops_projection_positions (name, position) VALUES (%s, 0) "
                 "ON CONFLICT (name) DO NOTHING",
                 (projection.name,),
+            )
+
+    def _ready(self) -> bool:
+        """Whether this projection's position row exists (its tables are made in the same
+        transaction), read only. Set-up writes only when it does not: on SQLite a read
+        that then writes is refused at once ("database is locked", not waited for) when
+        another process committed in between, and a first query of a projection in a
+        process failed so under load (found by a defect hunt)."""
+        if self.sqlite and self.store.location.kind == "memory":
+            return False  # a private in-memory database: nothing to race
+        with self._transaction() as sql:
+            if self.sqlite:
+                found = sql.execute(
+                    "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                    "AND name = 'blackops_projection_positions'"
+                )
+            else:
+                found = sql.execute(
+                    "SELECT count(*) FROM pg_catalog.pg_tables "
+                    "WHERE schemaname = %s AND tablename = 'blackops_projection_positions'",
+                    (self.prefix.rstrip("."),),
+                )
+            if not found or not found[0][0]:
+                return False
+            return bool(
+                sql.execute(
+                    "SELECT 1 FROM {p}blackops_projection_positions WHERE name = %s",
+                    (self.projection.name,),
+                )
             )
 
     @contextlib.contextmanager

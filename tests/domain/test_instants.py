@@ -31,3 +31,28 @@ def test_years_before_1000_keep_the_fixed_width() -> None:
 def test_a_naive_datetime_is_refused() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         format_instant(datetime(2026, 12, 6, 12, 0))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "٢٠١٦-01-01T00:00:00Z",
+        "２０１６-01-01T00:00:00Z",
+        "2016-01-01T00:00:0٠Z",
+        "2016-01-01T00:00:00+0१:00",
+    ],
+)
+def test_only_ascii_digits_are_rfc_3339(text: str) -> None:
+    """Python's \\d takes every script's digits; RFC 3339's are ASCII (found by a hunt)."""
+    with pytest.raises(ValueError, match="RFC 3339"):
+        parse_instant(text)
+
+
+def test_a_leap_second_is_the_start_of_the_next_second() -> None:
+    """Every instant of the second before a leap second stays earlier than it (it was read
+    as :59, so an instant at 23:59:59.5 fell on the wrong side of since and until)."""
+    leap = parse_instant("2016-12-31T23:59:60Z")
+    assert leap == datetime(2017, 1, 1, tzinfo=UTC)
+    assert parse_instant("2016-12-31T23:59:60.5Z") == leap
+    assert parse_instant("2016-12-31T23:59:59.5Z") < leap
+    assert parse_instant("9999-12-31T23:59:60Z") == datetime.max.replace(tzinfo=UTC)

@@ -11,9 +11,11 @@ import asyncio
 import os
 import select
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ from projection_checks import live_and_rebuilt_from_jsonl, rows
 
 from blackops import Application, ExecutionContext, OperationRejected, Retryable, Supervision
 from domain.errors import BlackOpsError
+from journal.store import EventStore
 from projections.framework import ProjectionRunner
 from projections.operations import OperationCounts, OperationStatus
 
@@ -358,3 +361,25 @@ def test_counts_are_as_of_the_position_they_name_while_submits_run(store_url: st
             assert total == bisect_right(received, answer["observedPosition"]), answer
     finally:
         app.close()
+
+
+def test_a_ready_projection_opens_while_another_process_holds_the_write_lock(
+    tmp_path: Path,
+) -> None:
+    """A runner whose tables and position row exist writes nothing when it opens: on SQLite
+    its set-up read then wrote, refused at once when another process had committed in
+    between, so a first query in a process failed under load (found by a defect hunt)."""
+    url = f"sqlite:///{tmp_path / 'journal.sqlite3'}"
+    with EventStore(url) as first:
+        ProjectionRunner(first, OperationCounts())  # sets up tables and position row
+    with EventStore(url, create=False) as store:
+        other = sqlite3.connect(tmp_path / "journal.sqlite3", timeout=0)
+        other.execute("BEGIN IMMEDIATE")  # another process's write transaction, held
+        try:
+            started = time.monotonic()
+            runner = ProjectionRunner(store, OperationCounts())
+            assert time.monotonic() - started < 2  # no wait for the write lock
+        finally:
+            other.rollback()
+            other.close()
+        assert runner.position() == 0
