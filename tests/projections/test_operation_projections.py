@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from cli_processes import BLACKOPS, ROOT
+from conftest import postgres_schema_url  # type: ignore[import-not-found, unused-ignore]
 from projection_checks import live_and_rebuilt_from_jsonl, rows
 
 from blackops import Application, ExecutionContext, OperationRejected, Retryable, Supervision
@@ -383,3 +384,41 @@ def test_a_ready_projection_opens_while_another_process_holds_the_write_lock(
             other.rollback()
             other.close()
         assert runner.position() == 0
+
+
+def test_a_reader_that_began_before_a_rebuild_sees_the_rows_of_its_position() -> None:
+    """H8 through a rebuild (PostgreSQL: SQLite's reader keeps its snapshot of the schema
+    too): a snapshot taken before the reset reads the old counts beside the old position.
+    The rebuild dropped the tables, and such a snapshot read the new, empty ones: every
+    count 0 "as of" the journal's end (found by a defect hunt)."""
+    import psycopg
+
+    schema = postgres_schema_url()
+    store_url = next(schema)
+    app = Application(store_url)
+    app.operation("t.ok")(lambda ctx, params: None)
+    try:
+        for n in range(5):
+            app.run("t.ok", {"n": n}, actor="a", tenant="t")
+        runner = app.projections.runner("operation_counts")
+        runner.catch_up()
+        table = f"{runner.prefix}blackops_operation_counts"
+        before = runner.query(f"SELECT * FROM {table}")
+        assert before
+        location = app.store.location.settings
+        dsn = store_url.split("?")[0]
+        with psycopg.connect(dsn) as reader:
+            reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            [(position,)] = reader.execute(
+                f"SELECT position FROM {location['POSTGRES_SCHEMA']}.blackops_projection_positions "
+                "WHERE name = %s",
+                (runner.projection.name,),
+            ).fetchall()
+            runner.rebuild()
+            seen = reader.execute(f"SELECT * FROM {table}").fetchall()
+            reader.execute("ROLLBACK")
+        assert position == app.store.last_position()
+        assert sorted(seen) == sorted(before)
+    finally:
+        app.close()
+        schema.close()
