@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from console_forms import Flow, csrf_of  # type: ignore[import-not-found, unused-ignore]
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
@@ -38,14 +39,6 @@ FLOW_SOURCE = (
     "    async def run(self, event, step):\n"
     "        return await step.do('a', lambda: {'v': 1})\n"
 )
-
-
-class Flow:
-    def __init__(self, env: Any) -> None:
-        self.env = env
-
-    async def run(self, event: Any, step: Any) -> Any:
-        return await step.do("a", lambda: {"v": 1})
 
 
 @dataclass
@@ -72,12 +65,6 @@ class World:
 
 def login_csrf(client: TestClient) -> str:
     return csrf_of(client.get("/ui/login").text)
-
-
-def csrf_of(html: str) -> str:
-    found = re.search(r'name="csrf" value="([0-9a-f]{64})"', html)
-    assert found, html[:500]
-    return found.group(1)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from console_forms import Flow, csrf_of  # type: ignore[import-not-found, unused-ignore]
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
@@ -29,20 +30,6 @@ from replay.notes import SigningKey
 
 SYSTEM = "console-pages-system-token"
 H = {"Authorization": f"Bearer {SYSTEM}"}
-
-
-def csrf_of(page: str) -> str:
-    found = re.search(r'name="csrf" value="([0-9a-f]{64})"', page)
-    assert found, page[:300]
-    return found.group(1)
-
-
-class Flow:
-    def __init__(self, env: Any) -> None:
-        self.env = env
-
-    async def run(self, event: Any, step: Any) -> Any:
-        return await step.do("a", lambda: {"v": 1})
 
 
 class World:
