@@ -81,6 +81,10 @@ class AccessService:
         self.clock = clock
         self.cache_ttl = timedelta(seconds=cache_ttl)
         self._cache: dict[str, tuple[datetime, Principal]] = {}
+        #: Bumped (under ``_lock``) whenever a change through this service clears the
+        #: cache: a lookup that read the journal before such a clear keeps its answer
+        #: out of the cache (it may predate the change).
+        self._generation = 0
         self._lock = threading.Lock()
 
     # -- spaces ----------------------------------------------------------------------------
@@ -314,6 +318,8 @@ class AccessService:
         cached = self._cached(digest, now)
         if cached is not None:
             return cached
+        with self._lock:
+            generation = self._generation  # before any read: see _retry
         found: TokenState = fold_token(_pairs(self.store.read_stream(token_stream(digest))))
         if not found.active or found.principal is None:
             raise Unauthorized()
@@ -328,6 +334,11 @@ class AccessService:
             principal = Principal(principal.id, {found.space: role} if role else {}, False)
         if self.cache_ttl:
             with self._lock:
+                if generation != self._generation:
+                    # A revocation or role change through this service landed while
+                    # we read: what we read may predate it, so it is answered (the
+                    # lookup linearizes before the change) but never cached.
+                    return principal
                 if len(self._cache) >= _CACHE_MAX:
                     self._cache = {k: v for k, v in self._cache.items() if now < v[0]}
                     if len(self._cache) >= _CACHE_MAX:
@@ -381,6 +392,7 @@ class AccessService:
                 continue
             with self._lock:
                 self._cache.clear()  # this process's own changes are seen at once
+                self._generation += 1  # ... by lookups already reading, too
             return result
         raise AssertionError("unreachable")
 

@@ -138,5 +138,21 @@ class ControlBase:
         }
 
     def _finished(self, operation_id: str) -> bool:
-        operation = OperationJournal(self.store).load(operation_id)
-        return operation.state in TERMINAL or operation.purged
+        """Whether what ``operation_id`` was accepted to do is settled: it is terminal
+        (or purged) and so is its newest redrive. A redrive continues the operation it
+        redrives (the handlers act for ``redrive_of``, followed back), so an entry keyed
+        by a dead-lettered operation is unfinished again while its redrive is live
+        (DW-SPEC-7: the pending effect of an accepted, unfinished update). Redrive ids
+        are derived (``derived_id("redrive", dead)``), one per dead operation, so the
+        chain is followed forward without a search."""
+        journal = OperationJournal(self.store)
+        current = operation_id
+        while True:
+            operation = journal.load(current)
+            if operation.state not in TERMINAL and not operation.purged:
+                return False
+            successor = derived_id("redrive", current)
+            first = self.store.read_stream(successor)[:1]
+            if not first or not first[0].type.startswith("operation."):
+                return True  # never redriven: settled
+            current = successor

@@ -10,7 +10,7 @@ from blackops.control.bundles import check_bundle
 from blackops.control.workers import WorkerControl
 from blackops.ids import derived_id
 from domain.context import Actor
-from domain.errors import DependencyConflict, InvalidRequest, NotFound
+from domain.errors import Conflict, DependencyConflict, InvalidRequest, NotFound
 from domain.resources import (
     VERSION_ID,
     Topic,
@@ -64,6 +64,14 @@ class VersionControl(WorkerControl):
             "workflowBindings": bindings,
         }
         vid = version_id(content)
+        if load_version(self.store, vid).deleted:
+            # Content-addressed: this content *is* that Version, and a deleted Version
+            # stays deleted (its verification is the same finished Operation). Answering
+            # 202 with that Operation would claim an upload that made nothing usable.
+            raise Conflict(
+                f"version {vid} was deleted; its content cannot be uploaded again (change "
+                "the content, e.g. a module's text, to make a new Version)"
+            )
 
         def effects(context: dict[str, Any]) -> list[Append]:
             state = load_version(self.store, vid)
