@@ -3,15 +3,18 @@
 ``POST /add-checkpoint`` at the root of its port (replay/tlog_witness.py says what it checks
 and which status each refusal has); ``GET /<hex SHA-256 of the origin>/checkpoint`` answers
 the latest checkpoint it cosigned for that log, with the log's signature and its own
-cosignature (the spec's monitoring path). Any other path or method is 404. Requests are
-served on threads, at most ``MAX_CONNECTIONS`` connections at once (past that a new one is
-answered 503 and closed), each socket read and write giving up after ``SOCKET_TIMEOUT``
-seconds; every check-and-update holds the state lock, so they are serialised per witness.
-A request refused with 422, or with 409 for a fork, was signed by the log yet is
-inconsistent with what the witness cosigned: it is kept in ``<state>/evidence/`` as proof of
-the log's misbehaviour, one file per distinct body (named by its SHA-256), up to
-``EVIDENCE_MAX_FILES`` files and ``EVIDENCE_MAX_BYTES`` bytes. A state it cannot read or
-write is a 500 and nothing is cosigned.
+cosignature (the spec's monitoring path). Any other path or method is 404. A POST or GET
+framed other than by at most one ``Content-Length`` (two of them, a ``Transfer-Encoding``)
+is 400 and closes the connection, as is a GET with a body. Requests are served on threads,
+at most ``MAX_CONNECTIONS`` connections at once (past that a new one is answered 503 and
+closed), each socket read and write giving up after ``SOCKET_TIMEOUT`` seconds; every
+check-and-update holds the state lock, so they are serialised per witness. A request whose
+log signature alone proves the log misbehaved (a fork's 409, a size-0 checkpoint with
+another root's 422) is kept in ``<state>/evidence/``: one file per distinct checkpoint,
+named by the SHA-256 of its signed text (the same checkpoint resent with other proof or
+signature lines is kept once, as first received), up to ``EVIDENCE_MAX_FILES`` files and
+``EVIDENCE_MAX_BYTES`` bytes. A state it cannot read or write is a 500 and nothing is
+cosigned.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ MAX_PER_CLIENT = 8
 EVIDENCE_MAX_FILES = 1000
 EVIDENCE_MAX_BYTES = 256 << 20
 _LENGTH = re.compile(r"[0-9]{1,16}")  # ASCII digits only: str.isdigit() also takes '²'
+_ZERO = re.compile(r"0+")  # a GET's length: any number of zeros is none (no int(): 4300 digits)
 
 
 class Witness:
@@ -75,7 +79,7 @@ class Witness:
                 checkpoint = tlog_witness.check(request, self.logs, latest)
             except tlog_witness.Refusal as refusal:
                 if refusal.evidence:
-                    self._keep_evidence(origin, body)
+                    self._keep_evidence(origin, parse_note(request.note).text, body)
                 raise
             stamp = max(int(time.time()) if now is None else now, 1)
             line = cosignature.cosign(checkpoint.body(), self.key, stamp).line()
@@ -89,15 +93,18 @@ class Witness:
         lines = [s.line() for s in parsed.signatures if (s.name, s.key_id) in trusted]
         return parsed.text + "\n" + "".join(lines)
 
-    def _keep_evidence(self, origin: str, body: bytes) -> None:
-        """Keep a refused body once (call under the state lock); failing to keep it never
-        changes the answer, which is the refusal."""
+    def _keep_evidence(self, origin: str, signed: str, body: bytes) -> None:
+        """Keep the first refused body of each checkpoint (``signed``: its signed text) once
+        (call under the state lock); failing to keep it never changes the answer, which is
+        the refusal. Named by the checkpoint, not the body: the proof lines and any
+        signature lines besides the log's are anyone's to change, and one fork resent with
+        other ones filled the cap the log's other forks need (found by review)."""
         folder = self.state.directory / "evidence"
-        path = folder / f"{hashlib.sha256(body).hexdigest()}.txt"
+        path = folder / f"{hashlib.sha256(signed.encode('utf-8')).hexdigest()}.txt"
         try:
             folder.mkdir(exist_ok=True)
             if path.exists():
-                return  # the same request again: kept already
+                return  # the same checkpoint again: kept already
             kept = [entry.stat().st_size for entry in folder.iterdir() if entry.is_file()]
             if (
                 len(kept) >= self.evidence_max_files
@@ -141,6 +148,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path != "/add-checkpoint":
             self._answer(404, "not found\n", close=True)
             return
+        if self._framing_refused():
+            return
         length = self.headers.get("Content-Length")
         if length is None or not _LENGTH.fullmatch(length.strip()):
             status = 411 if length is None else 400
@@ -172,10 +181,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(200, line)
 
     def do_GET(self) -> None:
-        if self.headers.get("Content-Length", "0").strip() != "0" or self.headers.get(
-            "Transfer-Encoding"
-        ):
-            # A GET's body is never read: it would be read as the next request.
+        if self._framing_refused():
+            return
+        length = self.headers.get("Content-Length", "0").strip()
+        if not _ZERO.fullmatch(length):
+            # A GET's body is never read: it would be read as the next request. Any length
+            # of zero is none ("00" was refused: found by review).
             self._answer(400, "a GET has no body\n", close=True)
             return
         parts = self.path.strip("/").split("/")
@@ -189,6 +200,17 @@ class _Handler(BaseHTTPRequestHandler):
                 self._answer(200, note)
                 return
         self._answer(404, "not found\n")
+
+    def _framing_refused(self) -> bool:
+        """400 and close for a request framed other than by at most one Content-Length: a
+        second one (``headers.get`` reads the first, so "0" then "5" had the body read as
+        the next request: found by review) or a Transfer-Encoding, which the witness never
+        decodes. Call before reading anything of the body."""
+        lengths = self.headers.get_all("Content-Length") or []
+        if len(lengths) > 1 or "Transfer-Encoding" in self.headers:
+            self._answer(400, "one Content-Length and no Transfer-Encoding\n", close=True)
+            return True
+        return False
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         if code == 501:  # a method without a do_ handler: 404 like any other (decisions T4)

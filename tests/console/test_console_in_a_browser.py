@@ -207,6 +207,60 @@ def test_live_tail_says_why_a_refusal_ended_it(
     shot(page, request, "journal-ended")
 
 
+def after_of(url: str) -> int:
+    found = re.search(r"[?&]after=([0-9]+)", url)
+    assert found is not None, url
+    return int(found.group(1))
+
+
+def test_live_tail_builds_a_new_source_when_the_browser_gives_up(
+    world: World, context: Any, request: pytest.FixtureRequest
+) -> None:
+    """The store unreachable: the stream ends with a backend_unavailable event, the browser
+    reconnects by itself, and while the store is still down that reconnection is answered 503,
+    which fails an EventSource for good (WHATWG: any status but 200). The page said
+    "reconnecting" for ever; now it builds a new source, after a pause, from the last line
+    it received, until one opens (found by review)."""
+    unreachable = json.dumps(
+        {"error": {"code": "backend_unavailable", "message": "the journal store cannot be reached"}}
+    )
+    seen: list[str] = []
+
+    def stream(route: Any) -> None:
+        seen.append(route.request.url)
+        if len(seen) == 1:  # a line, then the store's refusal: the browser reconnects itself
+            after = after_of(route.request.url)
+            line = {"type": "tail.test", "at": "2026-12-01T00:00:00Z", "stream": "s", "context": {}}
+            route.fulfill(
+                status=200,
+                headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"},
+                body=f"retry: 100\n\nid: {after - 1}\ndata: {json.dumps(line)}\n\n"
+                f"event: error\ndata: {unreachable}\n\n",
+            )
+        elif len(seen) <= 3:  # still down: 503, as the server answers before a stream
+            route.fulfill(status=503, content_type="application/json", body=unreachable)
+        else:
+            route.continue_()
+
+    page = context.new_page()
+    page.route(re.compile(r"/journal/stream\?"), stream)
+    sign_in(page, world, world.admin, start="/ui/journal")
+    page.locator("#tail tr.new", has_text="tail.test").wait_for()
+    for _ in range(150):  # the page waits 1 s, then 2 s, before its own sources
+        if len(seen) == 4:
+            break
+        page.wait_for_timeout(100)  # route handlers run while Playwright waits
+    assert len(seen) == 4, seen
+    page.locator("#tail-state", has_text="Live:").wait_for()  # the fourth went through
+    # The sources the page built resume after the last line received, not the page's start.
+    assert [after_of(url) for url in seen[2:]] == [after_of(seen[0]) - 1] * 2
+    with world.api(world.admin) as api:
+        made = api.post("/v1/spaces/default/operations/greeting.say", json={"name": "again"})
+    assert made.status_code == 200, made.text
+    page.locator("#tail tr.new", has_text=made.json()["operationId"]).first.wait_for()
+    shot(page, request, "journal-reconnected")
+
+
 def test_another_spaces_urls_show_not_found(
     world: World, context: Any, request: pytest.FixtureRequest
 ) -> None:

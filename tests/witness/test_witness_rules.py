@@ -196,7 +196,7 @@ def test_concurrent_requests_never_roll_the_size_back(tmp_path: Path) -> None:
     assert latest is not None and latest.size >= 2
 
 
-def test_evidence_is_kept_once_per_body_and_capped(
+def test_evidence_is_kept_once_per_checkpoint_and_capped(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     log = ToyLog().grow(4)
@@ -211,7 +211,8 @@ def test_evidence_is_kept_once_per_body_and_capped(
         assert refused(witness, forks[0]).status == 409
     evidence = tmp_path / "evidence"
     [kept] = list(evidence.iterdir())
-    assert kept.name == f"{hashlib.sha256(forks[0]).hexdigest()}.txt"
+    signed = parse_note(tlog_witness.parse(forks[0]).note).text
+    assert kept.name == f"{hashlib.sha256(signed.encode()).hexdigest()}.txt"
     assert kept.read_bytes() == forks[0]
     for body in forks[1:]:
         assert refused(witness, body).status == 409  # refused whether kept or not
@@ -253,3 +254,31 @@ def test_junk_proofs_do_not_crowd_out_a_forks_evidence(tmp_path: Path) -> None:
     fork = ToyLog(log.origin, log.key).grow(7).append("other")
     assert refused(witness, tlog_witness.encode(8, [], fork.note())).status == 409
     assert len(list((tmp_path / "evidence").iterdir())) == 1
+
+
+def test_one_fork_resent_with_other_lines_does_not_crowd_out_other_forks(tmp_path: Path) -> None:
+    # A fork's proof lines and any signature lines besides the log's are anyone's to change:
+    # a review found one genuine fork resent with junk ones filling the whole cap, a file
+    # each, so the log's other forks went unkept. Evidence is one file per checkpoint.
+    log = ToyLog().grow(4)
+    witness = witness_of(log, tmp_path)
+    add(witness, log, 0)
+    witness.evidence_max_files = 3
+    fork = ToyLog(log.origin, log.key).grow(3).append("fork 0").note()
+    first = tlog_witness.encode(4, [], fork)
+    assert refused(witness, first).status == 409
+    stranger = SigningKey.generate("stranger.example")
+    for n in range(1, 6):
+        junk_proof = tlog_witness.encode(4, [bytes([n]) * 32], fork)
+        assert refused(witness, junk_proof).status == 409
+        extra = sign_note(parse_note(fork).text, stranger).rpartition("\n\n")[2]
+        assert refused(witness, tlog_witness.encode(4, [], fork + extra)).status == 409
+    evidence = tmp_path / "evidence"
+    assert [p.read_bytes() for p in evidence.iterdir()] == [first]  # the first one received
+    others = [
+        tlog_witness.encode(4, [], ToyLog(log.origin, log.key).grow(3).append(f"fork {n}").note())
+        for n in (1, 2)
+    ]
+    for body in others:
+        assert refused(witness, body).status == 409
+    assert sorted(p.read_bytes() for p in evidence.iterdir()) == sorted([first, *others])

@@ -46,39 +46,59 @@
     var table = document.getElementById("tail");
     var state = document.getElementById("tail-state");
     if (!table || !window.EventSource) return;
-    var url = table.dataset.stream + "?after=" + encodeURIComponent(table.dataset.after);
-    var source = new EventSource(url);  // same origin: the session cookie goes with it
     var body = table.querySelector("tbody");
-    source.onopen = function () { state.textContent = "Live: new lines appear at the top."; };
-    source.onerror = function (event) {
-      // A refusal ends the stream with an "error" event carrying its body (a revoked
-      // session, a changed event): say why and stop; a dropped connection reconnects.
-      // The store being unreachable is no refusal: the server closes and the source
-      // reconnects, as after a dropped connection.
-      var error = null;
-      try { error = event.data ? JSON.parse(event.data).error : null; } catch (e) { error = {}; }
-      if (error && error.code !== "backend_unavailable") {
-        state.textContent = "Live tail ended: " + (error.message || "refused");
-        source.close();
-        return;
-      }
-      state.textContent = "Live tail interrupted; reconnecting…";
-    };
-    source.onmessage = function (message) {
-      var line = JSON.parse(message.data);
-      var row = document.createElement("tr");
-      row.className = "new";
-      cell(row, message.lastEventId);
-      cell(row, line.type, true);
-      var at = document.createElement("time");
-      at.setAttribute("datetime", line.at);
-      at.textContent = utc(line.at);
-      cell(row, "").appendChild(at);
-      cell(row, line.stream, true);
-      cell(row, (line.context && line.context.tenant) || "-");
-      body.insertBefore(row, body.firstChild);
-      localTimes(row);
-    };
+    var after = table.dataset.after;  // the last id received: where a new source resumes
+    var delay = 1000;  // before building a source anew, doubling to 30 s
+    function open() {
+      var source = new EventSource(  // same origin: the session cookie goes with it
+        table.dataset.stream + "?after=" + encodeURIComponent(after));
+      source.onopen = function () {
+        delay = 1000;
+        state.textContent = "Live: new lines appear at the top.";
+      };
+      source.onerror = function (event) {
+        // A refusal ends the stream with an "error" event carrying its body (a revoked
+        // session, a changed event): say why and stop; a dropped connection reconnects.
+        // The store being unreachable is no refusal: the server closes and the source
+        // reconnects, as after a dropped connection.
+        var error = null;
+        try { error = event.data ? JSON.parse(event.data).error : null; } catch (e) { error = {}; }
+        if (error && error.code !== "backend_unavailable") {
+          state.textContent = "Live tail ended: " + (error.message || "refused");
+          source.close();
+          return;
+        }
+        if (source.readyState === EventSource.CLOSED) {
+          // The browser gave up: a reconnection answered other than 200 and a stream (a 503
+          // while the store is still unreachable) fails the source for good. Build it anew
+          // later, from the last line received (it said "reconnecting" for ever: found by
+          // review).
+          var wait = delay;
+          delay = Math.min(delay * 2, 30000);
+          state.textContent = "Live tail interrupted; reconnecting in " + wait / 1000 + " s…";
+          setTimeout(open, wait);
+          return;
+        }
+        state.textContent = "Live tail interrupted; reconnecting…";
+      };
+      source.onmessage = function (message) {
+        if (message.lastEventId) after = message.lastEventId;
+        var line = JSON.parse(message.data);
+        var row = document.createElement("tr");
+        row.className = "new";
+        cell(row, message.lastEventId);
+        cell(row, line.type, true);
+        var at = document.createElement("time");
+        at.setAttribute("datetime", line.at);
+        at.textContent = utc(line.at);
+        cell(row, "").appendChild(at);
+        cell(row, line.stream, true);
+        cell(row, (line.context && line.context.tenant) || "-");
+        body.insertBefore(row, body.firstChild);
+        localTimes(row);
+      };
+    }
+    open();
   }
   document.addEventListener("DOMContentLoaded", function () {
     localTimes(document);
