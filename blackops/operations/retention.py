@@ -42,6 +42,8 @@ from journal.work_index import moment_micros
 OUTCOME_PURGED = "outcome.purged"
 #: The cross-process lock (``EventStore.exclusive``) that orders holds and purges.
 RETENTION_LOCK = "retention"
+#: How often a hold or release is decided again when a worker's commit lands meanwhile.
+HOLD_RACES = 5
 #: A purge run gives the lock up this often, so a hold waits at most about this long.
 LOCK_TURN_SECONDS = 0.5
 TOMBSTONES = (EventType.PURGED.value, OUTCOME_PURGED)
@@ -123,10 +125,19 @@ class RetentionService:
         # Under the retention lock: an outcome purge checks for a hold on the operation's
         # stream and writes on the outcome's, so only the lock orders the two.
         with self.runtime.store.exclusive(RETENTION_LOCK):
-            operation = self.journal.load(operation_id)
-            operation.record(kind, self._now(), self._context(operation, actor), data)
-            self.journal.save(operation)
-        return operation
+            for remaining in range(HOLD_RACES, 0, -1):
+                operation = self.journal.load(operation_id)
+                operation.record(kind, self._now(), self._context(operation, actor), data)
+                try:
+                    self.journal.save(operation)
+                except FencingError:
+                    # A worker's claim or end landed since the load (the lock orders holds
+                    # and purges only): decide again on the operation as it is now.
+                    if remaining == 1:
+                        raise
+                    continue
+                return operation
+        raise AssertionError("unreachable")
 
     @staticmethod
     def _context(operation: Operation, actor: Actor) -> dict[str, Any]:

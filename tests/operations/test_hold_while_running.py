@@ -212,3 +212,28 @@ def test_a_replay_while_a_purge_is_half_done_finds_its_tombstone(
             app.submit("pay", {"amount": 6}, actor="a", tenant="t", idempotency_key="k1")
     finally:
         app.close()
+
+
+def test_a_hold_that_a_workers_commit_overtakes_is_decided_again(
+    shop: Application, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker's end landing between the hold's read and its append made the hold a
+    `conflict` the operator had to retry (found by a defect hunt)."""
+    operation_id = shop.submit("order.place", {"n": 9}, actor="a", tenant="t")
+    engine = shop.engine("w1")
+    [attempt] = engine.claim(5)
+    ending = engine.execute(attempt)
+    load = OperationJournal.load
+    landed: list[bool] = []
+
+    def then_the_end_lands(journal: OperationJournal, wanted: str) -> Any:
+        found = load(journal, wanted)
+        if not landed:
+            landed.append(engine.commit([ending]) == [ending])
+        return found
+
+    monkeypatch.setattr(OperationJournal, "load", then_the_end_lands)
+    held = shop.hold(operation_id, reason="audit", actor=ADMIN)
+    assert landed == [True] and held["reason"] == "audit"
+    assert types(shop, operation_id)[-1] == "operation.held"
+    assert shop.status(operation_id)["status"] == "completed"
