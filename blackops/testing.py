@@ -199,11 +199,12 @@ def recorded_histories(
 
     # A Workflow resource must exist; a registered workflow's uid is its instances' key,
     # so its histories are read without the application that registers it.
-    registered = {r.uid for r in app.workflows()}
+    registered = {r.uid: r.space for r in app.workflows()}
     uid = app.workflow(workflow).resource.uid if RESOURCE_UID.fullmatch(workflow) else workflow
+    space = registered.get(uid)  # a registration's own Space only (W15)
     ids = instances
     if ids is None:
-        ids = newest_instance_ids(app.projections, uid, status=status, limit=limit)
+        ids = newest_instance_ids(app.projections, uid, status=status, limit=limit, space=space)
         unknown = not ids and uid not in registered and not RESOURCE_UID.fullmatch(uid)
         if unknown and not newest_instance_ids(app.projections, uid, limit=1):
             raise NotFound(f"no workflow {workflow!r} has instances in this journal")
@@ -211,7 +212,7 @@ def recorded_histories(
     for instance_id in ids:
         stream = instance_stream(uid, instance_id)
         events = app.store.read_stream(stream)
-        if not events:
+        if not events or (space is not None and events[0].context.get("tenant") != space):
             raise UnknownInstance(instance_id)
         found.append(History(stream, events))
     return found

@@ -58,7 +58,8 @@ def parse_instant(text: object) -> datetime:
     fields = (int(year), int(month), int(day), int(hour), int(minute), min(int(second), 59))
     moment = datetime(*fields, tzinfo=zone)
     try:
-        return (moment + timedelta(seconds=leap, microseconds=micros)).astimezone(UTC)
+        # In UTC first: a leap second of 9999-12-31 at +01:00 is 23:00 UTC, no overflow.
+        return moment.astimezone(UTC) + timedelta(seconds=leap, microseconds=micros)
     except OverflowError:  # before year 1 or after 9999 in UTC: as early or as late as can be
         extreme = datetime.min if moment.year < 5000 else datetime.max
         return extreme.replace(tzinfo=UTC)

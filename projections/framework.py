@@ -19,8 +19,12 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
+from domain.errors import BackendUnavailable
 from domain.events import RecordedEvent
 from journal.store import EventStore
+
+#: How long a projection's set-up waits for SQLite's write lock (as the store's writers do).
+SETUP_LOCK_SECONDS = 30.0
 
 
 class Cursor(Protocol):
@@ -102,9 +106,7 @@ class ProjectionRunner:
         kind = store.location.kind
         self.sqlite = kind != "postgresql"
         self.prefix = f"{store.location.settings['POSTGRES_SCHEMA']}." if not self.sqlite else ""
-        if self._ready():
-            return
-        with self._transaction() as sql:
+        with self._setup_transaction() as sql:
             if not self.sqlite:
                 # Concurrent CREATE TABLE IF NOT EXISTS of one table fails on PostgreSQL
                 # (a unique violation in its catalog): runners opening at once, in any
@@ -125,34 +127,31 @@ class ProjectionRunner:
                 (projection.name,),
             )
 
-    def _ready(self) -> bool:
-        """Whether this projection's position row exists (its tables are made in the same
-        transaction), read only. Set-up writes only when it does not: on SQLite a read
-        that then writes is refused at once ("database is locked", not waited for) when
-        another process committed in between, and a first query of a projection in a
-        process failed so under load (found by a defect hunt)."""
-        if self.sqlite and self.store.location.kind == "memory":
-            return False  # a private in-memory database: nothing to race
-        with self._transaction() as sql:
-            if self.sqlite:
-                found = sql.execute(
-                    "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
-                    "AND name = 'blackops_projection_positions'"
-                )
-            else:
-                found = sql.execute(
-                    "SELECT count(*) FROM pg_catalog.pg_tables "
-                    "WHERE schemaname = %s AND tablename = 'blackops_projection_positions'",
-                    (self.prefix.rstrip("."),),
-                )
-            if not found or not found[0][0]:
-                return False
-            return bool(
-                sql.execute(
-                    "SELECT 1 FROM {p}blackops_projection_positions WHERE name = %s",
-                    (self.projection.name,),
-                )
-            )
+    @contextlib.contextmanager
+    def _setup_transaction(self) -> Iterator[SQL]:
+        """The set-up's transaction. On SQLite it takes the write lock first (BEGIN
+        IMMEDIATE, waited for like any writer's): its statements read, then write, and a
+        write after a read is refused at once ("database is locked", never waited for)
+        when another process committed in between, so a process's first query of a
+        projection failed under load (found by a defect hunt). Every statement still runs
+        on every open: ``tables()`` carries the projection's own migrations."""
+        path = self.store.location.sqlite_path
+        if path is None:
+            with self._transaction() as sql:
+                yield sql
+            return
+        try:
+            conn = sqlite3.connect(path, timeout=SETUP_LOCK_SECONDS, isolation_level=None)
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as error:
+            raise BackendUnavailable("the journal store cannot be reached", str(error)) from None
+        with contextlib.closing(conn):
+            try:
+                yield SQL(conn.cursor(), sqlite=True, prefix="")
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[SQL]:
@@ -258,6 +257,14 @@ class ProjectionRunner:
         PostgreSQL snapshot reads as empty beside the old position: a rebuild served
         "every count 0 as of the journal's end" (found by a defect hunt)."""
         with self._transaction() as sql:
+            # The position row first, as a catch-up takes it: one in flight commits before
+            # the DELETEs, which then see its rows (READ COMMITTED reads what a statement
+            # finds committed when it starts); deleted before it committed, its rows would
+            # survive and be counted again by the refill (found by review).
+            sql.execute(
+                "UPDATE {p}blackops_projection_positions SET position = position WHERE name = %s",
+                (self.projection.name,),
+            )
             for statement in self.projection.tables(self.prefix):
                 sql.execute(statement)
             for table in self._tables():

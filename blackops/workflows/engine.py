@@ -109,6 +109,7 @@ class WorkflowEngine:
         self.clock = clock
         self.worker_id = worker_id
         self.lease_seconds = check_lease_seconds(lease_seconds)
+        self._told: set[tuple[str, str]] = set()  # (uid, Space) skipped and logged once
 
     @property
     def types(self) -> list[str]:
@@ -232,7 +233,16 @@ class WorkflowEngine:
         if space is not None and space != state.space:
             # Another Space's instance of a uid this process registered for its own Space
             # (two applications on one store, one code registration each): its code and env
-            # are that Space's, never run here; it stays due for its own workers.
+            # are that Space's, never run here; it stays due for its own workers. Their
+            # reservations still take each other's rows for a turn (W15): said once.
+            if (state.workflow, state.space) not in self._told:
+                self._told.add((state.workflow, state.space))
+                log.warning(
+                    "workflow %r is registered here for Space %r and has instances of Space "
+                    "%r on this store: they are not run here, and each Space's workers delay "
+                    "the other's; give each Space's registration its own uid",
+                    state.workflow, space, state.space,
+                )  # fmt: skip
             return None
         try:
             return self.provider.pick(state.workflow)

@@ -292,6 +292,7 @@ class InstanceLister(Protocol):
         self,
         workflow: str,
         *,
+        space: str | None = None,
         status: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
@@ -299,14 +300,20 @@ class InstanceLister(Protocol):
 
 
 def newest_instances(
-    lister: InstanceLister, workflow: str, *, status: str | None = None
+    lister: InstanceLister,
+    workflow: str,
+    *,
+    status: str | None = None,
+    space: str | None = None,
 ) -> list[tuple[str, str]]:
-    """``(instance id, status)`` of ``workflow``'s instances (optionally of one status),
-    newest first."""
+    """``(instance id, status)`` of ``workflow``'s instances (optionally of one status, of
+    one Space: a code-registered uid may be another Space's too, W15), newest first."""
     found: list[tuple[str, str]] = []
     cursor: str | None = None
     while True:
-        page = lister.list_instances(workflow, status=status, limit=1000, cursor=cursor)
+        page = lister.list_instances(
+            workflow, space=space, status=status, limit=1000, cursor=cursor
+        )
         found += [(item["id"], item["status"]) for item in page["items"]]
         cursor = page["next"]
         if not cursor:
@@ -316,10 +323,16 @@ def newest_instances(
 
 
 def newest_instance_ids(
-    lister: InstanceLister, workflow: str, *, status: str | None = None, limit: int | None = None
+    lister: InstanceLister,
+    workflow: str,
+    *,
+    status: str | None = None,
+    limit: int | None = None,
+    space: str | None = None,
 ) -> list[str]:
-    """Instance ids of ``workflow`` (optionally of one status), newest first."""
-    ids = [instance_id for instance_id, _ in newest_instances(lister, workflow, status=status)]
+    """Instance ids of ``workflow`` (optionally of one status, of one Space), newest first."""
+    found = newest_instances(lister, workflow, status=status, space=space)
+    ids = [instance_id for instance_id, _ in found]
     return ids if limit is None else ids[:limit]
 
 

@@ -56,3 +56,9 @@ def test_a_leap_second_is_the_start_of_the_next_second() -> None:
     assert parse_instant("2016-12-31T23:59:60.5Z") == leap
     assert parse_instant("2016-12-31T23:59:59.5Z") < leap
     assert parse_instant("9999-12-31T23:59:60Z") == datetime.max.replace(tzinfo=UTC)
+
+
+def test_a_leap_second_with_an_offset_is_taken_in_utc() -> None:
+    """At the year 9999 edge, the extra second added before converting overflowed to the
+    largest instant (found by review)."""
+    assert parse_instant("9999-12-31T23:59:60+01:00") == datetime(9999, 12, 31, 23, tzinfo=UTC)

@@ -14,6 +14,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -364,28 +365,6 @@ def test_counts_are_as_of_the_position_they_name_while_submits_run(store_url: st
         app.close()
 
 
-def test_a_ready_projection_opens_while_another_process_holds_the_write_lock(
-    tmp_path: Path,
-) -> None:
-    """A runner whose tables and position row exist writes nothing when it opens: on SQLite
-    its set-up read then wrote, refused at once when another process had committed in
-    between, so a first query in a process failed under load (found by a defect hunt)."""
-    url = f"sqlite:///{tmp_path / 'journal.sqlite3'}"
-    with EventStore(url) as first:
-        ProjectionRunner(first, OperationCounts())  # sets up tables and position row
-    with EventStore(url, create=False) as store:
-        other = sqlite3.connect(tmp_path / "journal.sqlite3", timeout=0)
-        other.execute("BEGIN IMMEDIATE")  # another process's write transaction, held
-        try:
-            started = time.monotonic()
-            runner = ProjectionRunner(store, OperationCounts())
-            assert time.monotonic() - started < 2  # no wait for the write lock
-        finally:
-            other.rollback()
-            other.close()
-        assert runner.position() == 0
-
-
 def test_a_reader_that_began_before_a_rebuild_sees_the_rows_of_its_position() -> None:
     """H8 through a rebuild (PostgreSQL: SQLite's reader keeps its snapshot of the schema
     too): a snapshot taken before the reset reads the old counts beside the old position.
@@ -421,4 +400,90 @@ def test_a_reader_that_began_before_a_rebuild_sees_the_rows_of_its_position() ->
         assert sorted(seen) == sorted(before)
     finally:
         app.close()
-        schema.close()
+        next(schema, None)  # past its yield: the schema is dropped
+
+
+def test_a_projection_opens_while_another_process_commits_meanwhile(tmp_path: Path) -> None:
+    """Its set-up read then wrote; on SQLite a write after a read is refused at once when
+    another process committed in between (a first query failed under load: found by a
+    defect hunt). It now takes the write lock first and waits for it like any writer."""
+    url = f"sqlite:///{tmp_path / 'journal.sqlite3'}"
+    with EventStore(url) as first:
+        ProjectionRunner(first, OperationCounts())
+    with EventStore(url, create=False) as store:
+        other = sqlite3.connect(
+            tmp_path / "journal.sqlite3", timeout=0, isolation_level=None, check_same_thread=False
+        )
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("CREATE TABLE elsewhere (x)")  # another process's write, not committed
+        committer = threading.Timer(0.5, lambda: other.execute("COMMIT"))
+        committer.start()
+        try:
+            runner = ProjectionRunner(store, OperationCounts())  # waits, then sets up
+        finally:
+            committer.join()
+            other.close()
+        assert runner.position() == 0
+
+
+def test_opening_a_projection_still_runs_its_migrations(tmp_path: Path) -> None:
+    """`tables()` carries a projection's migrations (its listing indexes): every open runs
+    them, also on a store whose projection is set up (a fast path skipped them: found by
+    review)."""
+    url = f"sqlite:///{tmp_path / 'journal.sqlite3'}"
+
+    def indexes() -> set[str]:
+        with sqlite3.connect(tmp_path / "journal.sqlite3") as db:
+            rows = db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'index' "
+                "AND tbl_name = 'blackops_operation_status' AND name LIKE 'blackops_%'"
+            )
+            return {row[0] for row in rows}
+
+    with EventStore(url) as store:
+        ProjectionRunner(store, OperationStatus())
+    made = indexes()
+    assert made
+    with sqlite3.connect(tmp_path / "journal.sqlite3") as db:
+        for name in made:
+            db.execute(f"DROP INDEX {name}")
+    with EventStore(url, create=False) as store:
+        ProjectionRunner(store, OperationStatus())
+    assert indexes() == made
+
+
+def test_a_rebuild_racing_a_catch_up_counts_each_event_once() -> None:
+    """A catch-up in flight when a rebuild began kept rows the rebuild's DELETE could not
+    see, and the refill counted their events again (found by review): the rebuild now
+    takes the position row first, as a catch-up does (PostgreSQL)."""
+    schema = postgres_schema_url()
+    store_url = next(schema)
+    app = Application(store_url)
+    app.operation("t.old")(lambda ctx, params: None)
+    app.operation("t.new")(lambda ctx, params: None)
+    try:
+        app.run("t.old", {}, actor="a", tenant="t")
+        runner = app.projections.runner("operation_counts")
+        runner.catch_up()
+        app.run("t.new", {}, actor="a", tenant="t")
+        apply = runner.projection.apply
+        applying = threading.Event()
+
+        def slowly(sql: Any, events: Any) -> None:
+            apply(sql, events)
+            applying.set()
+            time.sleep(1.0)  # the batch's rows are written, not yet committed
+
+        runner.projection.apply = slowly  # type: ignore[method-assign]
+        catching_up = threading.Thread(target=runner.catch_up)
+        catching_up.start()
+        assert applying.wait(20)
+        with EventStore(store_url, create=False) as other:
+            ProjectionRunner(other, OperationCounts()).rebuild()
+        catching_up.join()
+        runner.projection.apply = apply  # type: ignore[method-assign]
+        counts = app.operation_counts()
+        assert counts["t"]["t.new"]["completed"] == 1, counts
+    finally:
+        app.close()
+        next(schema, None)  # past its yield: the schema is dropped

@@ -76,3 +76,19 @@ def test_each_spaces_worker_runs_only_its_own_instances(
     clock.advance(6)  # past the reservation globex's worker held on it
     asyncio.run(acme.work_until_idle())
     assert acme.instances.status(resource, "order-1")["status"] == "waiting"
+
+
+def test_a_replay_check_reads_only_its_registrations_space(
+    apps: tuple[Application, Application],
+) -> None:
+    """`recorded_histories` of a registered uid took the other Space's histories too (its
+    code replayed over another tenant's instances: found by review)."""
+    from blackops.testing import recorded_histories
+
+    acme, globex = apps
+    asyncio.run(acme.workflow("Pause").create(id="a-1", params={"space": "acme"}))
+    asyncio.run(globex.workflow("Pause").create(id="g-1", params={"space": "globex"}))
+    histories = recorded_histories(acme, "Pause")
+    assert [h.events[0].context["tenant"] for h in histories] == ["acme"]
+    with pytest.raises(BlackOpsError):
+        recorded_histories(acme, "Pause", instances=["g-1"])
