@@ -207,7 +207,11 @@ class _Handler(BaseHTTPRequestHandler):
         the next request: found by review) or a Transfer-Encoding, which the witness never
         decodes. Call before reading anything of the body."""
         lengths = self.headers.get_all("Content-Length") or []
-        if len(lengths) > 1 or "Transfer-Encoding" in self.headers:
+        # A header line the parser could not read (a space before its colon, no colon)
+        # ends the headers there: the fields after it, a Transfer-Encoding or a second
+        # Content-Length among them, were never seen (RFC 9112 5.1: 400; found by review).
+        malformed = bool(self.headers.defects or self.headers.get_payload())
+        if malformed or len(lengths) > 1 or "Transfer-Encoding" in self.headers:
             self._answer(400, "one Content-Length and no Transfer-Encoding\n", close=True)
             return True
         return False

@@ -252,13 +252,47 @@ def test_live_tail_builds_a_new_source_when_the_browser_gives_up(
         page.wait_for_timeout(100)  # route handlers run while Playwright waits
     assert len(seen) == 4, seen
     page.locator("#tail-state", has_text="Live:").wait_for()  # the fourth went through
-    # The sources the page built resume after the last line received, not the page's start.
+    # The page asked why (its probe, answered 503), then built a source: both resume after
+    # the last line received, not the page's start.
+    assert "limit=1" in seen[2] and "limit=" not in seen[3], seen
     assert [after_of(url) for url in seen[2:]] == [after_of(seen[0]) - 1] * 2
     with world.api(world.admin) as api:
         made = api.post("/v1/spaces/default/operations/greeting.say", json={"name": "again"})
     assert made.status_code == 200, made.text
     page.locator("#tail tr.new", has_text=made.json()["operationId"]).first.wait_for()
     shot(page, request, "journal-reconnected")
+
+
+def test_live_tail_says_why_a_reconnection_was_refused(
+    world: World, context: Any, request: pytest.FixtureRequest
+) -> None:
+    """A refusal before a stream begins (a session that expired while the connection was
+    down) is an HTTP status the browser does not show: the page retried it for ever,
+    "reconnecting in 30 s" (found by review). It asks once, then says why and stops."""
+    refused = json.dumps({"error": {"code": "unauthorized", "message": "sign in again"}})
+    seen: list[str] = []
+
+    def stream(route: Any) -> None:
+        seen.append(route.request.url)
+        if len(seen) == 1:  # a line, then the connection ends: the browser reconnects
+            line = {"type": "tail.gone", "at": "2026-12-01T00:00:00Z", "stream": "s", "context": {}}
+            route.fulfill(
+                status=200,
+                headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"},
+                body=f"retry: 100\n\nid: {after_of(route.request.url)}\n"
+                f"data: {json.dumps(line)}\n\n",
+            )
+        else:
+            route.fulfill(status=401, content_type="application/json", body=refused)
+
+    page = context.new_page()
+    page.route(re.compile(r"/journal/stream\?"), stream)
+    sign_in(page, world, world.admin, start="/ui/journal")
+    page.locator("#tail-state", has_text="Live tail ended: sign in again").wait_for()
+    asked = len(seen)
+    page.wait_for_timeout(2500)  # past the next pause: nothing more is asked
+    assert len(seen) == asked == 3, seen  # the stream, the browser's retry, the page's probe
+    shot(page, request, "journal-refused")
 
 
 def test_another_spaces_urls_show_not_found(

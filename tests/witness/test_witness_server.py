@@ -242,6 +242,11 @@ def answers(port: int, request: bytes) -> list[bytes]:
         b"Content-Length: +0\r\n",  # not a Content-Length (RFC 9110: 1*DIGIT)
         b"Content-Length: 0x0\r\n",
         b"Content-Length: %s1\r\n" % (b"0" * 5000),  # past int()'s 4,300 digits
+        # Lines the header parser stops at: the fields after them were never seen.
+        b"Transfer-Encoding : chunked\r\n",
+        b"X-Junk\r\nTransfer-Encoding: chunked\r\n",
+        b"Content-Length: 0\r\nX-Junk\r\nContent-Length: 5\r\n",
+        b"Content-Length : 5\r\n",
     ],
 )
 def test_a_get_framed_with_a_body_is_400_and_closes(served: Served, framing: bytes) -> None:

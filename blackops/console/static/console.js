@@ -49,9 +49,29 @@
     var body = table.querySelector("tbody");
     var after = table.dataset.after;  // the last id received: where a new source resumes
     var delay = 1000;  // before building a source anew, doubling to 30 s
+    function url(extra) {
+      return table.dataset.stream + "?after=" + encodeURIComponent(after) + (extra || "");
+    }
+    function ended(why) {
+      state.textContent = "Live tail ended: " + (why || "refused");
+    }
+    function retry() {
+      // The browser does not say why it gave up: ask once. A refusal before a stream
+      // begins (a session that expired meanwhile, a lost role, a changed event) is an
+      // HTTP status, shown and final; the store still down (503) is tried again later.
+      fetch(url("&limit=1&max_seconds=1"), {credentials: "same-origin"}).then(function (answer) {
+        if (answer.status === 200 || answer.status === 503) {
+          if (answer.body) answer.body.cancel();
+          open();
+          return;
+        }
+        answer.json().then(function (body) {
+          ended(body && body.error && body.error.message);
+        }, function () { ended("HTTP " + answer.status); });
+      }, open);  // the server unreachable: a new source, which fails and waits longer
+    }
     function open() {
-      var source = new EventSource(  // same origin: the session cookie goes with it
-        table.dataset.stream + "?after=" + encodeURIComponent(after));
+      var source = new EventSource(url());  // same origin: the session cookie goes with it
       source.onopen = function () {
         delay = 1000;
         state.textContent = "Live: new lines appear at the top.";
@@ -64,7 +84,7 @@
         var error = null;
         try { error = event.data ? JSON.parse(event.data).error : null; } catch (e) { error = {}; }
         if (error && error.code !== "backend_unavailable") {
-          state.textContent = "Live tail ended: " + (error.message || "refused");
+          ended(error.message);
           source.close();
           return;
         }
@@ -76,7 +96,7 @@
           var wait = delay;
           delay = Math.min(delay * 2, 30000);
           state.textContent = "Live tail interrupted; reconnecting in " + wait / 1000 + " s…";
-          setTimeout(open, wait);
+          setTimeout(retry, wait);
           return;
         }
         state.textContent = "Live tail interrupted; reconnecting…";
