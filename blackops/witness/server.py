@@ -30,6 +30,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from email.errors import MissingHeaderBodySeparatorDefect
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -210,11 +211,21 @@ class _Handler(BaseHTTPRequestHandler):
         # A header line the parser could not read (a space before its colon, no colon)
         # ends the headers there: the fields after it, a Transfer-Encoding or a second
         # Content-Length among them, were never seen (RFC 9112 5.1: 400; found by review).
-        malformed = bool(self.headers.defects or self.headers.get_payload())
-        if malformed or len(lengths) > 1 or "Transfer-Encoding" in self.headers:
-            self._answer(400, "one Content-Length and no Transfer-Encoding\n", close=True)
-            return True
-        return False
+        # Only that defect counts: a multipart or message/* Content-Type has MIME defects
+        # and a parsed payload of its own, which say nothing about the header lines.
+        payload = self.headers.get_payload()
+        malformed = any(
+            isinstance(d, MissingHeaderBodySeparatorDefect) for d in self.headers.defects
+        )
+        if malformed or (isinstance(payload, str) and payload):
+            why = "a header line is malformed"
+        elif len(lengths) > 1 or "Transfer-Encoding" in self.headers:
+            why = "one Content-Length and no Transfer-Encoding"
+        else:
+            return False
+        self._log(400, why)
+        self._answer(400, why + "\n", close=True)
+        return True
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         if code == 501:  # a method without a do_ handler: 404 like any other (decisions T4)

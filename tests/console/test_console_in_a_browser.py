@@ -295,6 +295,41 @@ def test_live_tail_says_why_a_reconnection_was_refused(
     shot(page, request, "journal-refused")
 
 
+def test_live_tail_retries_a_proxys_502(
+    world: World, context: Any, request: pytest.FixtureRequest
+) -> None:
+    """A server restarting behind a proxy answers 502: the page's probe took it for a
+    refusal and ended the tail for good (found by review). Only a 4xx refusal is final."""
+    seen: list[str] = []
+
+    def stream(route: Any) -> None:
+        seen.append(route.request.url)
+        if len(seen) == 1:  # a line, then the connection ends: the browser reconnects
+            line = {"type": "tail.502", "at": "2026-12-01T00:00:00Z", "stream": "s", "context": {}}
+            route.fulfill(
+                status=200,
+                headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"},
+                body=f"retry: 100\n\nid: {after_of(route.request.url)}\n"
+                f"data: {json.dumps(line)}\n\n",
+            )
+        elif len(seen) <= 3:  # the browser's retry and the page's probe: the proxy's 502
+            route.fulfill(status=502, content_type="text/html", body="<h1>Bad Gateway</h1>")
+        else:
+            route.continue_()
+
+    page = context.new_page()
+    page.route(re.compile(r"/journal/stream\?"), stream)
+    sign_in(page, world, world.admin, start="/ui/journal")
+    page.locator("#tail tr.new", has_text="tail.502").wait_for()
+    for _ in range(150):
+        if len(seen) >= 4:
+            break
+        page.wait_for_timeout(100)  # route handlers run while Playwright waits
+    page.locator("#tail-state", has_text="Live:").wait_for()
+    assert "ended" not in page.locator("#tail-state").inner_text()
+    shot(page, request, "journal-502")
+
+
 def test_another_spaces_urls_show_not_found(
     world: World, context: Any, request: pytest.FixtureRequest
 ) -> None:

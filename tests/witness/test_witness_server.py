@@ -280,3 +280,18 @@ def test_a_post_framed_twice_is_400_and_closes(served: Served, log: ToyLog, fram
     assert answers(served.port, head + body) == [b"400"]
     assert served.witness.state.latest(log.origin) is None  # nothing was cosigned
     assert served.post(body).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [b"multipart/form-data; boundary=x", b"multipart/mixed", b"message/rfc822", b"text/plain"],
+)
+def test_a_content_type_the_mime_parser_reads_is_no_framing_defect(
+    served: Served, log: ToyLog, content_type: bytes
+) -> None:
+    """Only a header line the parser stopped at is malformed framing: a multipart or
+    message Content-Type's own MIME defects were refused as such (found by review)."""
+    body = tlog_witness.encode(0, [], log.note())
+    head = b"POST /add-checkpoint HTTP/1.1\r\nHost: w\r\nContent-Type: %s\r\n" % content_type
+    head += b"Content-Length: %d\r\n\r\n" % len(body)
+    assert answers(served.port, head + body) == [b"200", b"404"]  # then the PUT after it

@@ -60,7 +60,10 @@
       // begins (a session that expired meanwhile, a lost role, a changed event) is an
       // HTTP status, shown and final; the store still down (503) is tried again later.
       fetch(url("&limit=1&max_seconds=1"), {credentials: "same-origin"}).then(function (answer) {
-        if (answer.status === 200 || answer.status === 503) {
+        // Final only for a refusal (a 4xx but a timeout or too many requests); a 5xx (a
+        // proxy's 502 while the server restarts, the store's 503) is tried again later.
+        var status = answer.status;
+        if (status < 400 || status >= 500 || [408, 425, 429].indexOf(status) >= 0) {
           if (answer.body) answer.body.cancel();
           open();
           return;
