@@ -1,5 +1,6 @@
 """A code-registered uid in two Spaces of one store (two applications, one registration
-each): each Space sees, counts and runs only its own instances (found by a defect hunt: a
+each): each Space sees, counts and runs only its own instances, and another Space's
+instance is `unknown_instance` (DW-INST-3) through a registration (found by a defect hunt: a
 globex reader listed, counted and read acme's instance of the same uid)."""
 
 from __future__ import annotations
