@@ -92,9 +92,9 @@ def error_from(response: httpx.Response) -> BlackOpsError:
         body = response.json()
     except ValueError:
         body = None
-    detail = body.get("error") if isinstance(body, dict) else None
-    if isinstance(detail, dict) and isinstance(detail.get("code"), str):
-        return error_of(detail["code"], str(detail.get("message", "")), status)
+    carried = _carried(body, status)
+    if carried is not None:
+        return carried
     text = response.text[:200] if response.content else ""
     if status in (502, 503, 504):
         return error_of("backend_unavailable", f"HTTP {status} from {response.url}", status)
@@ -108,10 +108,18 @@ def error_in(data: bytes) -> BlackOpsError:
         body = json.loads(data)
     except ValueError:
         body = None
+    carried = _carried(body)
+    if carried is not None:
+        return carried
+    return error_of("internal_error", f"a stream ended with an error event: {data[:200]!r}")
+
+
+def _carried(body: object, status: int | None = None) -> BlackOpsError | None:
+    """The error a ``{"error": {"code", "message"}}`` body names, or None if it names none."""
     detail = body.get("error") if isinstance(body, dict) else None
     if isinstance(detail, dict) and isinstance(detail.get("code"), str):
-        return error_of(detail["code"], str(detail.get("message", "")))
-    return error_of("internal_error", f"a stream ended with an error event: {data[:200]!r}")
+        return error_of(detail["code"], str(detail.get("message", "")), status)
+    return None
 
 
 def unreachable(error: httpx.TransportError) -> BackendUnavailable:

@@ -145,32 +145,27 @@ class ConsoleRoute(APIRoute):
         handler = super().get_route_handler()
 
         async def handle(request: Request) -> Response:
-            # An error page looks the session up (a store read): in the thread pool, not
-            # on the event loop.
             try:
                 return await handler(request)
             except NoSession:
                 if request.method == "GET":
                     return login_redirect(request)
-                return await run_in_threadpool(
-                    error_page, request, 401, "unauthorized", "Sign in first."
-                )
+                status, code, message = 401, "unauthorized", "Sign in first."
             except CsrfRefused:
-                return await run_in_threadpool(
-                    error_page, request, 403, "forbidden",
+                status, code = 403, "forbidden"
+                message = (
                     "The form's security (CSRF) token is missing or does not match this "
-                    "session; nothing was changed. Go back, reload the page and try again.",
-                )  # fmt: skip
+                    "session; nothing was changed. Go back, reload the page and try again."
+                )
             except RequestValidationError as error:
                 where = ", ".join(".".join(str(p) for p in e["loc"]) for e in error.errors()[:3])
-                message = f"invalid request: {where}"
-                return await run_in_threadpool(error_page, request, 400, "invalid_request", message)
+                status, code, message = 400, "invalid_request", f"invalid request: {where}"
             except BlackOpsError as error:
-                status = error.http_status
-                if status == 401 and request.method == "GET":
+                if error.http_status == 401 and request.method == "GET":
                     return login_redirect(request)
-                return await run_in_threadpool(
-                    error_page, request, status, error.code, error.message
-                )
+                status, code, message = error.http_status, error.code, error.message
+            # An error page looks the session up (a store read): in the thread pool, not
+            # on the event loop.
+            return await run_in_threadpool(error_page, request, status, code, message)
 
         return handle

@@ -156,8 +156,8 @@ class AccessService:
 
         The space and the principal must exist (``NotFound``). Granting the role it
         already has appends nothing. ``unless_outside``: raised instead when the principal
-        holds no role in ``space``, judged on the state the grant would follow (a check
-        before the grant could be overtaken by a revoke).
+        is not ``space``'s (no role there, or a system principal), judged on the state the
+        grant would follow (a check before the grant could be overtaken by a revoke).
         """
         check_principal_id(principal_id)
         check_space_name(space)
@@ -168,7 +168,7 @@ class AccessService:
 
         def attempt() -> dict[str, Any]:
             state, version = self._load_principal(principal_id)
-            if unless_outside is not None and space not in state.roles:
+            if unless_outside is not None and (state.system or space not in state.roles):
                 raise unless_outside
             if state.roles.get(space) is not granted:
                 data = {"principal": principal_id, "space": space, "role": granted.value}

@@ -28,7 +28,7 @@ from blackops.http.models import (
 from blackops.http.openapi import errors, request_body
 from blackops.http.params import PrincipalPath, SpacePath, TokenPath
 from blackops.http.responses import JSON
-from domain.access import Action, Role, check_system
+from domain.access import Action, Principal, Role, check_system
 from domain.errors import Conflict, InvalidRequest, NotFound
 
 router = APIRouter(tags=["access"])
@@ -40,13 +40,20 @@ PrincipalId = PrincipalPath
 def in_space(app: Application, principal_id: str, space: str) -> dict[str, Any]:
     """The principal as this Space sees it: its role here and nothing of other Spaces;
     one without a role here is as unknown as one that does not exist."""
-    try:
-        role = app.access.principal(principal_id).role_in(space)
-    except NotFound:
-        role = None
-    if role is None:
-        raise NotFound(f"no principal {principal_id[:128]!r} in space {space!r}")
+    role = _with_role_in(app, principal_id, space).role_in(space)
+    assert role is not None
     return {"id": principal_id, "space": space, "role": role.value}
+
+
+def _with_role_in(app: Application, principal_id: str, space: str) -> Principal:
+    """The principal, if it has a role in ``space`` (else ``NotFound``, as if none)."""
+    try:
+        principal = app.access.principal(principal_id)
+    except NotFound:
+        principal = None
+    if principal is None or principal.role_in(space) is None:
+        raise NotFound(f"no principal {principal_id[:128]!r} in space {space!r}")
+    return principal
 
 
 @router.post(
@@ -114,8 +121,7 @@ async def put_principal(
         # so a revoke landing before it is not overtaken.
         outside = None if who.principal.system else _not_this_spaces(principal_id)
         try:
-            if access.principal(principal_id).system and outside is not None:
-                raise outside  # a system principal's roles are a system principal's call
+            access.principal(principal_id)
         except NotFound:
             # Never journaled, yet the configured token's id: a Space's tokens must not act
             # under it (found by a review).
@@ -183,8 +189,8 @@ async def issue_token(
     ctx = app.access_context(who.actor, space)
 
     def issue() -> dict[str, Any]:
-        in_space(app, principal_id, space)  # 404 unless it has a role here
-        if not who.principal.system and app.access.principal(principal_id).system:
+        principal = _with_role_in(app, principal_id, space)  # 404 unless it has a role here
+        if not who.principal.system and principal.system:
             # Its tokens would act under a system principal's id, whatever their scope.
             raise Conflict(
                 f"principal {principal_id[:128]!r} is a system principal: only a system "

@@ -31,16 +31,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from blackops.witness.sources import HttpSource, LogUnreadable, Source
 from domain.errors import InvalidRequest
 from replay.cosignature import cosignatures
 from replay.merkle import verify_consistency
 from replay.notes import Checkpoint, NoteError, VerifierKey, open_note
-
-if TYPE_CHECKING:
-    pass
 
 ProofSource = Callable[[int, int], Sequence[bytes]]
 

@@ -163,13 +163,13 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = self.rfile.read(size)
         except OSError as error:  # a client that stalls past the timeout, or went away
-            self._log(None, f"the request body was not received: {error}")
+            log_line(None, f"the request body was not received: {error}")
             self.close_connection = True
             return
         try:
             line = self.server.witness.add_checkpoint(body)
         except tlog_witness.Refusal as refusal:
-            self._log(refusal.status, refusal.message)
+            log_line(refusal.status, refusal.message)
             if refusal.status == 409 and refusal.size is not None:
                 self._answer(409, f"{refusal.size}\n", SIZE_TYPE)
             else:  # a fork's 409 is plain text: no size to resend from
@@ -178,7 +178,7 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as error:  # damaged state, a full disk: refuse, never forget
             self._failed(error)
             return
-        self._log(200, "cosigned")
+        log_line(200, "cosigned")
         self._answer(200, line)
 
     def do_GET(self) -> None:
@@ -223,7 +223,7 @@ class _Handler(BaseHTTPRequestHandler):
             why = "one Content-Length and no Transfer-Encoding"
         else:
             return False
-        self._log(400, why)
+        log_line(400, why)
         self._answer(400, why + "\n", close=True)
         return True
 
@@ -237,7 +237,7 @@ class _Handler(BaseHTTPRequestHandler):
         detail = (
             str(error) if isinstance(error, RuntimeError) else f"{type(error).__name__}: {error}"
         )
-        self._log(500, detail)
+        log_line(500, detail)
         self._answer(500, "the witness cannot read or write its state; see its log\n")
 
     def _answer(
@@ -255,9 +255,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
-
-    def _log(self, status: int | None, message: str) -> None:
-        log_line(status, message)
 
     def log_message(self, format: str, *args: Any) -> None:
         return  # one JSON line per decision instead (above)
@@ -338,19 +335,10 @@ class _Server(ThreadingHTTPServer):
         log_line(None, f"connection from {client_address[0]} failed: {error!r}")
 
 
-def make_server(
-    witness: Witness,
-    host: str,
-    port: int,
-    *,
-    socket_timeout: float = SOCKET_TIMEOUT,
-    max_connections: int = MAX_CONNECTIONS,
-    max_per_client: int = MAX_PER_CLIENT,
-) -> _Server:
-    return _Server(
-        (host, port), witness, socket_timeout=socket_timeout,
-        max_connections=max_connections, max_per_client=max_per_client,
-    )  # fmt: skip
+def make_server(witness: Witness, host: str, port: int, **limits: Any) -> _Server:
+    """``limits``: ``_Server``'s keywords (``socket_timeout``, ``max_connections``,
+    ``max_per_client``), their defaults there."""
+    return _Server((host, port), witness, **limits)
 
 
 def describe(witness: Witness, url: str) -> Mapping[str, Any]:

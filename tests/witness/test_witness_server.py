@@ -27,7 +27,7 @@ from replay.notes import COSIGNATURE_KEY, SigningKey
 class Served:
     def __init__(self, witness: Witness, **options: float) -> None:
         self.witness = witness
-        self.server = make_server(witness, "127.0.0.1", 0, **options)  # type: ignore[arg-type]
+        self.server = make_server(witness, "127.0.0.1", 0, **options)
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
