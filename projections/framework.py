@@ -4,7 +4,7 @@ A projection's tables live in the journal's own database, and every batch is app
 in **one transaction together with its position**, advanced only from the position it
 was read at (compare and set): a crash between update and position is impossible, a
 concurrent runner that got there first makes this batch roll back, so every event is
-applied exactly once. ``rebuild`` drops the tables and folds from position 0.
+applied exactly once. ``rebuild`` empties the tables and folds from position 0.
 
 For ``memory://`` stores (tests, demos) the tables live in a private SQLite database.
 Statements are written with ``%s``; SQLite gets ``?``.
@@ -41,8 +41,6 @@ class Projection(Protocol):
     def tables(self, prefix: str) -> list[str]:
         """CREATE TABLE IF NOT EXISTS statements (``prefix`` qualifies table names)."""
         ...
-
-    def drop(self, prefix: str) -> list[str]: ...
 
     def apply(self, sql: SQL, events: Sequence[RecordedEvent]) -> None:
         """Fold ``events`` (journal order) into the tables, through ``sql``."""
@@ -231,9 +229,8 @@ class ProjectionRunner:
         """Fresh planner statistics of this projection's tables (PostgreSQL only: SQLite
         plans without them)."""
         with self._transaction() as sql:
-            for statement in self.projection.tables(self.prefix):
-                if found := _CREATED.match(statement):
-                    sql.execute(f"ANALYZE {found.group(1)}")
+            for table in self._tables():
+                sql.execute(f"ANALYZE {table}")
 
     def follow(self, stop: threading.Event, poll_seconds: float = 0.5) -> None:
         """Live mode: catch up, then again whenever this process appends (at once) or
@@ -276,14 +273,9 @@ class ProjectionRunner:
         return self.catch_up()
 
     def _tables(self) -> list[str]:
-        """The projection's tables, as its ``drop`` statements name them."""
-        found = []
-        for statement in self.projection.drop(self.prefix):
-            head, _, table = statement.rpartition(" ")
-            if head != "DROP TABLE IF EXISTS" or not table:
-                raise ValueError(f"not a DROP TABLE IF EXISTS statement: {statement!r}")
-            found.append(table)
-        return found
+        """The projection's tables, as its ``tables()`` statements create them."""
+        statements = self.projection.tables(self.prefix)
+        return [found.group(1) for s in statements if (found := _CREATED.match(s))]
 
     def query(self, text: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._transaction() as sql:

@@ -62,9 +62,6 @@ class InstanceStatus:
             f"ON {prefix}blackops_instance_status (workflow, status, created_at, stream)",
         ]
 
-    def drop(self, prefix: str) -> list[str]:
-        return [f"DROP TABLE IF EXISTS {prefix}blackops_instance_status"]
-
     def apply(self, sql: SQL, events: Sequence[RecordedEvent]) -> None:
         rows: dict[str, list[Any]] = {}
         gone: set[str] = set()
@@ -132,12 +129,6 @@ class InstanceCounts:
             f"CREATE TABLE IF NOT EXISTS {prefix}blackops_instance_counts_by_space_seen ("
             "stream TEXT PRIMARY KEY, space TEXT NOT NULL, workflow TEXT NOT NULL, "
             "status TEXT NOT NULL)",
-        ]
-
-    def drop(self, prefix: str) -> list[str]:
-        return [
-            f"DROP TABLE IF EXISTS {prefix}blackops_instance_counts_by_space",
-            f"DROP TABLE IF EXISTS {prefix}blackops_instance_counts_by_space_seen",
         ]
 
     def apply(self, sql: SQL, events: Sequence[RecordedEvent]) -> None:

@@ -59,9 +59,6 @@ class OperationStatus:
             f"DROP INDEX IF EXISTS {prefix}blackops_operation_status_listing",
         ]
 
-    def drop(self, prefix: str) -> list[str]:
-        return [f"DROP TABLE IF EXISTS {prefix}blackops_operation_status"]
-
     def apply(self, sql: SQL, events: Sequence[RecordedEvent]) -> None:
         rows: dict[str, dict[str, Any]] = {}
         for event in events:
@@ -136,12 +133,6 @@ class OperationCounts:
             f"CREATE TABLE IF NOT EXISTS {prefix}blackops_operation_counts_seen ("
             "operation_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, type TEXT NOT NULL, "
             "status TEXT NOT NULL)",
-        ]
-
-    def drop(self, prefix: str) -> list[str]:
-        return [
-            f"DROP TABLE IF EXISTS {prefix}blackops_operation_counts",
-            f"DROP TABLE IF EXISTS {prefix}blackops_operation_counts_seen",
         ]
 
     def apply(self, sql: SQL, events: Sequence[RecordedEvent]) -> None:

@@ -146,17 +146,8 @@ def replay(
                     if anomaly.kind == "duplicate" and on_duplicate == "skip":
                         report.duplicates_skipped += 1
                         continue
-                    report.delivered, report.last_position = delivered, last
-                    _save_state(state_file, last)
-                    raise ReplayStopped(anomaly, report)
-            try:
-                deliver(event)
-            except BaseException:
-                # The observer failed on this event: what it took before is saved, so a resume
-                # starts with this one (it may have seen part of it: observers deduplicate).
-                report.delivered, report.last_position = delivered, last
-                _save_state(state_file, last)
-                raise
+                    raise ReplayStopped(anomaly, report)  # its report is filled in below
+            deliver(event)
             keep(position)
             versions[stream] = version
             delivered += 1
@@ -166,11 +157,11 @@ def replay(
                 _save_state(state_file, position)
                 if progress is not None:
                     progress(position)
-    except ReplayStopped:
-        raise  # saved where it stopped
     except BaseException:
-        # The line source (or the observer) failed: what was delivered is saved, so a resume
-        # starts after it instead of up to ``checkpoint_every`` events earlier.
+        # Stopped at an anomaly, or the line source or the observer failed: what was
+        # delivered is saved, so a resume starts after it (instead of up to
+        # ``checkpoint_every`` events earlier); an observer that failed on an event sees it
+        # again (it may have seen part of it: observers deduplicate).
         report.delivered, report.last_position = delivered, last
         _save_state(state_file, last)
         raise

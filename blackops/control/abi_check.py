@@ -117,11 +117,12 @@ def verify_abi(
             start_new_session=True,  # one process group: a timeout kills what it spawned too
         )
         deadline = time.monotonic() + timeout
-        out = bytearray()
+        out = b""
         failure: str | None = None
         try:
-            for chunk in child_output(process, payload, deadline=deadline, limit=MAX_VERDICT_BYTES):
-                out += chunk
+            out = b"".join(
+                child_output(process, payload, deadline=deadline, limit=MAX_VERDICT_BYTES)
+            )
             process.wait(max(deadline - time.monotonic(), 0.0))  # EOF: it is exiting
         except (ChildTimedOut, subprocess.TimeoutExpired):
             failure = f"verification timed out after {timeout:g} s"

@@ -146,13 +146,10 @@ class ControlBase:
         are derived (``derived_id("redrive", dead)``), one per dead operation, so the
         chain is followed forward without a search."""
         journal = OperationJournal(self.store)
-        current = operation_id
-        while True:
-            operation = journal.load(current)
-            if operation.state not in TERMINAL and not operation.purged:
-                return False
-            successor = derived_id("redrive", current)
-            first = self.store.read_stream(successor)[:1]
-            if not first or not first[0].type.startswith("operation."):
+        operation = journal.load(operation_id)
+        while operation.state in TERMINAL or operation.purged:
+            redrives = journal.load_many([derived_id("redrive", operation.id)])
+            if not redrives:
                 return True  # never redriven: settled
-            current = successor
+            [operation] = redrives.values()
+        return False

@@ -65,9 +65,6 @@ VERIFY = Supervision(
     max_delay_seconds=10,
     retry_on=(BackendUnavailable,),
 )
-#: Failures of the verifier itself, not verdicts about the code (decisions R9); a
-#: verdict larger than the verifier reads is the bundle's doing, and not among them.
-_VERIFIER_TROUBLE = VERIFIER_TROUBLE
 
 
 class StopNotProven(Retryable):
@@ -115,7 +112,8 @@ def install(plane: ControlPlane, provider: ResourceProvider) -> None:
         state = load_version(plane.store, vid)
         if state.verification is None:
             result = verify_abi(vid, state.modules, state.main)
-            trouble = str(result.get("error") or "").startswith(_VERIFIER_TROUBLE)
+            # R9: the verifier's own failure, not a verdict about the code
+            trouble = str(result.get("error") or "").startswith(VERIFIER_TROUBLE)
             if not result["loaded"] and trouble and ctx.attempt < VERIFY.max_attempts:
                 raise Retryable(str(result["error"]))  # not the code's verdict: again
             # (On the last attempt what it saw is the verdict: the Version never stays

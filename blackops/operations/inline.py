@@ -70,7 +70,7 @@ class InlineRunner:
         except OperationRejected as rejection:
             # Received -> Rejected: the input failed the handler's declared model.
             record_rejection(operation, ctx, self.clock.now(), rejection)
-            operation = self._save(operation)
+            self._save(operation)
             return self._rejected(operation, ctx, rejection)
         attempt = 1
         while True:
@@ -81,20 +81,20 @@ class InlineRunner:
                 actx.to_dict(),
                 {"attempt": attempt},
             )
-            operation = self._save(operation)
+            self._save(operation)
             if attempt > 1:
                 parsed = spec.parse_params(load_canonical(params))
             try:
                 outcome = spec.outcome_of(spec.call(actx, parsed))
             except OperationRejected as rejection:
                 record_rejection(operation, actx, self.clock.now(), rejection)
-                operation = self._save(operation)
+                self._save(operation)
                 return self._rejected(operation, actx, rejection)
             except Exception as error:  # OL-8: an ordinary exception is never a rejection
                 decision = record_failure(
                     operation, actx, self.clock.now(), spec.supervision, error
                 )
-                operation = self._save(operation)
+                self._save(operation)
                 if decision.retry_in is None:
                     failure = Failure(decision.error["message"], decision.error["type"])
                     return OperationResult(
@@ -107,32 +107,28 @@ class InlineRunner:
                 self._interrupted(operation, actx, interrupt)
                 raise
             record_completion(operation, actx, self.clock.now(), outcome, stored=False)
-            operation = self._save(operation)
+            self._save(operation)
             return OperationResult(
                 operation.id, operation.public_status, outcome=outcome.document, attempt=attempt
             )
 
-    def _save(self, operation: Operation) -> Operation:
-        """Commit the pending events; the operation to go on with. An operator's hold or
-        release may land while the handler runs: the run's events then follow it (a hold
-        does not change the lifecycle) and the operation is read again, with its hold.
-        Any other writer is a real conflict and raises, as before."""
+    def _save(self, operation: Operation) -> None:
+        """Commit the pending events. An operator's hold or release may land while the
+        handler runs: the run's events then follow it (a hold does not change the
+        lifecycle), and so does the operation's version. Any other writer is a real
+        conflict and raises, as before."""
         store = self.journal.store
-        append = pending_append(operation)
-        for _ in range(MAX_REBASES):
+        append, rebases = pending_append(operation), 0
+        while True:
             try:
                 store.append(append)
-                break
+                return
             except FencingError:
-                moved = rebased_past_holds(store, append)
+                moved = rebased_past_holds(store, append) if rebases < MAX_REBASES else None
                 if moved is None:
                     raise
-                append = moved
-        else:
-            store.append(append)  # a last try: its refusal is the caller's
-        if append.expected_version == operation.version - len(append.events):
-            return operation
-        return self.journal.load(operation.id)
+                operation.version += moved.expected_version - append.expected_version
+                append, rebases = moved, rebases + 1
 
     @staticmethod
     def _rejected(
