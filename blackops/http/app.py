@@ -10,7 +10,17 @@ from fastapi.openapi.utils import get_openapi
 from blackops.application import Application
 from blackops.audit.checkpoints import CheckpointService
 from blackops.console.app import install as install_console
-from blackops.http import access, audit, instances, journal, metrics, operations, resources, stream
+from blackops.http import (
+    access,
+    api_docs,
+    audit,
+    instances,
+    journal,
+    metrics,
+    operations,
+    resources,
+    stream,
+)
 from blackops.http.auth import SYSTEM_CALLER, Caller, Served
 from blackops.http.lean import serve_lean
 from blackops.http.openapi import publish
@@ -45,6 +55,8 @@ def create_http_app(
         title="BlackOps",
         version="0.1.0",
         description="Durable operations on an event-sourced journal.",
+        docs_url=None,  # api_docs serves both pages from this origin (decisions H10)
+        redoc_url=None,
     )
     api.state.blackops = Served(application, token)
     api.state.checkpoints = checkpoints
@@ -56,6 +68,7 @@ def create_http_app(
     api.add_middleware(metrics.TimingMiddleware, observability=api.state.observability)
     serve_lean(api, "POST", operations.RUN_PATH, operations.run_operation_lean)
     stream.install(api, stream_settings)
+    api_docs.install(api)
     install_console(api)  # /ui/: the web console, not in the schema (decisions U1)
 
     def openapi() -> dict[str, Any]:

@@ -432,3 +432,33 @@ def test_hold_and_release_an_operation_through_the_console(
     assert "review closed" in page.locator("section[aria-labelledby=holds]").inner_text()
     with world.api(world.admin) as api:
         assert api.get(f"/v1/operations/{op}").json().get("hold") is None
+
+
+@pytest.mark.parametrize(("path", "shown"), [("/docs", "/v1/journal"), ("/redoc", "BlackOps")])
+def test_api_docs_run_only_this_origins_files(
+    world: World, context: Any, request: pytest.FixtureRequest, path: str, shown: str
+) -> None:
+    """/docs and /redoc share the console's origin (and its session cookie): they render
+    the schema with files this server sends, and their Content-Security-Policy stops every
+    request for another host in the browser (ReDoc's hard-coded logo) (decisions H10)."""
+    page = context.new_page()
+    page.add_init_script(
+        "window.__violations = [];"
+        "document.addEventListener('securitypolicyviolation',"
+        " e => window.__violations.push(e.effectiveDirective + ' ' + e.blockedURI));"
+    )
+    asked: list[str] = []
+    stopped: list[str] = []
+    page.on("request", lambda r: asked.append(r.url))
+    page.on("requestfailed", lambda r: stopped.append(f"{r.url} {r.failure}"))
+    page.goto(world.url + path)
+    page.get_by_text(shown).first.wait_for()
+    shot(page, request, path.strip("/"))
+    ours = (world.url + "/", "data:", "blob:")
+    elsewhere = sorted({url for url in asked if not url.startswith(ours)})
+    # Chromium names the refusal "csp" (or net::ERR_BLOCKED_BY_CSP, by release).
+    blocked = sorted({f.split()[0] for f in stopped if f.endswith((" csp", "BLOCKED_BY_CSP"))})
+    assert elsewhere == blocked  # each was stopped before it left the browser
+    violated = page.evaluate("window.__violations")
+    assert [v for v in violated if not v.startswith("img-src ")] == []
+    assert any(url.endswith("/openapi.json") for url in asked)
