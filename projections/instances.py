@@ -97,7 +97,9 @@ class InstanceStatus:
         sql.executemany(
             "INSERT INTO {p}blackops_instance_status (stream, workflow, space, instance_id_json, "
             "status, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s) "
-            "ON CONFLICT (stream) DO UPDATE SET status = excluded.status, "
+            # Every column: a purged id created again (W2) may be another Space's now.
+            "ON CONFLICT (stream) DO UPDATE SET workflow = excluded.workflow, "
+            "space = excluded.space, status = excluded.status, "
             "created_at = excluded.created_at, instance_id_json = excluded.instance_id_json, "
             "updated_at = excluded.updated_at",
             list(rows.values()),

@@ -93,3 +93,38 @@ def test_a_replay_check_reads_only_its_registrations_space(
     assert [h.events[0].context["tenant"] for h in histories] == ["acme"]
     with pytest.raises(BlackOpsError):
         recorded_histories(acme, "Pause", instances=["g-1"])
+
+
+class Quick:
+    def __init__(self, env: Any) -> None:
+        self.env = env
+
+    async def run(self, event: Any, step: Any) -> Any:
+        return {"done": True}
+
+
+def test_an_id_purged_in_one_space_and_created_in_another_is_listed_there(
+    store_url: str, clock: FakeClock
+) -> None:
+    """The listing applied a purge and the id's new `workflow.created` (W2: the id is free
+    again) in one batch as an update of the old row, whose Space it kept: acme listed
+    globex's instance and globex did not (found by a defect hunt)."""
+    acme, globex = Application(store_url, clock=clock), Application(store_url, clock=clock)
+    try:
+        acme.register_workflow(Quick, space="acme")
+        globex.register_workflow(Quick, space="globex")
+        spaces(acme, "acme", "globex")
+        asyncio.run(acme.workflow("Quick").create(id="shared-id"))
+        asyncio.run(acme.work_until_idle())
+        assert [i["status"] for i in acme.list_instances("Quick")["items"]] == ["complete"]
+        clock.advance(31 * 86400)
+        assert acme.purge(actor="root").instances
+        asyncio.run(globex.workflow("Quick").create(id="shared-id"))
+        assert acme.list_instances("Quick")["items"] == []
+        assert [i["id"] for i in globex.list_instances("Quick")["items"]] == ["shared-id"]
+        live = globex.list_instances("Quick")["items"]
+        acme.projections.runner("instance_status").rebuild()
+        assert globex.list_instances("Quick")["items"] == live  # as a rebuild has it
+    finally:
+        acme.close()
+        globex.close()
