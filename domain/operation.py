@@ -88,6 +88,9 @@ class Operation:
         operation.type = data["operation_type"]
         operation.tenant = data["tenant"]
         operation.correlation_id = data.get("correlation_id", "")
+        # Kept by tombstones since stop 33; an older one's status has no createdAt (null).
+        operation.created_at = data.get("created_at", "")
+        operation.attempt = data.get("attempt", 0)
         operation.version = data["versions"] + 1
         operation.updated_at = at
         operation.purged = True

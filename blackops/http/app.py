@@ -14,6 +14,7 @@ from blackops.http import (
     access,
     api_docs,
     audit,
+    head,
     instances,
     journal,
     metrics,
@@ -66,6 +67,7 @@ def create_http_app(
     for module in (operations, journal, audit, instances, access, resources, metrics):
         api.include_router(module.router)
     api.add_middleware(metrics.TimingMiddleware, observability=api.state.observability)
+    api.add_middleware(head.HeadAsGet)  # outermost: everything inside sees a GET
     serve_lean(api, "POST", operations.RUN_PATH, operations.run_operation_lean)
     stream.install(api, stream_settings)
     api_docs.install(api)

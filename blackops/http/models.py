@@ -171,7 +171,7 @@ class OperationStatusView(Strict):
     status: OperationStatusName
     attempt: int
     correlationId: str  # noqa: N815
-    createdAt: str  # noqa: N815
+    createdAt: str | None  # noqa: N815  (null: purged before its tombstone kept it)
     updatedAt: str  # noqa: N815
     version: int
     worker: str | None = None

@@ -94,4 +94,6 @@ def allowed_methods(api: FastAPI, path: str) -> list[str]:
         ]
         api.state.allow = table
     found = {method for pattern, methods in table if pattern.match(path) for method in methods}
+    if "GET" in found:
+        found.add("HEAD")  # blackops/http/head.py answers it for every GET
     return sorted(found)

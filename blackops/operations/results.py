@@ -63,7 +63,7 @@ def status_view(operation: Operation) -> dict[str, Any]:
         "status": operation.public_status,
         "attempt": operation.attempt,
         "correlationId": operation.correlation_id,
-        "createdAt": operation.created_at,
+        "createdAt": operation.created_at or None,  # None: purged before tombstones kept it
         "updatedAt": operation.updated_at,
         "version": operation.version,
     }

@@ -221,6 +221,9 @@ class RetentionService:
             "operation_type": operation.type,
             "tenant": operation.tenant,
             "correlation_id": operation.correlation_id,
+            # What its status still answers once the events are gone (P39).
+            "created_at": operation.created_at,
+            "attempt": operation.attempt,
             "versions": operation.version,
             "positions": sorted(positions),
         }

@@ -16,6 +16,7 @@ from cli_processes import run
 from fastapi.testclient import TestClient
 
 from blackops import Application, ExecutionContext, OperationRejected
+from blackops.audit.receipts import OPERATION_TERMINAL, terminal_position
 from blackops.http.app import create_http_app
 from blackops.testing import FakeClock
 from domain.context import Actor
@@ -91,6 +92,7 @@ def test_ol10_purge_removes_content_leaves_a_tombstone_and_still_verifies(
     settle(retained)
     running = retained.submit("order.place", {"n": 4}, actor="a", tenant="t")  # not terminal
     params_before = [e for e in retained.store.iter_after(0) if e.stream == gone]
+    before = retained.status(gone)
     clock.advance(10 * DAY)
     done = retained.purge(actor={"id": "janitor", "kind": "system"}, reason="policy")
     assert sorted(i.operation_id for i in done.items if i.what == "operation") == sorted(
@@ -110,8 +112,15 @@ def test_ol10_purge_removes_content_leaves_a_tombstone_and_still_verifies(
     assert not any(r.originator_id == gone and r.topic != "operation.purged" for r in raw)
     status = retained.status(gone)
     assert status["status"] == "completed" and status["purged"]["reason"] == "policy"
+    # P39: its final status, with when it was made and how many attempts it took (the
+    # tombstone keeps them; a purged status answered createdAt "" and attempt 0).
+    assert (status["createdAt"], status["attempt"]) == (before["createdAt"], before["attempt"])
+    assert status["attempt"] == 1 and status["createdAt"]
     with pytest.raises(NotFound, match="purged"):
         retained.outcome(gone)
+    # Its receipt names the tombstone's, not "no terminal event yet".
+    with pytest.raises(NotFound, match=f"it was purged.*position={tombstone.position}"):
+        terminal_position(retained.events(gone), OPERATION_TERMINAL)
     # What remains verifies, exports, verifies offline and replays.
     report = verify_store(retained.store)
     assert report.ok, report.problems
@@ -264,3 +273,15 @@ def test_a_purged_operation_is_never_written_again_by_its_idempotency_key(
     assert [e.version for e in retained.store.read_stream(first)] == stream
     settle(retained)  # nothing of it is due again
     assert retained.status(first)["purged"]
+
+
+def test_a_tombstone_written_before_it_kept_created_at_answers_null() -> None:
+    """Tombstones before stop 33 hold no created_at or attempt: the status says null (not
+    "", which is no instant) and attempt 0."""
+    from blackops.operations.results import status_view
+    from domain.operation import Operation
+
+    data = {"final_state": "completed", "mode": "deferred", "operation_type": "t.x",
+            "tenant": "t", "versions": 5, "reason": "policy"}  # fmt: skip
+    view = status_view(Operation.from_tombstone("op-1", "2026-01-01T00:00:00.000000Z", data))
+    assert (view["createdAt"], view["attempt"], view["status"]) == (None, 0, "completed")
