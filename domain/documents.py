@@ -10,6 +10,7 @@ vouch for its bytes; anything else, every refusal included, is decided by the ne
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any, Final
 
@@ -100,6 +101,11 @@ class _FallbackError(Exception):
 
 
 # -- public API ---------------------------------------------------------------------------------
+
+
+def sha256_digest(canonical: bytes) -> str:
+    """``sha256:<hex>`` of canonical bytes: how params, outcomes and Versions are named."""
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
 
 def canonical_document(value: object) -> bytes:

@@ -7,13 +7,12 @@ them streams; the product surface decides when to append what.
 
 from __future__ import annotations
 
-import hashlib
 import random
 import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from domain.documents import canonical_document
+from domain.documents import canonical_document, sha256_digest
 from domain.errors import InvalidRequest
 
 #: DW-SPEC-2.
@@ -145,7 +144,7 @@ def check_bindings(bindings: object, env: dict[str, Any]) -> list[dict[str, Any]
 
 def version_id(content: dict[str, Any]) -> str:
     """Content address of a Version: SHA-256 of its canonical bundle document."""
-    return "sha256:" + hashlib.sha256(canonical_document(content)).hexdigest()
+    return sha256_digest(canonical_document(content))
 
 
 def check_allocation(allocation: object) -> list[dict[str, Any]]:

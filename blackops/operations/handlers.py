@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
-import hashlib
 import inspect
 import sys
 import typing
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from blackops.failures import OutcomeInvalid, is_validation_error, summarise_validation
 from blackops.operations.contexts import CURRENT_CONTEXT
 from blackops.operations.type_names import check_operation_type
-from domain.documents import MAX_SAFE_INTEGER, DocumentError, canonical_document
+from domain.documents import MAX_SAFE_INTEGER, DocumentError, canonical_document, sha256_digest
 from domain.retention import Retention
 from domain.supervision import OperationRejected, Supervision
 
@@ -48,7 +47,7 @@ class Outcome:
     def digest(self) -> str | None:
         if self.canonical is None:
             return None
-        return "sha256:" + hashlib.sha256(self.canonical).hexdigest()
+        return sha256_digest(self.canonical)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,6 @@ Workflow instances have their own retention (``blackops/workflows/retention.py``
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import re
 import time
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from typing import Any
 from blackops.runtime import Runtime
 from domain.clock import format_instant
 from domain.context import Actor
-from domain.documents import canonical_document
+from domain.documents import canonical_document, sha256_digest
 from domain.errors import FencingError, Forbidden, InvalidRequest
 from domain.events import NewEvent
 from domain.json_text import scalar_text
@@ -229,7 +228,7 @@ class RetentionService:
         }
         # What a replayed submit (an idempotency key, a redrive: a derived id) is compared
         # with once the params are gone.
-        data["params_digest"] = params_digest(canonical_document(operation.params))
+        data["params_digest"] = sha256_digest(canonical_document(operation.params))
         versions = operation.version
         operation.record(EventType.PURGED, self._now(), self._context(operation, actor), data)
         try:
@@ -326,10 +325,6 @@ def _due(since: str | None, seconds: float | None) -> datetime | None:
     if since is None or seconds is None:
         return None
     return datetime.fromisoformat(since.replace("Z", "+00:00")) + timedelta(seconds=seconds)
-
-
-def params_digest(canonical: bytes) -> str:
-    return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
 
 class _Relay:

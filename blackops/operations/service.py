@@ -19,10 +19,9 @@ from blackops.operations.contexts import (
 from blackops.operations.inline import InlineRunner, received_data
 from blackops.operations.reads import OperationReads
 from blackops.operations.results import OperationResult
-from blackops.operations.retention import params_digest
 from domain.clock import format_instant
 from domain.context import Actor, ExecutionContext
-from domain.documents import DocumentError, canonical_document
+from domain.documents import DocumentError, canonical_document, sha256_digest
 from domain.errors import Conflict, FencingError, InvalidRequest
 from domain.json_text import load_canonical
 from domain.lifecycle import EventType, Mode, State
@@ -138,7 +137,7 @@ class OperationService(OperationReads):
                 raise
             existing = journal.load(operation.id)
             if existing.purged:  # retention has forgotten it since: compare what is kept
-                if self._purged_digest(operation.id) != params_digest(canonical):
+                if self._purged_digest(operation.id) != sha256_digest(canonical):
                     raise Conflict(
                         f"operation {operation.id} was submitted with this key and purged "
                         "since; these params are not the ones it was submitted with (or "
