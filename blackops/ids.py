@@ -30,3 +30,13 @@ def derived_id(*parts: str) -> str:
     value &= ~(0xF << 76) & ~(0b11 << 62)
     value |= (0x8 << 76) | (0b10 << 62)
     return str(uuid.UUID(int=value))
+
+
+def idempotent_operation_id(space: str, operation_type: str, key: str) -> str:
+    """The one operation an idempotency key names, per Space (tenant) and type (O5)."""
+    return derived_id("idempotency", space, operation_type, key)
+
+
+def redrive_id(dead_operation_id: str) -> str:
+    """The one operation that redrives a Dead Letter one (P22: redriving again returns it)."""
+    return derived_id("redrive", dead_operation_id)

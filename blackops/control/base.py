@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from blackops.ids import derived_id
+from blackops.ids import derived_id, idempotent_operation_id, redrive_id
 from blackops.operations.contexts import check_idempotency_key, operation_context
 from blackops.operations.inline import received_data
 from blackops.operations.service import OperationService
@@ -93,7 +93,7 @@ class ControlBase:
         spec = self.runtime.handlers.get(type_name)
         canonical = canonical_document(params)
         if operation_id is None and key is not None:
-            operation_id = derived_id("idempotency", space, type_name, key)
+            operation_id = idempotent_operation_id(space, type_name, key)
         ctx = self._context(type_name, actor, space, operation_id=operation_id)
         data = received_data(spec, ctx, canonical, Mode.DEFERRED)
         if key:
@@ -125,7 +125,7 @@ class ControlBase:
         """Whether ``key`` already names an Operation: then only ``accept`` answers it
         (same request: that Operation; another: ``conflict``), no check runs again."""
         check_idempotency_key(key)
-        return bool(self.store.read_stream(derived_id("idempotency", space, type_name, key))[:1])
+        return bool(self.store.read_stream(idempotent_operation_id(space, type_name, key))[:1])
 
     def operation_view(self, operation_id: str, **extra: Any) -> dict[str, Any]:
         status = self.operations.status(operation_id)
@@ -143,12 +143,12 @@ class ControlBase:
         redrives (the handlers act for ``redrive_of``, followed back), so an entry keyed
         by a dead-lettered operation is unfinished again while its redrive is live
         (DW-SPEC-7: the pending effect of an accepted, unfinished update). Redrive ids
-        are derived (``derived_id("redrive", dead)``), one per dead operation, so the
+        are derived (``redrive_id``), one per dead operation, so the
         chain is followed forward without a search."""
         journal = OperationJournal(self.store)
         operation = journal.load(operation_id)
         while operation.state in TERMINAL or operation.purged:
-            redrives = journal.load_many([derived_id("redrive", operation.id)])
+            redrives = journal.load_many([redrive_id(operation.id)])
             if not redrives:
                 return True  # never redriven: settled
             [operation] = redrives.values()

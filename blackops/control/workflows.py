@@ -13,7 +13,7 @@ from blackops.control.base import (
     workflow_uid,
 )
 from blackops.control.deployments import DeploymentControl
-from blackops.ids import derived_id
+from blackops.ids import idempotent_operation_id
 from blackops.workflows.code import WorkflowResource
 from domain.context import Actor
 from domain.errors import Conflict, DependencyConflict, InvalidRequest, NotFound, ResourceBusy
@@ -149,7 +149,7 @@ class WorkflowControl(DeploymentControl):
         let the operation fence, stop and purge (it reconciles until stop is proven)."""
         params = {"space": space, "uid": uid}
         if key is not None:
-            known = derived_id("idempotency", space, WORKFLOW_DELETE, key)
+            known = idempotent_operation_id(space, WORKFLOW_DELETE, key)
             first = self.store.read_stream(known)[:1]
             if first:
                 # DW-DEL-5: the original key reconciles the same Operation; the key used

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from blackops.ids import derived_id
+from blackops.ids import idempotent_operation_id, redrive_id
 from blackops.jsonbody import ParsedDocument, parse_document
 from blackops.operations.contexts import (
     check_idempotency_key,
@@ -99,7 +99,7 @@ class OperationService(OperationReads):
         canonical = _canonical_params(params)
         key = check_idempotency_key(idempotency_key)
         tenant = check_tenant(tenant)
-        operation_id = derived_id("idempotency", tenant, spec.operation_type, key) if key else None
+        operation_id = idempotent_operation_id(tenant, spec.operation_type, key) if key else None
         ctx = operation_context(
             self.runtime.clock,
             spec.operation_type,
@@ -183,7 +183,7 @@ class OperationService(OperationReads):
             None,
             dead.id,
             dead.correlation_id,
-            operation_id=derived_id("redrive", dead.id),
+            operation_id=redrive_id(dead.id),
         )
         asked = events[0].data
         data = {
