@@ -67,6 +67,9 @@ class Operation:
     hold: dict[str, Any] | None = None
     purged: bool = False
     purge: dict[str, Any] | None = None
+    #: A purged operation's params digest, kept by its tombstone (None before tombstones did):
+    #: what a replayed idempotency key or redrive is compared with once the params are gone.
+    purged_params_digest: str | None = None
     pending: list[NewEvent] = field(default_factory=list)
 
     @classmethod
@@ -95,6 +98,7 @@ class Operation:
         operation.updated_at = at
         operation.purged = True
         operation.purge = {"at": at, "reason": data["reason"]}
+        operation.purged_params_digest = _digest_kept(data)
         return operation
 
     @property
@@ -248,3 +252,9 @@ class Operation:
         elif kind is EventType.PURGED:
             self.purged = True
             self.purge = {"at": at, "reason": data.get("reason")}
+            self.purged_params_digest = _digest_kept(data)
+
+
+def _digest_kept(tombstone: dict[str, Any]) -> str | None:
+    digest = tombstone.get("params_digest")
+    return digest if isinstance(digest, str) else None

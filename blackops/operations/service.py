@@ -137,7 +137,7 @@ class OperationService(OperationReads):
                 raise
             existing = journal.load(operation.id)
             if existing.purged:  # retention has forgotten it since: compare what is kept
-                if self._purged_digest(operation.id) != sha256_digest(canonical):
+                if existing.purged_params_digest != sha256_digest(canonical):
                     raise Conflict(
                         f"operation {operation.id} was submitted with this key and purged "
                         "since; these params are not the ones it was submitted with (or "
@@ -154,16 +154,6 @@ class OperationService(OperationReads):
             # same request at the same instant): only the journal can tell which.
             return operation.id, journal.load(operation.id).public_status
         return operation.id, operation.public_status
-
-    def _purged_digest(self, operation_id: str) -> str | None:
-        """The params digest a purged operation's tombstone keeps (None before it did).
-        The tombstone is the first event once the purge has deleted the others, a later
-        one while it has not yet (or crashed before it did): looked for wherever it is."""
-        events = self.runtime.store.read_stream(operation_id)
-        purged = EventType.PURGED.value
-        tombstone = next((e for e in events if e.type == purged), None)
-        digest = tombstone.data.get("params_digest") if tombstone is not None else None
-        return digest if isinstance(digest, str) else None
 
     def redrive(self, operation_id: str, *, actor: Actor | str | dict[str, Any]) -> str:
         """A new operation from a Dead Letter one; see ``Application.redrive``."""
