@@ -45,7 +45,7 @@ from typing import Any
 from blackops.audit.tree import JournalTree, LeafMismatch
 from domain.clock import Clock, format_instant
 from domain.context import Actor
-from domain.errors import BlackOpsError, NotFound
+from domain.errors import BlackOpsError, InvalidRequest, NotFound
 from domain.events import NewEvent, RecordedEvent
 from journal.store import Append, EventStore
 from replay.merkle import Frontier
@@ -56,6 +56,7 @@ from replay.notes import (
     VerifierKey,
     add_signature_lines,
     open_note,
+    parse_note,
     sign_note,
 )
 
@@ -164,8 +165,9 @@ class CheckpointService:
                 del self._cosignatures[next(iter(self._cosignatures))]
 
     def trusted_keys(self) -> list[VerifierKey]:
-        """This signer's verifier key and every older one a journaled rotation signed over
-        to it (``journal.key_rotated``: the new key, signed with the old)."""
+        """This signer's verifier key and every older one a journaled rotation hands over
+        to it (``journal.key_rotated``: the statement signed by both keys, see
+        :func:`_rotation_from`)."""
         if self.key is None:
             return []
         return _trusted_through(
@@ -430,29 +432,46 @@ def _trusted_through(key: VerifierKey, rotations: Sequence[dict[str, Any]]) -> l
     return trusted
 
 
-def _rotation_from(data: dict[str, Any], trusted: list[VerifierKey]) -> VerifierKey | None:
-    """The old key of a rotation to a trusted key, if its statement verifies."""
+def _rotation_from(data: dict[str, Any], trusted: Sequence[VerifierKey]) -> VerifierKey | None:
+    """The old key of a journaled rotation to a trusted key, if its statement is signed by
+    both keys and both carry the trusted keys' name (the log's origin).
+
+    The new key's signature is what makes an old key trusted: whoever can write the journal
+    can make a key and sign a rotation with it, but only the holder of the key trusted now
+    can sign over to it (found by a defect hunt). A statement signed by the old key alone,
+    as journaled before, is therefore not trusted: journal the rotation again with both
+    keys (``blackops keys rotate``)."""
     try:
         old = VerifierKey.parse(str(data["old"]))
         new = VerifierKey.parse(str(data["new"]))
         if new not in trusted or old in trusted:
             return None
-        opened, _ = open_note(str(data["statement"]), [old])
+        if not old.name == new.name == trusted[0].name:
+            return None  # another log's key: a key name is the log's origin (decisions T2)
+        opened, signers = open_note(str(data["statement"]), [old, new])
     except (KeyError, NoteError):
         return None
-    return old if opened.text == rotation_text(old, new) else None
+    if opened.text != rotation_text(old, new) or not {old, new} <= set(signers):
+        return None
+    return old
 
 
 def rotation_text(old: VerifierKey, new: VerifierKey) -> str:
-    """The statement a key rotation signs with the old key."""
+    """The statement a key rotation signs with both the old and the new key."""
     return f"blackops key rotation\nold {old.encode()}\nnew {new.encode()}\n"
 
 
 def rotate_key(
     store: EventStore, old: SigningKey, new: SigningKey, *, actor: Actor, clock: Clock
 ) -> dict[str, Any]:
-    """Journal ``journal.key_rotated``: the new verifier key, signed with the old key."""
-    statement = sign_note(rotation_text(old.verifier(), new.verifier()), old)
+    """Journal ``journal.key_rotated``: the statement handing ``old`` over to ``new``,
+    signed by the old key and then the new one (the new key's signature is what a signer
+    holding it trusts, :func:`_rotation_from`)."""
+    if old.name != new.name:
+        raise InvalidRequest("a rotation keeps the key name (the log's origin)")
+    text = rotation_text(old.verifier(), new.verifier())
+    by_new = parse_note(sign_note(text, new)).signatures[0].line()
+    statement = add_signature_lines(sign_note(text, old), [by_new])
     data = {"old": old.verifier().encode(), "new": new.verifier().encode(), "statement": statement}
     at = format_instant(clock.now())
     stream = f"custody:key-rotation:{uuid.uuid4()}"

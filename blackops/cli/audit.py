@@ -39,7 +39,8 @@ def register(commands: Commands) -> None:
     generate.set_defaults(handler=cmd_keys_generate)
 
     rotate = key_commands.add_parser(
-        "rotate", help="journal a rotation: the new verifier key, signed with the old key"
+        "rotate",
+        help="journal a rotation: the old and new verifier keys, signed with both keys",
     )
     add_common(rotate, app=False)
     acting(rotate)

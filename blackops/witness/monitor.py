@@ -11,7 +11,8 @@ the evidence stays):
 - ``missing_cosignature``: a required witness did not cosign this checkpoint;
 - ``rolled_back``: the tree is smaller than one seen before (the tail was cut off);
 - ``inconsistent``: no valid consistency proof from the saved checkpoint (history rewritten),
-  or the same size with another root (a fork).
+  or the same size with another root (a fork), or (``--store``) a store whose leaves do not
+  hash to the signed root of the current or the saved checkpoint (too few: truncated).
 
 A log it cannot read (the service down or answering 5xx, the store unreachable), also while
 fetching the proof, is no finding but :class:`LogUnreadable`: ``backend_unavailable``, and
@@ -33,7 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from blackops.witness.sources import HttpSource, LogUnreadable, Source
+from blackops.witness.sources import (
+    HttpSource,
+    LeafSource,
+    LogUnreadable,
+    RecordedLeaves,
+    Source,
+)
 from domain.errors import InvalidRequest
 from replay.cosignature import cosignatures
 from replay.merkle import verify_consistency
@@ -75,8 +82,11 @@ def assess(
     witnesses: Sequence[VerifierKey],
     previous: Checkpoint | None,
     proof: ProofSource,
+    leaves: RecordedLeaves | None = None,
 ) -> Report:
-    """What one check finds; pure but for ``proof`` (asked only when the tree grew)."""
+    """What one check finds; pure but for ``proof`` (asked only when the tree grew) and
+    ``leaves``, the log's leaves when the source holds them (the store): the signed root of
+    the checkpoint and of the saved one must be those of their first ``size`` leaves."""
     report = Report(ok=True, previous=previous)
     try:
         parsed, _ = open_note(note, [key])
@@ -94,6 +104,7 @@ def assess(
         report.add("bad_signature", f"the cosignature of witness {label} does not verify")
     for label in found.missing:
         report.add("missing_cosignature", f"witness {label} did not cosign size {checkpoint.size}")
+    held = leaves is None or _holds(leaves, checkpoint, previous, report)
     if previous is None:
         return report
     if checkpoint.size < previous.size:
@@ -106,6 +117,8 @@ def assess(
             report.add("inconsistent", f"two roots for tree size {checkpoint.size}: a fork")
     elif previous.size == 0:
         pass  # the empty tree is a prefix of every tree
+    elif not held:
+        pass  # found already; a proof from leaves that are not the signed ones proves nothing
     else:
         try:
             path = list(proof(previous.size, checkpoint.size))
@@ -126,6 +139,34 @@ def assess(
                 f"{checkpoint.size}: the history seen before was rewritten{detail}",
             )
     return report
+
+
+def _holds(
+    leaves: RecordedLeaves, checkpoint: Checkpoint, previous: Checkpoint | None, report: Report
+) -> bool:
+    """Do ``leaves`` hash to the root of ``checkpoint`` and of ``previous`` at their sizes?
+    Each that does not is ``inconsistent``: at an unchanged size no proof is asked, so this
+    is what finds a journal truncated or rewritten under a checkpoint seen before."""
+    heads = [(checkpoint, "current checkpoint")]
+    if previous is not None and previous.root != checkpoint.root:  # else the same tree
+        heads.append((previous, "checkpoint saved by the last check"))
+    held = True
+    for head, label in heads:
+        if leaves.size < head.size:
+            report.add(
+                "inconsistent",
+                f"the journal has {leaves.size} leaves, fewer than the {head.size} of the "
+                f"{label}: it was truncated",
+            )
+            held = False
+        elif leaves.root(head.size) != head.root:
+            report.add(
+                "inconsistent",
+                f"the journal's first {head.size} leaves do not hash to the root of the "
+                f"{label}: its history was rewritten",
+            )
+            held = False
+    return held
 
 
 def load_state(path: Path) -> Checkpoint | None:
@@ -198,7 +239,9 @@ def check_from(
     deadline = time.monotonic() + grace_seconds
     while True:
         note = source.note()
-        report = assess(note, key, witnesses, previous, source.proof)
+        # The store's leaves, read after its note (decisions T9); the service's are its own.
+        leaves = source.leaves() if isinstance(source, LeafSource) else None
+        report = assess(note, key, witnesses, previous, source.proof, leaves)
         only_missing = bool(report.findings) and all(
             f["kind"] == "missing_cosignature" for f in report.findings
         )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import httpx
@@ -22,6 +22,24 @@ class Source(Protocol):
     def note(self) -> str: ...
 
     def proof(self, old: int, new: int) -> Sequence[bytes]: ...
+
+
+class RecordedLeaves(Protocol):
+    """The log's leaves as a source holds them (the store's, ``audit watch --store``), read
+    once per check: the monitor recomputes each signed root from them (decisions T9), since
+    at an unchanged size no proof is asked and a proof alone never re-reads old leaves."""
+
+    @property
+    def size(self) -> int: ...
+
+    def root(self, size: int) -> bytes: ...
+
+
+@runtime_checkable
+class LeafSource(Protocol):
+    """A source that reads the log's leaves itself (the store; the service's are its own)."""
+
+    def leaves(self) -> RecordedLeaves: ...
 
 
 class HttpSource:

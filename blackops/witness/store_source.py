@@ -1,7 +1,9 @@
 """The monitor's direct read of a store (``audit watch --store``): the latest signed
 checkpoint journaled as ``journal.checkpoint``, with the witnesses' cosignatures kept for it
-beside the journal (``blackops_cosignatures``, decisions T5: never in the journal), and
-consistency proofs from the recorded leaves. Whoever can read the database can run it; it
+beside the journal (``blackops_cosignatures``, decisions T5: never in the journal), the
+recorded leaves (the monitor recomputes each signed root from them: a journal truncated or
+rewritten under a checkpoint already seen is found at the next check, decisions T9), and
+consistency proofs from them. Whoever can read the database can run it; it
 trusts the store no more than the service: every note is checked against the log's key,
 every proof against the saved root, every cosignature against the witness's key."""
 
@@ -10,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 
+from blackops.audit.tree import JournalTree
 from blackops.witness.cosigned import CosignatureBook
 from blackops.witness.sources import LogUnreadable
 from domain.errors import BackendUnavailable
 from journal.store import EventStore
-from replay.merkle import consistency_proof
 from replay.notes import Checkpoint, NoteError, add_signature_lines, parse_note
 
 
@@ -31,11 +33,13 @@ class StoreSource:
     def __init__(self, store: str) -> None:
         self.store = EventStore(store, create=False)  # a reader: never makes a journal
         self.book = CosignatureBook(self.store, read_only=True)  # nor the cosignatures table
+        self._tree: JournalTree | None = None  # the leaves as read for this check
 
     def close(self) -> None:
         self.store.close()
 
     def note(self) -> str:
+        self._tree = None  # a new check reads the leaves again: they may have been rewritten
         with _reading():
             events = self.store.read_topics(["journal.checkpoint"])
         for event in reversed(events):
@@ -58,16 +62,19 @@ class StoreSource:
                 note = add_signature_lines(note, [line])
         return note
 
-    def proof(self, old: int, new: int) -> Sequence[bytes]:
-        leaves: list[bytes] = []
-        after = 0
-        while len(leaves) < new:
+    def leaves(self) -> JournalTree:
+        """Every leaf the store records, read once per check (a page at a time) into a fresh
+        tree: the monitor recomputes the signed roots from it (decisions T9). O(n) reads
+        and 40 bytes a leaf each check, as a consistency proof from the leaves already was."""
+        if self._tree is None:
+            tree = JournalTree(self.store)
             with _reading():
-                page = self.store.read_leaves(after, 5000)
-            if not page:
-                break
-            leaves.extend(leaf for _, leaf in page)
-            after = page[-1][0]
-        if len(leaves) < new:  # fewer leaves than a signed checkpoint: a finding, not an outage
-            raise LookupError(f"the journal has {len(leaves)} leaves, fewer than {new}")
-        return consistency_proof(old, leaves[:new])
+                tree.sync()
+            self._tree = tree
+        return self._tree
+
+    def proof(self, old: int, new: int) -> Sequence[bytes]:
+        tree = self.leaves()
+        if tree.size < new:  # fewer leaves than a signed checkpoint: a finding, not an outage
+            raise LookupError(f"the journal has {tree.size} leaves, fewer than {new}")
+        return tree.consistency(old, new)
