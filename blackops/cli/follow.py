@@ -51,7 +51,8 @@ class FollowedStream:
 
     def __init__(self, url: str, token: str | None, space: str | None, after: int) -> None:
         self.base, self.space = stream_target(url, space)
-        self.token = token or os.environ.get("BLACKOPS_TOKEN") or None
+        # Stripped: a secret file or `$(cat token-file)` often ends with a newline.
+        self.token = (token or os.environ.get("BLACKOPS_TOKEN") or "").strip() or None
         if self.token is None:
             raise InvalidRequest("--follow needs --token or $BLACKOPS_TOKEN")
         self.after = after

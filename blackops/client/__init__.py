@@ -3,8 +3,10 @@
 ``Client(base_url, token)`` (sync, a context manager) and ``AsyncClient`` (asyncio) cover
 what a reader and a caller do: operations (run, submit, status, outcome, events, lists),
 workflow instances, journal pages, the live stream, exports. Errors raise the exception
-classes of ``blackops`` chosen by the answer's ``error.code``. It imports no server code
-(no FastAPI, uvicorn, eventsourcing or database driver): httpx and ``blackops.errors``.
+classes of ``blackops`` chosen by the answer's ``error.code``; what can never be sent (a
+document that is none, a token with a newline inside) is refused before a request, as in
+process. It imports no server code (no FastAPI, uvicorn, eventsourcing or database driver):
+httpx, ``blackops.errors``, the result types and ``blackops.canonical_document``.
 """
 
 from __future__ import annotations

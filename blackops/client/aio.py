@@ -14,16 +14,27 @@ from blackops.client import calls
 from blackops.client.calls import Call, JournalPage
 from blackops.client.client import (
     DEFAULT_SPACE,
+    ExportFiles,
     StreamedLine,
-    stream_failure,
+    manifest_document,
+    passed,
+    pause,
     stream_params,
+    stream_timeout,
     streamed_lines,
 )
 from blackops.client.sse import SSEDecoder
-from blackops.errors import BackendUnavailable
+from blackops.errors import BackendUnavailable, BlackOpsError
 from blackops.operations.results import OperationResult
 
 T = TypeVar("T")
+
+
+async def after_first(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """``first``, then ``rest``: the chunks of an answer whose first was read already."""
+    yield first
+    async for chunk in rest:
+        yield chunk
 
 
 class AsyncClient:
@@ -40,11 +51,14 @@ class AsyncClient:
         stream_read_timeout: float = 60.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        headers = calls.bearer(token)
         self.space = space
         self.stream_read_timeout = stream_read_timeout
         self._http = httpx.AsyncClient(
-            base_url=base_url, headers=headers, timeout=timeout, transport=transport
+            base_url=calls.base_url_checked(base_url),
+            headers=headers,
+            timeout=timeout,
+            transport=transport,
         )
 
     async def aclose(self) -> None:
@@ -60,7 +74,7 @@ class AsyncClient:
         try:
             response = await self._http.request(call.method, call.path, **call.request_args())
         except httpx.TransportError as error:
-            raise calls.unreachable(error) from error
+            raise calls.transport_failure(error) from error
         return call.read(response)
 
     async def run(
@@ -100,6 +114,12 @@ class AsyncClient:
 
     async def redrive(self, operation_id: str) -> str:
         return await self._send(calls.redrive(operation_id))
+
+    async def hold(self, operation_id: str, *, reason: str) -> dict[str, Any]:
+        return await self._send(calls.hold(operation_id, reason))
+
+    async def release(self, operation_id: str, *, reason: str) -> None:
+        await self._send(calls.release(operation_id, reason))
 
     async def list_operations(self, **filters: Any) -> dict[str, Any]:
         return await self._send(calls.list_operations(filters))
@@ -144,9 +164,14 @@ class AsyncClient:
         path = calls.journal_path(space, "/stream")
         ends = time.monotonic() + max_seconds if max_seconds is not None else None
         remaining, wait = limit, retry_seconds
-        timeout = httpx.Timeout(self._http.timeout.connect, read=self.stream_read_timeout)
+        failed: BlackOpsError | None = None  # the last attempt's failure, if it failed
         while True:
+            if passed(ends):
+                if failed is not None:
+                    raise failed
+                return
             params, headers = stream_params(after, remaining, ends)
+            timeout = stream_timeout(self._http.timeout.connect, self.stream_read_timeout, ends)
             try:
                 async with self._http.stream(
                     "GET", path, params=params, headers=headers, timeout=timeout
@@ -154,27 +179,73 @@ class AsyncClient:
                     if response.status_code != 200:
                         await response.aread()
                         raise calls.error_from(response)
-                    wait = retry_seconds
+                    chunks = response.aiter_bytes()
+                    first = await anext(chunks, b"")  # the excerpt a refusal quotes
+                    refused = calls.not_an_event_stream(response, first)
+                    if refused is not None:
+                        raise refused
+                    wait, failed, resumed = retry_seconds, None, after
                     decoder = SSEDecoder()
-                    async for chunk in response.aiter_bytes():
+                    async for chunk in after_first(first, chunks):
                         for streamed in streamed_lines(decoder, chunk):
+                            if streamed.position <= resumed:
+                                # Sent again by a server that ignored Last-Event-ID. Within
+                                # one connection nothing is dropped: a relay's duplicate or
+                                # reordering is replay's to report (decisions P51).
+                                continue
                             after = streamed.position
                             yield streamed
                             if remaining is not None:
                                 remaining -= 1
                                 if remaining == 0:
                                     return
-            except (httpx.TransportError, BackendUnavailable) as error:
+            except httpx.TransportError as error:
+                failed = calls.transport_failure(error)
+                if not reconnect or not isinstance(failed, BackendUnavailable):
+                    raise failed from error
+                await asyncio.sleep(pause(wait, ends))
+                wait = min(wait * 2, 30.0)
+            except BackendUnavailable as error:
                 if not reconnect:
-                    raise stream_failure(error) from error
-                await asyncio.sleep(wait)
+                    raise
+                failed = error
+                await asyncio.sleep(pause(wait, ends))
                 wait = min(wait * 2, 30.0)
             else:
-                if ends is not None and time.monotonic() >= ends:
-                    return
                 if not reconnect:
                     return
-                await asyncio.sleep(retry_seconds)  # ended by the server: no tight loop
+                await asyncio.sleep(pause(retry_seconds, ends))  # ended by the server
+
+    async def export(
+        self,
+        path: str,
+        *,
+        after: int = 0,
+        until: int | None = None,
+        space: str | None = None,
+    ) -> dict[str, Any] | None:
+        """As :meth:`Client.export` (the files are written from the event loop's thread:
+        local writes, as any async file writer would do)."""
+        params = {"after": after, "until": until}
+        query = {k: v for k, v in params.items() if v is not None}
+        try:
+            with ExportFiles(path) as files:
+                async with self._http.stream(
+                    "GET", calls.journal_path(space, "/export"), params=query
+                ) as response:
+                    if not response.is_success:
+                        await response.aread()
+                        raise calls.error_from(response)
+                    async for chunk in response.aiter_bytes():
+                        files.write(chunk)
+                    url = calls.manifest_url(response, self._http.base_url)
+                manifest = None
+                if url is not None:
+                    manifest = manifest_document(await self._http.get(url))
+                files.commit(None if manifest is None else manifest[0])
+        except httpx.TransportError as error:
+            raise calls.transport_failure(error) from error
+        return None if manifest is None else manifest[1]
 
 
 class AsyncWorkflow:

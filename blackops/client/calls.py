@@ -14,10 +14,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 
+# The public name (python-contract §1), so the client checks a document with the very rules
+# the in-process API applies; it loads nothing blackops.errors has not loaded already.
+from blackops import canonical_document
 from blackops.errors import (
     BackendUnavailable,
     BlackOpsError,
@@ -130,6 +133,57 @@ def unreachable(error: httpx.TransportError) -> BackendUnavailable:
     return found
 
 
+#: httpx errors that say this request can never be sent as it is (a header httpx refuses,
+#: a URL it has no transport for): the caller's mistake, not an outage, so never retried.
+LOCAL_ERRORS: tuple[type[httpx.TransportError], ...] = (
+    httpx.LocalProtocolError,
+    httpx.UnsupportedProtocol,
+)
+
+
+def transport_failure(error: httpx.TransportError) -> BackendUnavailable | InvalidRequest:
+    """What a request that got no answer raises: ``invalid_request`` when it could never
+    work (:data:`LOCAL_ERRORS`), else ``backend_unavailable`` (:func:`unreachable`)."""
+    if isinstance(error, LOCAL_ERRORS):
+        return InvalidRequest(f"the request cannot be sent: {type(error).__name__}: {error}")
+    return unreachable(error)
+
+
+def base_url_checked(base_url: str) -> str:
+    """``base_url`` if it is ``http(s)://host[:port][/prefix]``; anything else (no scheme,
+    a query) would fail on every request, so it is refused once, here."""
+    try:
+        parts = urlsplit(base_url)
+        parts.port  # noqa: B018 (raises ValueError for a port that is no number)
+    except ValueError:
+        parts = None
+    if (
+        parts is None
+        or parts.scheme.lower() not in ("http", "https")
+        or not parts.hostname
+        or parts.query
+        or parts.fragment
+    ):
+        raise InvalidRequest(f"the base URL must be http(s)://host[:port][/path], not {base_url!r}")
+    return base_url
+
+
+#: What a bearer token may hold: visible ASCII (RFC 6750's b64token is narrower still).
+_TOKEN = re.compile(r"[\x21-\x7e]+")
+
+
+def bearer(token: str | None) -> dict[str, str]:
+    """The Authorization header of ``token``, stripped (token files and secrets end with a
+    newline); a token with other whitespace or non-ASCII inside is refused, never named
+    (the message must not leak it)."""
+    if token is None or not token.strip():
+        return {}
+    token = token.strip()
+    if not _TOKEN.fullmatch(token):
+        raise InvalidRequest("the token holds characters a bearer token cannot (whitespace?)")
+    return {"Authorization": f"Bearer {token}"}
+
+
 def checked(response: httpx.Response) -> httpx.Response:
     if not response.is_success:
         raise error_from(response)
@@ -148,7 +202,7 @@ class Call(Generic[T]):
     path: str
     read: Callable[[httpx.Response], T]
     params: dict[str, Any] = field(default_factory=dict)
-    body: Any = None  # a JSON document, or None for no body
+    body: bytes | None = None  # the JSON body (see :func:`json_body`), or None for none
     headers: dict[str, str] = field(default_factory=dict)
 
     def request_args(self) -> dict[str, Any]:
@@ -157,13 +211,54 @@ class Call(Generic[T]):
             "headers": self.headers,
         }
         if self.body is not None:
-            args["json"] = self.body
+            args["content"] = self.body
+            args["headers"] = {**self.headers, "Content-Type": "application/json"}
         return args
+
+
+def json_body(members: dict[str, object], documents: tuple[str, ...] = ()) -> bytes:
+    """A request body: an object of ``members`` (None ones left out). Those named in
+    ``documents`` are checked and written by ``canonical_document``, so the client refuses
+    what the in-process API refuses (``DocumentError``; python-contract §1: exact built-in
+    types, nothing converted) and sends exactly what it was given; the others are text."""
+    parts: list[bytes] = []
+    for name, value in members.items():
+        if value is None:
+            continue
+        encoded = canonical_document(value) if name in documents else text_json(name, value)
+        parts.append(json.dumps(name).encode() + b":" + encoded)
+    return b"{" + b",".join(parts) + b"}"
+
+
+def text_json(name: str, value: object) -> bytes:
+    """A text member as JSON: a ``str`` (no subclass, nothing converted) that is Unicode
+    text (a lone surrogate has no UTF-8)."""
+    if type(value) is not str:
+        raise InvalidRequest(f"{name} must be a str, not {type(value).__name__}")
+    try:
+        return json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidRequest(f"{name} holds a lone surrogate (not Unicode text)") from None
+
+
+#: A header value httpx can send: visible ASCII and spaces (no CR, LF or other controls).
+_HEADER_VALUE = re.compile(r"[\x20-\x7e]*")
+
+
+def header_value(name: str, value: str) -> str:
+    """``value`` if it can be a header's; a refusal (never a raw UnicodeEncodeError or an
+    httpx LocalProtocolError) otherwise."""
+    if type(value) is not str or not _HEADER_VALUE.fullmatch(value):
+        raise InvalidRequest(f"{name} must be printable ASCII text")
+    return value
 
 
 def segment(text: str) -> str:
     """One percent-encoded path segment (decisions P42): ``/`` as ``%2F``, ``.`` and
-    ``..`` as ``%2E`` / ``%2E%2E`` (clients drop dot segments)."""
+    ``..`` as ``%2E`` / ``%2E%2E`` (clients drop dot segments). An empty one names
+    nothing and would make another route's URL (``/v1/operations/`` is the list)."""
+    if not text:
+        raise InvalidRequest("an empty name or id names nothing")
     quoted = quote(text, safe="")
     return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
 
@@ -196,12 +291,17 @@ def _result(response: httpx.Response) -> OperationResult:
     )
 
 
+def document_body(params: dict[str, Any] | None) -> bytes:
+    """An operation's params as the whole body (None: the empty document)."""
+    return canonical_document({} if params is None else params)
+
+
 def run(
     type: str, params: dict[str, Any] | None, tenant: str, traceparent: str | None
 ) -> Call[OperationResult]:
-    headers = {"traceparent": traceparent} if traceparent else {}
+    headers = {"traceparent": header_value("traceparent", traceparent)} if traceparent else {}
     path = f"/v1/spaces/{segment(tenant)}/operations/{segment(type)}"
-    return Call("POST", path, _result, body=params or {}, headers=headers)
+    return Call("POST", path, _result, body=document_body(params), headers=headers)
 
 
 def submit(
@@ -213,16 +313,22 @@ def submit(
 ) -> Call[str]:
     headers = {"Prefer": "respond-async"}
     if idempotency_key is not None:
-        headers["Idempotency-Key"] = idempotency_key
+        headers["Idempotency-Key"] = header_value("idempotency_key", idempotency_key)
     if traceparent:
-        headers["traceparent"] = traceparent
+        headers["traceparent"] = header_value("traceparent", traceparent)
     path = f"/v1/spaces/{segment(tenant)}/operations/{segment(type)}"
     return Call(
-        "POST", path, lambda r: str(json_of(r)["operationId"]), body=params or {}, headers=headers
+        "POST",
+        path,
+        lambda r: str(json_of(r)["operationId"]),
+        body=document_body(params),
+        headers=headers,
     )
 
 
 def _operation(operation_id: str, tail: str = "") -> str:
+    if not operation_id:  # as in process, without a request
+        raise NotFound("operation '' does not exist")
     return f"/v1/operations/{segment(operation_id)}{tail}"
 
 
@@ -249,14 +355,16 @@ def hold(operation_id: str, reason: str) -> Call[dict[str, Any]]:
         "POST",
         _operation(operation_id, "/hold"),
         lambda r: json_of(r)["hold"],
-        {},
-        {"reason": reason},
+        body=json_body({"reason": reason}),
     )
 
 
 def release(operation_id: str, reason: str) -> Call[None]:
     return Call(
-        "POST", _operation(operation_id, "/release"), lambda r: None, {}, {"reason": reason}
+        "POST",
+        _operation(operation_id, "/release"),
+        lambda r: None,
+        body=json_body({"reason": reason}),
     )
 
 
@@ -282,31 +390,31 @@ def instances_path(space: str, uid: str) -> str:
 def create_instance(
     space: str, uid: str, instance_id: str | None, params: dict[str, Any] | None
 ) -> Call[str]:
-    body: dict[str, Any] = {}
-    if instance_id is not None:
-        body["id"] = instance_id
-    if params is not None:
-        body["params"] = params
+    body = json_body({"id": instance_id, "params": params}, ("params",))
     return Call("POST", instances_path(space, uid), lambda r: str(json_of(r)["id"]), body=body)
 
 
+def instance_path(space: str, uid: str, instance_id: str, tail: str = "") -> str:
+    if not instance_id:  # "…/instances/" is the listing: as in process, without a request
+        raise UnknownInstance(instance_id)
+    return f"{instances_path(space, uid)}/{segment(instance_id)}{tail}"
+
+
 def instance_status(space: str, uid: str, instance_id: str) -> Call[dict[str, Any]]:
-    return Call("GET", f"{instances_path(space, uid)}/{segment(instance_id)}", json_of)
+    return Call("GET", instance_path(space, uid, instance_id), json_of)
 
 
 def send_event(
     space: str, uid: str, instance_id: str, type: str, payload: dict[str, Any] | None
 ) -> Call[int]:
-    body: dict[str, Any] = {"type": type}
-    if payload is not None:
-        body["payload"] = payload
-    path = f"{instances_path(space, uid)}/{segment(instance_id)}/events"
+    path = instance_path(space, uid, instance_id, "/events")
+    body = json_body({"type": type, "payload": payload}, ("payload",))
     return Call("POST", path, lambda r: int(json_of(r)["sequence"]), body=body)
 
 
 def terminate(space: str, uid: str, instance_id: str) -> Call[str]:
-    path = f"{instances_path(space, uid)}/{segment(instance_id)}/terminate"
-    return Call("POST", path, lambda r: str(json_of(r)["status"]), body={})
+    path = instance_path(space, uid, instance_id, "/terminate")
+    return Call("POST", path, lambda r: str(json_of(r)["status"]), body=b"{}")
 
 
 def list_instances(space: str, uid: str, filters: dict[str, Any]) -> Call[dict[str, Any]]:
@@ -350,6 +458,42 @@ def checkpoint() -> Call[str]:
 
 def schema() -> Call[dict[str, Any]]:
     return Call("GET", "/v1/schemas/observed-line.json", json_of)
+
+
+def manifest_url(response: httpx.Response, base: httpx.URL) -> httpx.URL | None:
+    """Where an export's answer says its manifest is (``Link: <...>; rel="describedby"``,
+    relative to the request), or None. Only on the client's own origin: the request
+    carries the bearer token, which must not go wherever an answer (or a proxy) points."""
+    target = described_by(response.headers.get("link"))
+    if target is None:
+        return None
+    try:
+        url = response.url.join(target)
+    except httpx.InvalidURL:
+        url = None
+    if url is None or (url.scheme, url.host, url.port) != (base.scheme, base.host, base.port):
+        named = f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}" if url else target
+        raise error_of(
+            "internal_error",
+            f"the export's manifest link names another origin ({named}): not followed, "
+            "the token is not sent there",
+            response.status_code,
+        )
+    return url
+
+
+def not_an_event_stream(response: httpx.Response, excerpt: bytes) -> BlackOpsError | None:
+    """A 200 that is no event stream (an SSO proxy's login page, a captive portal) would
+    read as an empty stream for ever: it is refused (WHATWG: fail the connection)."""
+    media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type == "text/event-stream":
+        return None
+    return error_of(
+        "internal_error",
+        f"the stream answered {response.status_code} with Content-Type {media_type or 'none'!r},"
+        f" not text/event-stream: {excerpt[:200]!r}",
+        response.status_code,
+    )
 
 
 _LINK = re.compile(r"<([^>]*)>\s*((?:;\s*[^;,]*)*)")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import httpx
 
@@ -44,28 +46,89 @@ def stream_params(
 
 
 def streamed_lines(decoder: SSEDecoder, chunk: bytes) -> Iterator[StreamedLine]:
-    """The journal lines one chunk of a stream completes (comments and id-less events are
-    heartbeats: skipped). The ``error`` event a refusal ends a stream with is raised as
-    the class its code names; other named events are not journal lines: skipped."""
+    """The journal lines one chunk of a stream completes: ``message`` events with an
+    ``id:`` field of their own (comments and id-less events are heartbeats or notices:
+    skipped; an empty ``id:`` resets the id and is no position either). The ``error`` event
+    a refusal ends a stream with is raised as the class its code names; other named events
+    are not journal lines: skipped. An id that is no position is refused."""
     for event in decoder.feed(chunk):
         if event.event == "error":
             raise calls.error_in(event.data)
-        if event.event == "message" and event.id is not None:
-            yield StreamedLine(int(event.id), event.data + b"\n")
+        if event.event != "message" or not event.has_id or not event.id:
+            continue
+        if not (event.id.isascii() and event.id.isdigit()):
+            raise calls.error_of(
+                "internal_error", f"a stream event's id is no position: {event.id[:40]!r}"
+            )
+        yield StreamedLine(int(event.id), event.data + b"\n")
 
 
-def stream_failure(error: httpx.TransportError | BackendUnavailable) -> BlackOpsError:
-    """What a stream that may not reconnect raises for ``error``."""
-    return calls.unreachable(error) if isinstance(error, httpx.TransportError) else error
+def stream_timeout(connect: float | None, read: float, ends: float | None) -> httpx.Timeout:
+    """One (re)connection's timeouts: ``connect`` never past the stream's deadline (the
+    server ends the stream itself at ``max_seconds``, so reads keep ``read``)."""
+    if ends is not None:
+        left = max(0.001, ends - time.monotonic())
+        connect = left if connect is None else min(connect, left)
+    return httpx.Timeout(connect, read=read)
 
 
-def write_export(path: str, chunks: Iterator[bytes]) -> None:
-    """The body into ``path``, replaced atomically once complete."""
-    partial = path + ".partial"
-    with open(partial, "wb") as out:
-        for chunk in chunks:
-            out.write(chunk)
-    os.replace(partial, path)
+def pause(wait: float, ends: float | None) -> float:
+    """The pause before reconnecting: ``wait``, never past the deadline."""
+    return wait if ends is None else max(0.0, min(wait, ends - time.monotonic()))
+
+
+def passed(ends: float | None) -> bool:
+    return ends is not None and time.monotonic() >= ends
+
+
+class ExportFiles:
+    """An export's body and manifest, each written beside its target (``.partial``) and put
+    in place together once both arrived: a failure leaves the previous pair as it was, and
+    a body is never beside a manifest that is not its own (the old manifest goes first)."""
+
+    def __init__(self, path: str) -> None:
+        self.path, self.manifest_path = path, path + ".manifest.json"
+        self._body, self._manifest = path + ".partial", self.manifest_path + ".partial"
+        self._out: IO[bytes] = open(self._body, "wb")  # noqa: SIM115 (closed in finish/abort)
+
+    def write(self, chunk: bytes) -> None:
+        self._out.write(chunk)
+
+    def commit(self, manifest: bytes | None) -> None:
+        self._out.close()
+        if manifest is not None:
+            with open(self._manifest, "wb") as out:
+                out.write(manifest)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.manifest_path)  # stale (another export's), or replaced below
+        os.replace(self._body, self.path)
+        if manifest is not None:
+            os.replace(self._manifest, self.manifest_path)
+
+    def __enter__(self) -> ExportFiles:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._out.close()
+        for partial in (self._body, self._manifest):  # left only by a failure
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(partial)
+
+
+def manifest_document(response: httpx.Response) -> tuple[bytes, dict[str, Any]]:
+    """The manifest an export links, its bytes and its JSON object, or the error its
+    answer carries."""
+    calls.checked(response)
+    try:
+        document = response.json()
+    except ValueError:
+        document = None
+    if not isinstance(document, dict):
+        excerpt = response.content[:200]
+        raise calls.error_of(
+            "internal_error", f"the export's manifest is no JSON object: {excerpt!r}"
+        )
+    return response.content, document
 
 
 class Client:
@@ -73,9 +136,11 @@ class Client:
 
     Methods are named like the in-process :class:`blackops.Application`'s and raise the
     same exception classes, chosen by the answer's ``error.code``; a server that cannot
-    be reached is ``BackendUnavailable``. ``space`` is the default Space of ``run``,
-    ``submit`` and the workflow methods (``tenant=`` / ``space=`` override it). Use it as
-    a context manager, or call :meth:`close`.
+    be reached is ``BackendUnavailable``. A request that can never work (a base URL that is
+    not ``http(s)://host``, a token with whitespace inside) is ``InvalidRequest``, at once;
+    the token is stripped (token files end with a newline). ``space`` is the default Space
+    of ``run``, ``submit`` and the workflow methods (``tenant=`` / ``space=`` override it).
+    Use it as a context manager, or call :meth:`close`.
     """
 
     def __init__(
@@ -88,12 +153,15 @@ class Client:
         stream_read_timeout: float = 60.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        headers = calls.bearer(token)
         self.space = space
         #: A stream with no byte (not even a keep-alive) for this long is reconnected.
         self.stream_read_timeout = stream_read_timeout
         self._http = httpx.Client(
-            base_url=base_url, headers=headers, timeout=timeout, transport=transport
+            base_url=calls.base_url_checked(base_url),
+            headers=headers,
+            timeout=timeout,
+            transport=transport,
         )
 
     def close(self) -> None:
@@ -109,7 +177,7 @@ class Client:
         try:
             response = self._http.request(call.method, call.path, **call.request_args())
         except httpx.TransportError as error:
-            raise calls.unreachable(error) from error
+            raise calls.transport_failure(error) from error
         return call.read(response)
 
     # -- operations -----------------------------------------------------------------------
@@ -212,13 +280,20 @@ class Client:
         A dropped connection is resumed with ``Last-Event-ID`` (after ``retry_seconds``,
         doubling up to 30 s while the server cannot be reached), unless ``reconnect`` is
         false. It ends when ``limit`` lines were received or ``max_seconds`` passed, and
-        otherwise never. Refusals (a revoked token, say) raise."""
+        otherwise never; if the server cannot be reached when ``max_seconds`` passes (the
+        last attempt failed), that failure is raised instead: an outage is not an empty
+        journal. Refusals (a revoked token, an answer that is no event stream) raise."""
         path = calls.journal_path(space, "/stream")
         ends = time.monotonic() + max_seconds if max_seconds is not None else None
         remaining, wait = limit, retry_seconds
-        timeout = httpx.Timeout(self._http.timeout.connect, read=self.stream_read_timeout)
+        failed: BlackOpsError | None = None  # the last attempt's failure, if it failed
         while True:
+            if passed(ends):
+                if failed is not None:
+                    raise failed
+                return
             params, headers = stream_params(after, remaining, ends)
+            timeout = stream_timeout(self._http.timeout.connect, self.stream_read_timeout, ends)
             try:
                 with self._http.stream(
                     "GET", path, params=params, headers=headers, timeout=timeout
@@ -226,54 +301,74 @@ class Client:
                     if response.status_code != 200:
                         response.read()
                         raise calls.error_from(response)
-                    wait = retry_seconds
+                    chunks = response.iter_bytes()
+                    first = next(chunks, b"")  # the excerpt a refusal quotes
+                    refused = calls.not_an_event_stream(response, first)
+                    if refused is not None:
+                        raise refused
+                    wait, failed, resumed = retry_seconds, None, after
                     decoder = SSEDecoder()
-                    for chunk in response.iter_bytes():
+                    for chunk in itertools.chain((first,), chunks):
                         for streamed in streamed_lines(decoder, chunk):
+                            if streamed.position <= resumed:
+                                # Sent again by a server that ignored Last-Event-ID. Within
+                                # one connection nothing is dropped: a relay's duplicate or
+                                # reordering is replay's to report (decisions P51).
+                                continue
                             after = streamed.position
                             yield streamed
                             if remaining is not None:
                                 remaining -= 1
                                 if remaining == 0:
                                     return
-            except (httpx.TransportError, BackendUnavailable) as error:
+            except httpx.TransportError as error:
+                failed = calls.transport_failure(error)
+                if not reconnect or not isinstance(failed, BackendUnavailable):
+                    raise failed from error
+                time.sleep(pause(wait, ends))
+                wait = min(wait * 2, 30.0)
+            except BackendUnavailable as error:
                 if not reconnect:
-                    raise stream_failure(error) from error
-                time.sleep(wait)
+                    raise
+                failed = error
+                time.sleep(pause(wait, ends))
                 wait = min(wait * 2, 30.0)
             else:
-                if ends is not None and time.monotonic() >= ends:
-                    return
                 if not reconnect:
                     return
-                time.sleep(retry_seconds)  # ended by the server: no tight loop
+                time.sleep(pause(retry_seconds, ends))  # ended by the server: no tight loop
 
     def export(
-        self, path: str, *, after: int = 0, until: int | None = None
+        self,
+        path: str,
+        *,
+        after: int = 0,
+        until: int | None = None,
+        space: str | None = None,
     ) -> dict[str, Any] | None:
-        """``GET /v1/journal/export``: the JSONL body into ``path`` and, when the answer
-        links its manifest (``Link: <...>; rel="describedby"``), the manifest into
-        ``path + ".manifest.json"``; returns the manifest (None without one)."""
+        """``GET /v1/journal/export`` (``space``: that Space's lines): the JSONL body into
+        ``path`` and, when the answer links its manifest (``Link: <...>; rel="describedby"``,
+        on this client's origin only), the manifest into ``path + ".manifest.json"``;
+        returns the manifest (None without one, and a stale manifest file is removed). Both
+        files are replaced together once both arrived; a failure leaves the old ones."""
         params = {"after": after, "until": until}
+        query = {k: v for k, v in params.items() if v is not None}
         try:
-            with self._http.stream(
-                "GET",
-                "/v1/journal/export",
-                params={k: v for k, v in params.items() if v is not None},
-            ) as response:
-                if not response.is_success:
-                    response.read()
-                    raise calls.error_from(response)
-                write_export(path, response.iter_bytes())
-                manifest_url = calls.described_by(response.headers.get("link"))
-            if manifest_url is None:
-                return None
-            manifest = calls.checked(self._http.get(manifest_url))
+            with ExportFiles(path) as files:
+                with self._http.stream(
+                    "GET", calls.journal_path(space, "/export"), params=query
+                ) as response:
+                    if not response.is_success:
+                        response.read()
+                        raise calls.error_from(response)
+                    for chunk in response.iter_bytes():
+                        files.write(chunk)
+                    url = calls.manifest_url(response, self._http.base_url)
+                manifest = None if url is None else manifest_document(self._http.get(url))
+                files.commit(None if manifest is None else manifest[0])
         except httpx.TransportError as error:
-            raise calls.unreachable(error) from error
-        write_export(path + ".manifest.json", iter([manifest.content]))
-        document: dict[str, Any] = manifest.json()
-        return document
+            raise calls.transport_failure(error) from error
+        return None if manifest is None else manifest[1]
 
     def checkpoint(self) -> str:
         """The journal's current signed checkpoint (a text note)."""

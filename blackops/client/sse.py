@@ -8,7 +8,9 @@ CR LF, LF or CR, and nowhere else (a U+2028 inside a JSON string is not a line b
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,6 +18,10 @@ class ServerSentEvent:
     data: bytes
     id: str | None = None  # the last event id in force when this event was dispatched
     event: str = "message"
+    #: Whether the event carried an ``id:`` field itself (``id`` may be an earlier one's:
+    #: the WHATWG last event id stays in force). Not compared: two events are equal by
+    #: what a reader of the WHATWG interface sees.
+    has_id: bool = field(default=False, compare=False)
 
 
 class SSEDecoder:
@@ -26,6 +32,9 @@ class SSEDecoder:
         self._buffer = b""
         self._data: list[bytes] = []
         self._event = b""
+        self._has_id = False
+        self._started = False  # the stream's first bytes were looked at (a BOM)
+        self._after_cr = False  # the last line ended at a CR: an LF next belongs to it
         self.last_id: str | None = None
         self.comments = 0
 
@@ -37,6 +46,12 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> Iterator[ServerSentEvent]:
         self._buffer += chunk
+        if not self._started:  # WHATWG: one leading BOM is ignored
+            if len(self._buffer) < len(_BOM) and _BOM.startswith(self._buffer):
+                return  # maybe a BOM, split across chunks
+            self._started = True
+            if self._buffer.startswith(_BOM):
+                self._buffer = self._buffer[len(_BOM) :]
         while True:
             line, found = self._next_line()
             if not found:
@@ -46,6 +61,10 @@ class SSEDecoder:
                 yield event
 
     def _next_line(self) -> tuple[bytes, bool]:
+        if self._after_cr and self._buffer:
+            self._after_cr = False
+            if self._buffer.startswith(b"\n"):  # the CR LF a chunk boundary split
+                self._buffer = self._buffer[1:]
         buffer = self._buffer
         cr, lf = buffer.find(b"\r"), buffer.find(b"\n")
         if cr < 0 and lf < 0:
@@ -54,7 +73,11 @@ class SSEDecoder:
             self._buffer = buffer[lf + 1 :]
             return buffer[:lf], True
         if cr == len(buffer) - 1:
-            return b"", False  # a CR at the end: an LF may follow in the next chunk
+            # A CR ends a line now (an event must not wait for the next chunk, which may be
+            # a keep-alive many seconds away); an LF that starts the next chunk is its pair.
+            self._after_cr = True
+            self._buffer = b""
+            return buffer[:cr], True
         end = cr + 2 if buffer[cr + 1 : cr + 2] == b"\n" else cr + 1
         self._buffer = buffer[end:]
         return buffer[:cr], True
@@ -71,17 +94,18 @@ class SSEDecoder:
         if name == b"data":
             self._data.append(value)
         elif name == b"id":
-            if b"\x00" not in value:
+            if b"\x00" not in value:  # WHATWG: an empty id resets the last event id
                 self.last_id = value.decode("utf-8", "replace")
+                self._has_id = True
         elif name == b"event":
             self._event = value
         # "retry" and unknown fields: nothing to do for this reader.
         return None
 
     def _dispatch(self) -> ServerSentEvent | None:
-        data, event = self._data, self._event
-        self._data, self._event = [], b""
+        data, event, has_id = self._data, self._event, self._has_id
+        self._data, self._event, self._has_id = [], b"", False
         if not data:
             return None
         kind = event.decode("utf-8", "replace") or "message"
-        return ServerSentEvent(b"\n".join(data), self.last_id, kind)
+        return ServerSentEvent(b"\n".join(data), self.last_id, kind, has_id)

@@ -354,3 +354,43 @@ def test_the_client_stream_resumes_after_the_last_id_it_received() -> None:
     assert [s.position for s in got] == positions
     assert [s.line for s in got] == [b'{"p":%d}\n' % p for p in positions]
     assert asked == ["0", "4", "10", "20"]
+
+
+# -- found by the client's defect hunt ---------------------------------------------------------
+
+
+def test_a_space_admin_exports_its_space_sync_and_async(server: Served, tmp_path: Path) -> None:
+    """``export(space=)`` (a Space-scoped token cannot export the whole journal), and
+    AsyncClient's export, hold and release (it lacked them)."""
+    target = tmp_path / "space.jsonl"
+    with Client(server.url, server.admin_token) as client:
+        done = client.run("greeting.say", {"name": "export"})
+        with pytest.raises(Forbidden):
+            client.export(str(target))
+        manifest = client.export(str(target), space=SPACE)
+    assert manifest is not None and manifest["count"] == len(target.read_bytes().splitlines())
+    assert all(b'"tenant":"default"' in line for line in target.read_bytes().splitlines())
+    assert json.loads(Path(f"{target}.manifest.json").read_bytes()) == manifest
+
+    async def scenario() -> None:
+        async with AsyncClient(server.url, server.admin_token) as client:
+            again = await client.export(str(target), space=SPACE, after=0)
+            assert again is not None and again["count"] >= manifest["count"]
+            hold = await client.hold(done.operation_id, reason="audit")
+            assert hold["reason"] == "audit"
+            await client.release(done.operation_id, reason="audit done")
+
+    asyncio.run(scenario())
+    assert json.loads(Path(f"{target}.manifest.json").read_bytes())["count"] >= manifest["count"]
+
+
+def test_a_token_file_with_its_newline_and_documents_refused_as_in_process(
+    server: Served,
+) -> None:
+    with Client(server.url, server.admin_token + "\n") as client:
+        assert client.run("greeting.say", {"name": "nl"}).status == "completed"
+        with pytest.raises(DocumentError) as refused:
+            client.submit("invoice.issue", {"customer": "c", "amount": 1, "extra": (1, 2)})
+        assert refused.value.code == "invalid_params"
+        with pytest.raises(NotFound):
+            client.status("")
