@@ -30,7 +30,7 @@ from replay.integrity import IntegrityError
 from replay.merkle import Frontier, root_of
 from replay.observed import observed_line
 from replay.recorded import RecordedLeaves
-from replay.verify import CANONICALISATION, HASH, PURGE_TYPES, TREE, verify_store
+from replay.verify import CANONICALISATION, HASH, TREE, read_tombstones, verify_store
 
 FORMAT = "blackops.observed-jsonl"
 
@@ -87,11 +87,8 @@ def export_with_manifest(
     return the manifest. ``until`` stops at that position; ``keep(line)`` chooses the lines
     written (one Space's): every other line is still checked against its leaf."""
     stop = stop or threading.Event()
-    purged = frozenset(
-        int(p)
-        for tombstone in store.read_topics(PURGE_TYPES)
-        for p in tombstone.data.get("positions", [])
-    )
+    # Only what a valid tombstone vouches for is missing by right (verify's own rule).
+    purged = read_tombstones(store).purged
     tree = _Tree(RecordedLeaves(store, PAGE), Frontier(), purged=purged)
     if after:
         _fold_until(tree, after)

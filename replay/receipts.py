@@ -144,17 +144,34 @@ def verify_signed_export(
 
     The root at the export's end is rebuilt from the prefix nodes, the file's leaves and the
     hidden leaves (nothing the manifest says about the file's own lines is used), then the
-    consistency proof must lead from it to the signed root."""
+    consistency proof must lead from it to the signed root. What the manifest says of the
+    range must agree with that: every position above ``after``, ``firstPosition`` and
+    ``lastPosition`` the file's first and last line, ``journalRoot`` the rebuilt root. (That
+    no leaf between ``after`` and the first line was folded into the prefix instead cannot
+    be told from the file: the prefix is hashes, and positions skip numbers; the journal's
+    ``journal.exported`` record of the export says where its range began.)"""
     try:
         attestation = manifest["attestation"]
-        size = int(manifest["journalTreeSize"])
-        first = int(attestation["firstIndex"])
+        size, after = manifest["journalTreeSize"], manifest["after"]
+        claimed = manifest["firstPosition"], manifest["lastPosition"], manifest["journalRoot"]
+        first = attestation["firstIndex"]
         prefix = [_b64(h) for h in attestation["prefix"]]
-        hidden = [(int(p), bytes.fromhex(h)) for p, h in attestation["hidden"]]
+        hidden = [(p, bytes.fromhex(h)) for p, h in attestation["hidden"]]
         proof = [_b64(h) for h in attestation["consistency"]]
         note = str(attestation["checkpoint"])
     except (KeyError, TypeError, ValueError):
         raise ReceiptError("malformed_manifest", "the manifest has no usable attestation") from None
+    # Plain JSON integers only: int() took "7", 7.5 and true as well.
+    if not all(type(n) is int and n >= 0 for n in (size, after, first)):
+        raise ReceiptError(
+            "malformed_manifest", "journalTreeSize, after and firstIndex are whole numbers"
+        )
+    if not all(type(p) is int and p >= 1 for p, _ in hidden):
+        raise ReceiptError("malformed_manifest", "a hidden leaf's position is a whole number")
+    # A 64-byte and an empty "leaf" in place of two would fold into the same nodes.
+    if not all(len(h) == 32 for _, h in hidden):
+        raise ReceiptError("malformed_manifest", "every hidden leaf is one 32-byte hash")
+    _check_range(found, hidden, after, claimed[:2])
     checkpoint = open_checkpoint(note, keys)
     try:
         frontier = Frontier.restore(first, prefix)
@@ -174,4 +191,28 @@ def verify_signed_export(
         ok = verify_consistency(size, checkpoint.size, root, checkpoint.root, proof)
     if not ok:
         raise ReceiptError("not_in_signed_log", "the export's lines are not in the signed tree")
+    if claimed[2] != root.hex():
+        raise ReceiptError(
+            "malformed_manifest", "journalRoot is not the root of the tree the export ends at"
+        )
     return checkpoint
+
+
+def _check_range(
+    found: Sequence[tuple[int, bytes]],
+    hidden: Sequence[tuple[int, bytes]],
+    after: int,
+    ends: tuple[object, object],
+) -> None:
+    """Every position of the range (the file's and hidden) is above ``after``, and ``ends``
+    (``firstPosition``, ``lastPosition``) are the file's first and last, ``null`` for none."""
+    lines = [p for p, _ in found]
+    if min(lines + [p for p, _ in hidden], default=after + 1) <= after:
+        raise ReceiptError(
+            "malformed_manifest", f"a position is not after {after}, where it begins"
+        )
+    expected = (min(lines), max(lines)) if lines else (None, None)
+    if any(type(c) is not type(e) or c != e for c, e in zip(ends, expected, strict=True)):
+        raise ReceiptError(
+            "malformed_manifest", "firstPosition and lastPosition are not the file's first and last"
+        )

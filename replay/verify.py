@@ -9,20 +9,23 @@ with no database: each line is re-canonicalised and hashed (nothing the file say
 about itself is trusted), and the manifest's leaves must rebuild its root.
 
 Either way the first problem is named by position and kind: ``modified``,
-``deleted``, ``inserted``, ``reordered``, ``gap``, ``tree_head``.
+``deleted``, ``inserted``, ``reordered``, ``gap``, ``tree_head``, ``tombstone`` (a
+retention tombstone no purge could have written: it vouches for nothing,
+`read_tombstones`).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
 from operator import itemgetter, lt
 from typing import Any
 
 from journal.backend_common import StoredRow
-from journal.leaves import event_leaf, leaf_hash
+from journal.leaves import SAFE_NAME, event_leaf, leaf_hash
+from journal.outcomes import outcome_stream
 from journal.store import MAX_POSITION, EventStore
 from replay.merkle import EMPTY_ROOT, Frontier, root_of
 from replay.observed import ObservedLineError, parse_line_entry
@@ -31,6 +34,11 @@ from replay.recorded import RecordedLeaves
 TREE_HEAD_TYPES = frozenset({"journal.checkpoint", "journal.exported"})
 #: Retention tombstones: the versions before them were deleted, their positions listed.
 PURGE_TYPES = ("operation.purged", "outcome.purged", "workflow.purged")
+#: An operation's tombstone also lists its Outcome Record stream's events (the record, or
+#: an outcome purge's tombstone and the record that one listed): at most this many more.
+OUTCOME_EVENTS = 2
+#: Tombstones' streams read at a time (SQLite's statement takes one parameter each).
+STREAMS_AT_ONCE = 500
 HASH = "sha256"
 TREE = "RFC 6962 Merkle tree (leaf SHA-256(0x00||entry), node SHA-256(0x01||left||right))"
 CANONICALISATION = "RFC 8785"
@@ -89,14 +97,9 @@ def verify_store(store: EventStore, page: int = 5000, limit: int = 100) -> Verif
             unreadable.append(Problem("tree_head", recorded.id, "the tree head cannot be read"))
         else:
             heads.append((recorded.id, *head))
-    purged: set[int] = set()
-    for tombstone in store.read_topics_raw(PURGE_TYPES):
-        positions = _purged_positions(tombstone.state)
-        if positions is None:
-            unreadable.append(Problem("modified", tombstone.id, "the tombstone cannot be read"))
-        else:
-            purged.update(positions)
-    live = _Live(limit, sorted({size for _, size, _ in heads}), purged)
+    tombstones = read_tombstones(store)
+    unreadable += tombstones.problems
+    live = _Live(limit, sorted({size for _, size, _ in heads}), tombstones.purged)
     for problem in unreadable:
         live.problem(problem.kind, problem.position, problem.message)
     # Positions start at 1: a row below that is in no tree, yet its stream's readers see it.
@@ -143,7 +146,7 @@ class _Live:
 
     limit: int
     wanted: list[int]  # the tree heads' sizes, sorted
-    purged: set[int]  # positions a retention tombstone accounts for
+    purged: frozenset[int]  # positions a retention tombstone vouches for (`read_tombstones`)
     heads: set[int] = field(init=False)  # ``wanted`` as a set, for `fold_one`
     report: VerifyReport = field(default_factory=VerifyReport)
     frontier: Frontier = field(default_factory=Frontier)
@@ -205,7 +208,7 @@ class _Live:
             return
         expected = self.versions.get(stream, 0) + 1
         if expected == 1 and topic in PURGE_TYPES:
-            expected = (_tombstone_versions(state) or 0) + 1
+            expected = (_tombstone_versions(_data(state)) or 0) + 1
         if version != expected:
             self.problem(
                 "gap", position, f"stream {stream} jumps from version {expected - 1} to {version}"
@@ -252,19 +255,168 @@ def _tree_head(state: object) -> tuple[int, str] | None:
     return data["tree_size"], data["root"]
 
 
-def _purged_positions(state: object) -> list[int] | None:
-    """The positions a tombstone accounts for, or ``None`` when unreadable."""
-    data = _data(state)
+def _purged_positions(data: dict[str, Any] | None) -> list[int] | None:
+    """The positions a tombstone's data lists, or ``None`` when unreadable."""
     positions = None if data is None else data.get("positions", [])
     if type(positions) is not list or any(type(p) is not int for p in positions):
         return None
     return positions
 
 
-def _tombstone_versions(state: object) -> int | None:
-    data = _data(state)
+def _tombstone_versions(data: dict[str, Any] | None) -> int | None:
+    """The versions a tombstone's data says were purged, or ``None`` when unreadable."""
     versions = None if data is None else data.get("versions", 0)
     return versions if type(versions) is int else None
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstones:
+    """What the journal's retention tombstones vouch for (`read_tombstones`)."""
+
+    purged: frozenset[int]  # positions whose missing events a valid tombstone accounts for
+    problems: list[Problem]  # a tombstone unreadable (``modified``) or invalid (``tombstone``)
+
+
+@dataclass(frozen=True, slots=True)
+class _Tombstone:
+    position: int
+    stream: str
+    version: int
+    topic: str
+    versions: int  # the versions of ``stream`` it says were purged: 1..versions
+    positions: list[int]
+
+    def streams(self) -> dict[str, int]:
+        """Each stream it purged, with the versions purged there (1..n): its own, and for an
+        operation's tombstone listing more than its versions, the Outcome Record stream."""
+        found = {self.stream: self.versions}
+        extra = len(self.positions) - self.versions
+        if self.topic == PURGE_TYPES[0] and extra > 0:
+            found[outcome_stream(self.stream)] = extra
+        return found
+
+
+def read_tombstones(store: EventStore) -> Tombstones:
+    """The positions retention tombstones vouch for: the one rule `verify_store` and the
+    export (replay/custody.py) share for which missing events were purged.
+
+    Every purge (blackops/operations/retention.py, blackops/workflows/retention.py) appends
+    its tombstone to the purged stream, after the events it lists, at the version after
+    those it purged (``versions`` + 1), then deletes them. So a tombstone vouches only when
+    (`_fault`): its positions are distinct, from 1, and all below its own; it lists one
+    position per purged version (an operation's: up to `OUTCOME_EVENTS` more, its Outcome
+    Record stream's); every event still present at a purged version of those streams is
+    one it lists (present only until the deletion that follows the tombstone has run); and
+    no other tombstone lists one of its positions, unless the later of the two lists the
+    earlier one and all its positions (a purge of a stream, or of an operation, whose
+    earlier tombstone it replaces). Anyone who can append could otherwise write a
+    "tombstone" listing any positions, later ones included, and delete those events."""
+    problems: list[Problem] = []
+    found: list[_Tombstone] = []
+    for row in store.read_topics_raw(PURGE_TYPES):
+        data = _data(row.state)
+        positions, versions = _purged_positions(data), _tombstone_versions(data)
+        stream, version = row.originator_id, row.originator_version
+        if (
+            positions is None
+            or versions is None
+            or type(stream) is not str
+            or type(version) is not int
+        ):
+            problems.append(Problem("modified", row.id, "the tombstone cannot be read"))
+        else:
+            found.append(_Tombstone(row.id, stream, version, row.topic, versions, positions))
+    present = _present(store, {s for t in found for s in t.streams()})
+    faults = {t.position: fault for t in found if (fault := _fault(t, present)) is not None}
+    purged = set().union(*(t.positions for t in found))
+    if len(purged) != sum(len(t.positions) for t in found):  # (C-level) a position shared
+        _shared(found, faults)
+    if faults:
+        purged = set().union(*(t.positions for t in found if t.position not in faults))
+    for tombstone in found:
+        fault = faults.get(tombstone.position)
+        if fault is not None:
+            message = f"a purge tombstone that vouches for nothing: {fault}"
+            problems.append(Problem("tombstone", tombstone.position, message))
+    return Tombstones(frozenset(purged), problems)
+
+
+def _shared(found: list[_Tombstone], faults: dict[int, str]) -> None:
+    """Add to ``faults`` each tombstone that lists a position an earlier one lists, unless
+    it lists that one and all its positions too (it took it over: a stream purged again,
+    an operation purged after its Outcome Record). The earlier claim stands: a purge never
+    lists what another tombstone already accounts for, otherwise."""
+    latest: dict[int, _Tombstone] = {}  # each position's last claimant that took it fairly
+    for tombstone in found:  # in position order
+        if tombstone.position in faults:
+            continue  # it vouches for nothing: no claim to defend, none to take over
+        listed = set(tombstone.positions)
+        for position in listed:
+            earlier = latest.get(position)
+            if earlier is not None and (
+                earlier.position not in listed or not listed.issuperset(earlier.positions)
+            ):
+                faults.setdefault(
+                    tombstone.position,
+                    f"position {position} is already the tombstone's at {earlier.position}",
+                )
+                break
+        else:
+            latest.update(dict.fromkeys(listed, tombstone))
+
+
+def _fault(
+    tombstone: _Tombstone, present: Mapping[str, list[tuple[int, int]] | None]
+) -> str | None:
+    """Why ``tombstone`` is not one a purge writes (`read_tombstones`), or ``None``."""
+    listed, versions = tombstone.positions, tombstone.versions
+    members = set(listed)
+    if len(members) != len(listed):
+        return "it lists a position twice"
+    if listed and (min(listed) < 1 or max(listed) >= tombstone.position):
+        return "it lists a position that is not an earlier one"
+    if tombstone.version != versions + 1:
+        return (
+            f"it is version {tombstone.version} of its stream, not the one after the "
+            f"{versions} it purged"
+        )
+    most = versions + (OUTCOME_EVENTS if tombstone.topic == PURGE_TYPES[0] else 0)
+    if not versions <= len(listed) <= most:
+        return f"it lists {len(listed)} positions for {versions} purged versions"
+    for stream, purged in tombstone.streams().items():
+        events = present.get(stream, [])
+        if events is None:
+            return f"stream {stream} cannot be read"
+        for position, version in events:
+            if version <= purged and position not in members:
+                return (
+                    f"stream {stream} still holds version {version} (position {position}), "
+                    "which it says was purged"
+                )
+    return None
+
+
+def _present(store: EventStore, streams: set[str]) -> dict[str, list[tuple[int, int]] | None]:
+    """Each stream's events as ``(position, version)``, ``None`` for a stream whose events
+    cannot be read (one changed behind the journal's back, which the walk names)."""
+    # A name no append accepts holds no event the store can read (an operation id of 193+
+    # characters has no Outcome Record stream).
+    names = sorted(s for s in streams if SAFE_NAME.fullmatch(s))
+    found: dict[str, list[tuple[int, int]] | None] = {}
+    for start in range(0, len(names), STREAMS_AT_ONCE):
+        chunk = names[start : start + STREAMS_AT_ONCE]
+        try:
+            read = store.read_streams(chunk)
+        except (ValueError, KeyError, TypeError):  # a row that is no envelope: one by one
+            read = {}
+            for stream in chunk:
+                try:
+                    read[stream] = store.read_stream(stream)
+                except (ValueError, KeyError, TypeError):
+                    found[stream] = None
+        for stream, events in read.items():
+            found[stream] = [(e.position, e.version) for e in events]
+    return found
 
 
 def verify_export(lines: Iterable[bytes], manifest: dict[str, Any]) -> VerifyReport:
@@ -274,7 +426,9 @@ def verify_export(lines: Iterable[bytes], manifest: dict[str, Any]) -> VerifyRep
     expected_leaves: list[bytes] = []
     try:
         for position, leaf in manifest["leaves"]:  # one pass: the first bad entry decides
-            expected_positions.append(int(position))
+            if type(position) is not int or position < 1:  # int() took "7", 7.5 and true
+                raise ValueError(position)
+            expected_positions.append(position)
             expected_leaves.append(bytes.fromhex(leaf))
         claimed_root = str(manifest["root"])
         count = int(manifest.get("count", -1))
@@ -331,7 +485,36 @@ def verify_export(lines: Iterable[bytes], manifest: dict[str, Any]) -> VerifyRep
             report.problems.append(problem)
     report.tree_size = len(positions)
     report.root = claimed_root if same else root_of(leaves).hex()
+    # Lines that are the manifest's: what it says of their range must hold too (a line's
+    # own problem is named first, as it always was).
+    claim = None if report.problems else _range_claim(manifest, positions, claimed_root)
+    if claim is not None:
+        report.problems.append(Problem("manifest", 0, claim))
     return report
+
+
+def _range_claim(manifest: dict[str, Any], positions: list[int], root: str) -> str | None:
+    """What the manifest says of its range that its own leaves contradict, or ``None``:
+    every position above ``after``; ``firstPosition`` and ``lastPosition`` the first and
+    last exported (``null`` for none); a tree (``journalTreeSize``) holding every exported
+    leaf, whose root (``journalRoot``) is the range's own when it holds nothing else. Where
+    the tree holds more, only a signed export's attestation proves its root
+    (`replay.receipts.verify_signed_export`)."""
+    after, size = manifest.get("after"), manifest.get("journalTreeSize")
+    journal_root = manifest.get("journalRoot")
+    if type(after) is not int or after < 0:
+        return "the manifest's after is no whole number"
+    if min(positions, default=after + 1) <= after:
+        return f"the manifest lists a position not after {after}, where it begins"
+    ends = (manifest.get("firstPosition"), manifest.get("lastPosition"))
+    expected = (min(positions), max(positions)) if positions else (None, None)
+    if any(type(c) is not type(e) or c != e for c, e in zip(ends, expected, strict=True)):
+        return "the manifest's firstPosition and lastPosition are not its first and last"
+    if type(size) is not int or size < len(positions) or type(journal_root) is not str:
+        return "the manifest's journalTreeSize and journalRoot name no tree holding its leaves"
+    if size == len(positions) and journal_root != root:
+        return "the manifest's journalRoot is not the root of its leaves, the whole tree"
+    return None
 
 
 def _first_difference(

@@ -37,7 +37,8 @@ def verify(jsonl: Path, *keys: str) -> subprocess.CompletedProcess[str]:
 
 
 def forge(jsonl: Path) -> None:
-    """Change one line and recompute the manifest's leaves, root and count to match."""
+    """Change one line and recompute the manifest's leaves, root and count to match (and
+    its journal root, where that is the range's: a manifest's own leaves must rebuild it)."""
     lines = jsonl.read_bytes().splitlines(keepends=True)
     victim = json.loads(lines[2])
     victim["data"] = {"forged": True}
@@ -47,7 +48,10 @@ def forge(jsonl: Path) -> None:
     manifest_path = Path(f"{jsonl}.manifest.json")
     manifest = json.loads(manifest_path.read_text())
     manifest["leaves"][2][1] = leaf_hash(text).hex()
-    manifest["root"] = root_of(bytes.fromhex(h) for _, h in manifest["leaves"]).hex()
+    root = root_of(bytes.fromhex(h) for _, h in manifest["leaves"]).hex()
+    if manifest["journalRoot"] == manifest["root"]:  # the whole journal: one tree, one root
+        manifest["journalRoot"] = root
+    manifest["root"] = root
     manifest_path.write_text(json.dumps(manifest))
 
 
