@@ -46,7 +46,7 @@ def terminal_position(events: list[dict[str, Any]], terminal: frozenset[str]) ->
     if events and str(events[-1]["type"]).endswith(".purged"):
         at = int(events[-1]["position"])
         raise NotFound(
-            f"it was purged: its terminal event is no longer in the journal (the tombstone, "
-            f"position {at}, has a receipt: ?position={at})"
+            f"it was purged: its terminal event is no longer in the journal (the tombstone "
+            f"at position {at} has a receipt: ask for that position)"
         )
     raise NotFound("it has no terminal event yet: a receipt names a terminal event")

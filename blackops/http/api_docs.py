@@ -11,6 +11,7 @@ Content-Security-Policy lets nothing else run or load.
 
 from __future__ import annotations
 
+import hashlib
 from functools import cache
 from html import escape
 from importlib.resources import files
@@ -48,12 +49,12 @@ def _assets() -> dict[str, Traversable]:
     }
 
 
-def _page(title: str, root: str, head: str, body: str) -> HTMLResponse:
+def _page(title: str, icon: str, head: str, body: str) -> HTMLResponse:
     html = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{escape(title)}</title>"
-        f'<link rel="icon" href="{escape(root)}{ASSETS_PATH}/favicon.png">{head}</head>'
+        f'<link rel="icon" href="{icon}">{head}</head>'
         f"<body>{body}</body></html>"
     )
     return HTMLResponse(html, headers=DOCS_HEADERS)
@@ -68,16 +69,24 @@ def install(api: FastAPI) -> None:
     def content(name: str) -> bytes:
         return assets[name].read_bytes()
 
+    @cache
+    def version(name: str) -> str:
+        return hashlib.sha256(content(name)).hexdigest()[:16]
+
+    def url(root: str, name: str) -> str:
+        """An asset's address, named by its content: a browser keeps it until it changes."""
+        return f"{root}{ASSETS_PATH}/{name}?v={version(name)}"
+
     @api.get("/docs", include_in_schema=False)
     async def swagger_ui(request: Request) -> HTMLResponse:
         root = escape(request.scope.get("root_path", ""))
         return _page(
             f"{api.title} - Swagger UI",
-            root,
-            f'<link rel="stylesheet" href="{root}{ASSETS_PATH}/swagger-ui.css">',
+            url(root, "favicon.png"),
+            f'<link rel="stylesheet" href="{url(root, "swagger-ui.css")}">',
             f'<div id="swagger-ui" data-openapi-url="{root}{api.openapi_url}"></div>'
-            f'<script src="{root}{ASSETS_PATH}/swagger-ui-bundle.js"></script>'
-            f'<script src="{root}{ASSETS_PATH}/swagger-start.js"></script>',
+            f'<script src="{url(root, "swagger-ui-bundle.js")}"></script>'
+            f'<script src="{url(root, "swagger-start.js")}"></script>',
         )
 
     @api.get("/redoc", include_in_schema=False)
@@ -85,16 +94,20 @@ def install(api: FastAPI) -> None:
         root = escape(request.scope.get("root_path", ""))
         return _page(
             f"{api.title} - ReDoc",
-            root,
+            url(root, "favicon.png"),
             "",
             f'<redoc spec-url="{root}{api.openapi_url}"></redoc>'
-            f'<script src="{root}{ASSETS_PATH}/redoc.standalone.js"></script>',
+            f'<script src="{url(root, "redoc.standalone.js")}"></script>',
         )
 
     @api.get(ASSETS_PATH + "/{name}", include_in_schema=False)
-    async def asset(name: str) -> Response:
+    async def asset(name: str, v: str | None = None) -> Response:
         if name not in assets:
             raise NotFound(f"no documentation asset named {name!r}")
-        headers = {**DOCS_HEADERS, "Cache-Control": "public, max-age=86400"}
+        # Named by its content (``?v=``, as the pages link it): kept for a year; otherwise
+        # asked again each time, so an upgrade is never hidden behind a cached copy.
+        current = v == version(name)
+        cached = "public, max-age=31536000, immutable" if current else "no-cache"
+        headers = {**DOCS_HEADERS, "Cache-Control": cached}
         media = _TYPES[name[name.rindex(".") :]]
         return Response(content(name), media_type=media, headers=headers)

@@ -66,8 +66,9 @@ def create_http_app(
     install_error_handlers(api)
     for module in (operations, journal, audit, instances, access, resources, metrics):
         api.include_router(module.router)
+    api.add_middleware(head.HeadAsGet)  # everything inside sees a GET
+    # Outside HeadAsGet: a HEAD is timed and counted as HEAD.
     api.add_middleware(metrics.TimingMiddleware, observability=api.state.observability)
-    api.add_middleware(head.HeadAsGet)  # outermost: everything inside sees a GET
     serve_lean(api, "POST", operations.RUN_PATH, operations.run_operation_lean)
     stream.install(api, stream_settings)
     api_docs.install(api)

@@ -1,12 +1,26 @@
 """HEAD is GET without its body (RFC 9110 9.3.2; a general-purpose server MUST support both,
 9.1). FastAPI's routes answer the methods they name, GET without HEAD, so ``HEAD`` of every
 GET route was 405 (found by a defect hunt). This middleware runs a HEAD request as a GET,
-passes its status and headers on, and ends the response at the first body message: a live
-stream's handler is then told the client left, so a HEAD of a stream answers at once."""
+passes its status and headers on, and ends the response there: the handler is then told the
+client left, so a live stream's HEAD lets go of it at once (it sends no body until its first
+heartbeat), also on a kept-alive connection.
+
+A GET that writes is not run for a HEAD: an export journals its `journal.exported` custody
+event (decisions P37), which a probe must not add; those paths answer HEAD with 405."""
 
 from __future__ import annotations
 
+import re
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+#: GET routes that journal something: no HEAD for them.
+_WRITING_GETS = re.compile(r"/v1/(?:spaces/[^/]+/)?journal/export")
+
+
+def answers_head(path: str) -> bool:
+    """Does a GET of ``path`` also answer HEAD (what a 405's ``Allow`` names)?"""
+    return _WRITING_GETS.fullmatch(path) is None
 
 
 class HeadAsGet:
@@ -14,8 +28,8 @@ class HeadAsGet:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "HEAD":
-            await self.app(scope, receive, send)
+        if scope["type"] != "http" or scope["method"] != "HEAD" or not answers_head(scope["path"]):
+            await self.app(scope, receive, send)  # a writing GET's HEAD: 405 from the router
             return
         ended = False
 
@@ -28,9 +42,9 @@ class HeadAsGet:
             nonlocal ended
             if ended:
                 return
-            if message["type"] == "http.response.body":
-                ended = True  # the headers said it all (Content-Length included)
-                message = {"type": "http.response.body", "body": b"", "more_body": False}
             await send(message)
+            if message["type"] == "http.response.start":
+                ended = True  # the headers say it all (Content-Length included)
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
 
         await self.app({**scope, "method": "GET"}, receive_until_ended, send_headers_only)

@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
 
+from blackops.http.head import answers_head
 from blackops.jsonbody import render_json
 from blackops.operations.results import OperationResult
 from domain.errors import HTTP_STATUS, BackendUnavailable, BlackOpsError, InvalidRequest
@@ -94,6 +95,6 @@ def allowed_methods(api: FastAPI, path: str) -> list[str]:
         ]
         api.state.allow = table
     found = {method for pattern, methods in table if pattern.match(path) for method in methods}
-    if "GET" in found:
-        found.add("HEAD")  # blackops/http/head.py answers it for every GET
+    if "GET" in found and answers_head(path):
+        found.add("HEAD")  # blackops/http/head.py answers it for a GET that writes nothing
     return sorted(found)

@@ -37,6 +37,10 @@ def test_a_docs_page_loads_nothing_from_another_origin(client: TestClient, page:
         assert fetched.status_code == 200, link
         if link.startswith("/docs/assets/"):
             assert fetched.headers["x-content-type-options"] == "nosniff"
+            # Linked by its content's name: kept; asked for by name alone: revalidated.
+            assert "?v=" in link and "immutable" in fetched.headers["cache-control"]
+            bare = client.get(link.split("?")[0]).headers["cache-control"]
+            assert bare == "no-cache", link
 
 
 def test_only_the_named_assets_are_served(client: TestClient) -> None:

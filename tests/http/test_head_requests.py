@@ -40,6 +40,14 @@ def test_head_is_get_without_the_body(tmp_path: Path) -> None:
     assert refused.status_code == 405 and "HEAD" not in refused.headers["allow"]
     allowed = client.delete("/v1/operations", headers=AUTH).headers["allow"]
     assert allowed == "GET, HEAD"
+    # An export journals its custody event: a HEAD must not run it (found by review).
+    exported = len(app.store.read_topics(["journal.exported"]))
+    for path in ("/v1/journal/export", "/v1/spaces/default/journal/export"):
+        refused = client.head(path, headers=AUTH)
+        assert refused.status_code == 405 and refused.headers["allow"] == "GET", path
+    assert len(app.store.read_topics(["journal.exported"])) == exported
+    # Counted as what it was.
+    assert 'method="HEAD"' in client.get("/metrics", headers=AUTH).text
     app.close()
 
 
@@ -48,10 +56,13 @@ def test_head_of_a_live_stream_answers_at_once(tmp_path: Path) -> None:
     home.mkdir()
     with blackops_serve(f"sqlite:///{tmp_path}/j.sqlite3", home) as served:
         headers = {"Authorization": f"Bearer {served.system_token}"}
-        start = time.monotonic()
-        answer = httpx.head(f"{served.url}/v1/journal/stream", headers=headers, timeout=10)
-        assert answer.status_code == 200
-        assert answer.headers["content-type"].startswith("text/event-stream")
-        assert time.monotonic() - start < 5  # the stream's first heartbeat is 15 s away
-        # The server still answers (the HEAD's stream let go of its resources).
-        assert httpx.get(f"{served.url}/v1/operations", headers=headers).status_code == 200
+        with httpx.Client(base_url=served.url, headers=headers, timeout=10) as kept_alive:
+            start = time.monotonic()
+            # After the journal's end: nothing to send before the first heartbeat.
+            answer = kept_alive.head("/v1/journal/stream", params={"after": 10**12})
+            assert answer.status_code == 200
+            assert answer.headers["content-type"].startswith("text/event-stream")
+            # The next request on the same connection is not held until the stream's first
+            # heartbeat, 15 s away (it was: the HEAD ended only at a body; found by review).
+            assert kept_alive.get("/v1/operations").status_code == 200
+            assert time.monotonic() - start < 5
