@@ -116,7 +116,8 @@ class Step:
         call = self._start(name)
         return self._do(call, effect, policy, attempt)
 
-    def sleep(self, name: str, seconds: int) -> Awaitable[None]:
+    def sleep(self, name: str, seconds: int) -> Awaitable[dict[str, Any] | None]:
+        # None, unless the name completed as a do or wait: then its recorded result.
         record = self._begin(name, "sleep")
         if record is not None and record["completed"]:
             return self._replayed(record)
@@ -145,7 +146,7 @@ class Step:
 
     def _begin(self, name: str, kind: str) -> dict[str, Any] | None:
         """Checks every call makes, in the spec's order: stopped? name valid? overlap?
-        kind matches what the history says (DW-STEP-2/3, decisions D7)?"""
+        an unfinished name called as another kind (DW-STEP-2/3, decisions D7)?"""
         if self._stop is not None:
             raise self._stop  # a stopped context stays stopped, even if the app caught it
         # A recorded name passed this check when it was first journaled: replaying a
@@ -160,7 +161,9 @@ class Step:
         if self._trace is not None:
             self._trace.append((name, kind))
         record = self._plan.steps.get(name)
-        if record is not None and record["kind"] != kind:
+        # Only an unfinished name must keep its kind: a completed one replays what was
+        # recorded for it whatever it is called as now (DW-STEP-3, DW-REPLAY-2).
+        if record is not None and not record["completed"] and record["kind"] != kind:
             self._halt(
                 "step_definition_mismatch",
                 f"step {name[:64]!r} was a {record['kind']} step, now called as {kind}",
@@ -183,7 +186,8 @@ class Step:
         raise self._stop
 
     def _replayed(self, record: dict[str, Any]) -> _Ready:
-        """A completed name: its recorded result, no new effect (DW-STEP-3, D8)."""
+        """A completed name, called as any kind: its recorded outcome, no new effect
+        (DW-STEP-3, D7, D8)."""
         if record["succeeded"]:
             return _Ready(record["result"])
         error = record["error"] or {}
@@ -206,8 +210,8 @@ class Step:
     def _settle(self, call: _Call, kind: str, reply: tuple[Any, ...]) -> Any:
         call.settled = True
         if reply[0] in ("ok", "failed"):
-            # Completed now: a later call of this name in this context replays it (and
-            # is checked for its kind) exactly like one completed in an earlier context.
+            # Completed now: a later call of this name in this context replays it
+            # exactly like one completed in an earlier context.
             self._new_names.discard(call.name)
             ok = reply[0] == "ok"
             self._plan.steps[call.name] = {

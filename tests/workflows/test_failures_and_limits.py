@@ -23,6 +23,7 @@ from workflow_cases import (
     send,
     status,
     step_record,
+    topics,
     work,
 )
 
@@ -208,14 +209,21 @@ def test_dw_step_2_an_unfinished_name_reused_for_another_kind(
     assert error["reason"] == "step_definition_mismatch"
 
 
+#: What a completed name resolves to, by its recorded kind: a do's result, a sleep's
+#: None, a wait's consumed payload (the event "go" carries ``{"p": 1}``).
+RECORDED = {"do": {"done": True}, "sleep": None, "wait": {"p": 1}}
+
+
 @pytest.mark.parametrize(("first", "then"), KIND_CHANGES)
 @pytest.mark.parametrize("where", ["same context", "later context"])
-def test_dw_step_2_d7_a_completed_name_reused_for_another_kind(
+def test_dw_step_3_d7_a_completed_name_called_as_another_kind_replays(
     app: Application, clock: FakeClock, first: str, then: str, where: str
 ) -> None:
-    """DW-STEP-2 (D7): a completed name called as another kind of step, in the same
-    context or a later one: step_definition_mismatch, never a replayed result."""
+    """DW-STEP-3 (D7): a completed name called again as another kind of step, in the
+    same context or a later one, replays the outcome recorded for it: no new effect,
+    no new journal event, no step_definition_mismatch (that is for unfinished names)."""
     seen: list[Any] = []
+    ran: list[str] = []
 
     class Reused:
         def __init__(self, env: Any) -> None:
@@ -230,10 +238,19 @@ def test_dw_step_2_d7_a_completed_name_reused_for_another_kind(
                 await step.wait_for_event("x", type="go", timeout_seconds=60)
             if where == "later context":
                 await step.sleep("between", 5)
-            try:
-                seen.append(await _call(step, then, "x"))
-            except WorkflowStepError as error:
-                seen.append(error.name)
+
+            # Arguments that would start new, suspending work if they were used.
+            def effect() -> dict[str, Any]:
+                ran.append("x")
+                return {"new": True}
+
+            if then == "do":
+                again = step.do("x", effect)
+            elif then == "sleep":
+                again = step.sleep("x", 10)
+            else:
+                again = step.wait_for_event("x", type="never", timeout_seconds=10)
+            seen.append(await again)
             return {"seen": seen}
 
     binding = app.register_workflow(Reused)
@@ -242,12 +259,21 @@ def test_dw_step_2_d7_a_completed_name_reused_for_another_kind(
     work(app)
     clock.advance(5)
     work(app)
-    view = status(instance)
-    assert view["status"] == "errored", view
-    assert view["error"]["reason"] == "step_definition_mismatch"
-    assert seen == []
+    assert status(instance) == {"status": "complete", "output": {"seen": [RECORDED[first]]}}
+    assert ran == []
+    later = ["step_suspended", "context_started", "step_completed"]
+    assert topics(app, binding, "r") == [
+        "created",
+        "event_accepted",
+        "context_started",
+        "step_completed",
+        *(later if where == "later context" else []),
+        "completed",
+    ]
+    assert step_record(app, binding, "r", "x").data["kind"] == first
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("then", ["return", "raise", "step", "return none"])
 def test_dw_step_2_catching_the_stop_does_not_prevent_it(app: Application, then: str) -> None:
     """DW-STEP-2: an app catching the mismatch (BaseException) and returning, raising
@@ -260,8 +286,9 @@ def test_dw_step_2_catching_the_stop_does_not_prevent_it(app: Application, then:
 
         async def run(self, event: Any, step: Any) -> Any:
             await step.do("x", lambda: None)
+            step.sleep("unsettled", 10)  # never awaited: the next step overlaps it
             try:
-                await step.sleep("x", 0)
+                await step.sleep("z", 0)
             except BaseException:
                 if then == "raise":
                     raise ValueError("something else") from None
