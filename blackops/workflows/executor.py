@@ -10,10 +10,12 @@ instances share each commit.
 
 Why processes: an effect may run for ever (decisions D15) and a thread cannot be
 stopped. To stop a context for certain (``terminate()``, a lost lease, the lifetime
-limit) the coordinator SIGKILLs its executor and waits for it to exit; only then is
-``terminated`` (or the other end) published (DW-TERM-1, DW-FENCE-1). Executors die
-with the worker (``PR_SET_PDEATHSIG``), so a worker killed with SIGKILL leaves no
-context running: after its lease ends, the stop is proven by that.
+limit) the coordinator SIGKILLs its executor's process group (the executor leads one:
+every process an effect started is in it) and waits for the executor and the group to
+exit; only then is ``terminated`` (or the other end) published (DW-TERM-1, DW-FENCE-1).
+Executors take their group down when the worker dies (``PR_SET_PDEATHSIG``, the watchdog),
+so a worker killed with SIGKILL leaves no context running: after its lease ends, the stop
+is proven by that.
 
 A worker built before its store opens forks its first executors at once
 (:class:`EarlyExecutors`): they do not carry the store's client library (psycopg, its
@@ -70,14 +72,87 @@ class Executor:
     versions: set[tuple[str, str]] = field(default_factory=set)
     #: The provider's registration generation when it was forked (what its image holds).
     generation: int = 0
+    #: Killed and waited for: its pid (and group id) may belong to another process now.
+    killed: bool = False
 
     def kill(self) -> None:
-        """SIGKILL and wait for the exit: afterwards the context's code has stopped."""
-        if self.process.pid is not None and self.process.is_alive():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.process.pid, signal.SIGKILL)
+        """SIGKILL it and its process group, wait for its exit and for every process of the
+        group to exit: afterwards the context's code, and what its effects started, has
+        stopped (DW-TERM-1). Every stop of an executor comes here; a second call does
+        nothing (a runner stopping kills the executors it replaced while stopping again)."""
+        if self.killed:
+            return
+        self.killed = True
+        pid = self.process.pid
+        if pid is not None:
+            # The pid first: from then on it starts nothing, and whatever it started after
+            # leading its group (the first thing it does) is in that group.
+            if self.process.is_alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            # Its group's id is its pid, taken while it is unreaped or any member lives.
+            # Never the worker's group: an executor that could not lead one has no group.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
         self.process.join()
         self.conn.close()
+        if pid is not None:
+            wait_group_stopped(pid)
+
+
+#: Where /proc is missing, how long a killed group is waited for (zombies cannot be
+#: told from the living there; their new parent normally reaps them at once).
+GROUP_WAIT_WITHOUT_PROC = 5.0
+
+
+def _live_members(pgid: int) -> bool | None:
+    """Whether a process of group ``pgid`` still runs (a zombie runs no code: one whose
+    new parent does not reap it, as a container's pid 1 may not, counts as stopped);
+    None if /proc cannot tell."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                # state, ppid, pgrp follow the command name, which may hold ")".
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # it just ended
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
+def wait_group_stopped(pgid: int) -> None:
+    """Return once no process of the (SIGKILLed) group ``pgid`` runs any more.
+
+    The processes an effect started are not the worker's children: nothing can wait
+    for them, so the group is watched until it is empty or only zombies are left. A
+    SIGKILLed process lingers only in an uninterruptible wait (a hung NFS server, say):
+    that is waited for like the executor's own exit, and said in the log."""
+    began = time.monotonic()
+    warned = began
+    pause = 0.001
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return  # the group is gone
+        except PermissionError:
+            pass  # a member we may not signal (it changed its user): still a member
+        live = _live_members(pgid)
+        now = time.monotonic()
+        if live is False or (live is None and now - began > GROUP_WAIT_WITHOUT_PROC):
+            return
+        if now - warned > 10.0:
+            warned = now
+            log.warning("processes of killed executor group %d have not exited yet", pgid)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 def spawn_executor(provider: CodeProvider) -> Executor:

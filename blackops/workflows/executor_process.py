@@ -2,9 +2,15 @@
 
 Forked from the worker after the application's code is loaded. Only plain data crosses
 its pipe: the context's plan (and, the first time, a Version's code) comes in, step
-requests go out, replies come back. It dies with its worker (``PR_SET_PDEATHSIG``) and
-exits by itself once the coordinator's last lease renewal is too old (the watchdog), so
-a frozen worker leaves nothing running when its lease ends.
+requests go out, replies come back.
+
+It leads a session of its own (so a process group: the worker's ``Executor.kill`` SIGKILLs
+the whole group), and whenever it ends by itself it takes that group down with it: every
+process an effect started (``subprocess``, ``sh -c ...``) stops with the context
+(DW-TERM-1, DW-DEL-2). It does so when its worker dies (``PR_SET_PDEATHSIG`` sends SIGTERM,
+whose handler kills the group; the watchdog also sees the parent change), once the
+coordinator's last lease renewal is too old (the watchdog), so a frozen worker leaves
+nothing running when its lease ends, and when its pipe closes.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import multiprocessing
 import os
 import signal
 import threading
@@ -23,12 +30,38 @@ from blackops.workflows.code import CodeProvider
 from blackops.workflows.context import ContextEnd, ContextPlan, run_context
 
 _PR_SET_PDEATHSIG = 1
+#: The watchdog's exit status when it stopped the executor (if it outlives its group kill).
+WATCHDOG_EXIT = 70
+
+
+def _lead_own_group() -> None:
+    """A new session, so a process group led by this pid: what the effects start joins it,
+    and the worker kills all of it at once. A session rather than only a group: no job
+    control of the worker's terminal applies to it (no SIGTTOU for its output; Ctrl-C and
+    Ctrl-Z reach only the worker, whose stop kills its executors, and a stopped worker's
+    executors stop at the watchdog's deadline). Before anything else runs here: the worker
+    SIGKILLs this pid before the group, so nothing can be started outside it."""
+    with contextlib.suppress(AttributeError, OSError):  # no setsid: only this pid is killed
+        os.setsid()
+
+
+def end_group(status: int = WATCHDOG_EXIT) -> None:
+    """Kill this executor and every process in its group (what its effects started), or
+    only itself if it does not lead one; never returns. One ``killpg`` signals them all
+    at once, itself included, so none can start another process after the others died."""
+    with contextlib.suppress(OSError):
+        if os.getpgid(0) == os.getpid():  # never the worker's group
+            os.killpg(0, signal.SIGKILL)
+    os._exit(status)
 
 
 def _die_with_parent() -> None:
+    """SIGTERM (not SIGKILL) when the worker dies: a SIGKILLed executor could not kill the
+    processes its effects started, which its death would leave running."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: end_group(128 + signum))
     with contextlib.suppress(Exception):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class _PipeHost:
@@ -41,25 +74,38 @@ class _PipeHost:
         return reply
 
 
-def _watchdog(deadline: Any) -> None:
-    """Exit the moment the coordinator's last lease renewal is too old: the stop
-    proof of a lost lease must not depend on the coordinator thread being responsive."""
+def _watchdog(deadline: Any, parent: int) -> None:
+    """Stop (with the group) the moment the coordinator's last lease renewal is too old:
+    the stop proof of a lost lease must not depend on the coordinator thread being
+    responsive. Also once the worker is gone: its SIGTERM may never come (it died before
+    ``prctl``, or elsewhere than PR_SET_PDEATHSIG sees, or the handler is not run)."""
     while True:
         time.sleep(0.1)
         until = deadline.value
-        if until and time.monotonic() > until:
-            os._exit(70)
+        if os.getppid() != parent or (until and time.monotonic() > until):
+            end_group()
 
 
 def executor_main(conn: Connection, provider: CodeProvider, deadline: Any) -> None:
     """The executor process: run one context at a time, for as long as it is asked."""
+    _lead_own_group()
+    try:
+        _serve(conn, provider, deadline)
+    finally:
+        # The pipe closed (the worker is gone or done with us) or this failed: what the
+        # effects started must not outlive the executor.
+        end_group(0)
+
+
+def _serve(conn: Connection, provider: CodeProvider, deadline: Any) -> None:
+    worker = multiprocessing.parent_process()
+    parent = worker.pid if worker is not None and worker.pid else os.getppid()
     _die_with_parent()
-    threading.Thread(target=_watchdog, args=(deadline,), daemon=True).start()
+    threading.Thread(target=_watchdog, args=(deadline, parent), daemon=True).start()
     baseline = threading.active_count()
     # What we inherited stays shared with the worker: keep the collector off those pages.
     gc.freeze()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the worker decides when we stop
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     host = _PipeHost(conn)
     while True:
         try:
