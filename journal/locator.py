@@ -56,9 +56,16 @@ def resolve_store(url: str | None = None) -> StoreLocation:
     """``None`` means ``$BLACKOPS_STORE``, else the embedded SQLite default."""
     if url is None:
         url = os.environ.get("BLACKOPS_STORE") or DEFAULT_STORE
+    # Refused, not stripped: "a.db\n" (a URL read from a file) named another journal, which
+    # a command created and found empty. The URL is not echoed: it may hold a password.
+    if url != url.strip() or any(ord(c) < 32 or ord(c) == 127 for c in url):
+        raise InvalidRequest(
+            "store URL has leading or trailing whitespace or a control character "
+            "(a newline from a file?)"
+        )
     if url == "memory://":
         return StoreLocation("memory", {"PERSISTENCE_MODULE": "eventsourcing.popo"}, url)
-    parts = urlsplit(url)
+    parts = _split(url)
     if parts.scheme == "sqlite":
         return _sqlite(url)
     if parts.scheme in ("postgresql", "postgres"):
@@ -68,11 +75,20 @@ def resolve_store(url: str | None = None) -> StoreLocation:
     )
 
 
+def _split(url: str) -> Any:
+    try:
+        return urlsplit(url)
+    except ValueError as error:  # "Invalid IPv6 URL"
+        raise InvalidRequest(f"store URL is malformed: {error}") from None
+
+
 def _sqlite(url: str) -> StoreLocation:
     # sqlite:///relative/path and sqlite:////absolute/path, as SQLAlchemy spells them.
     raw = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
     if not raw or raw.endswith("/"):
         raise InvalidRequest("sqlite store URL must name a file: sqlite:///path/to/journal.db")
+    if "\x00" in unquote(raw):  # %00: no file system names one
+        raise InvalidRequest("sqlite store path must not contain a NUL character")
     path = Path(unquote(raw))
     settings = {
         "PERSISTENCE_MODULE": "eventsourcing.sqlite",
@@ -84,10 +100,19 @@ def _sqlite(url: str) -> StoreLocation:
 
 
 def _postgres(url: str) -> StoreLocation:
-    parts = urlsplit(url)
+    parts = _split(url)
     dbname = unquote(parts.path.lstrip("/"))
     if not parts.hostname or not dbname:
         raise InvalidRequest("postgresql store URL needs a host and a database name")
+    try:
+        port = 5432 if parts.port is None else parts.port
+    except ValueError:  # not a number, or out of range
+        port = 0
+    if not 0 < port <= 65535:  # ":0" was taken as 5432
+        raise InvalidRequest("postgresql store URL port must be a number from 1 to 65535")
+    user, password = unquote(parts.username or "postgres"), unquote(parts.password or "")
+    if any("\x00" in part for part in (dbname, user, password, parts.hostname)):
+        raise InvalidRequest("postgresql store URL must not contain a NUL character (%00)")
     query = parse_qs(parts.query)
     schema = query.get("schema", ["public"])[-1]
     if not _SCHEMA.fullmatch(schema):
@@ -100,13 +125,13 @@ def _postgres(url: str) -> StoreLocation:
         "PERSISTENCE_MODULE": "eventsourcing.postgres",
         "POSTGRES_DBNAME": dbname,
         "POSTGRES_HOST": parts.hostname,
-        "POSTGRES_PORT": str(parts.port or 5432),
-        "POSTGRES_USER": unquote(parts.username or "postgres"),
+        "POSTGRES_PORT": str(port),
+        "POSTGRES_USER": user,
         # eventsourcing insists on a password even under trust authentication.
-        "POSTGRES_PASSWORD": unquote(parts.password or "") or "unused",
+        "POSTGRES_PASSWORD": password or "unused",
         "POSTGRES_SCHEMA": schema,
-        "POSTGRES_CONNECT_TIMEOUT": query.get("connect_timeout", ["5"])[-1],
-        "POSTGRES_POOL_SIZE": query.get("pool_size", ["4"])[-1],
+        "POSTGRES_CONNECT_TIMEOUT": _positive(query, "connect_timeout", "5"),
+        "POSTGRES_POOL_SIZE": _positive(query, "pool_size", "4"),
         "POSTGRES_MAX_OVERFLOW": "8",
         "POSTGRES_PRE_PING": "y",
         "POSTGRES_LOCK_TIMEOUT": "30",
@@ -114,6 +139,15 @@ def _postgres(url: str) -> StoreLocation:
     }
     shown = url if parts.password is None else url.replace(f":{parts.password}@", ":***@", 1)
     return StoreLocation("postgresql", settings, shown)
+
+
+def _positive(query: dict[str, list[str]], name: str, default: str) -> str:
+    """A query parameter that must be a positive whole number (checked here: the drivers
+    failed later with a traceback)."""
+    value = query.get(name, [default])[-1]
+    if not (value.isascii() and value.isdigit() and 0 < int(value) <= 1_000_000):
+        raise InvalidRequest(f"postgresql store URL {name} must be a positive whole number")
+    return value
 
 
 def postgres_connect(settings: dict[str, str]) -> psycopg.Connection[Any]:

@@ -92,15 +92,18 @@ class CheckpointService:
         clock: Clock,
         *,
         key_path: Path | None = None,
+        state_path: Path | None = None,
         actor: Actor = SYSTEM_ACTOR,
     ) -> None:
+        """``state_path``: where the last signed checkpoint is saved between processes
+        (default ``<key_path>.checkpoint``; neither: not saved)."""
         self.store = store
         self.key = key
         self.clock = clock
         self.actor = actor
         self.tree = JournalTree(store)
         self.listeners: list[Callable[[str], None]] = []
-        self._state_path = Path(f"{key_path}.checkpoint") if key_path else None
+        self._state_path = state_path or (Path(f"{key_path}.checkpoint") if key_path else None)
         self._lock = threading.Lock()  # the signer's state
         self._reading = threading.Lock()  # the readers' state, below
         self._seen_after = 0  # journal.checkpoint events read up to this position

@@ -23,6 +23,7 @@ from domain.errors import InvalidRequest
 
 if TYPE_CHECKING:
     from blackops.audit.checkpoints import CheckpointService
+    from journal.locator import StoreLocation
     from journal.store import EventStore
     from replay.notes import SigningKey
 
@@ -77,7 +78,12 @@ def signing_key_of(args: argparse.Namespace, *, dev: bool) -> tuple[SigningKey |
     if chosen:
         return read_signing_key(chosen), Path(chosen)
     if dev:
-        key, path, _ = load_or_create_dev_key(state_dir())
+        try:
+            key, path, _ = load_or_create_dev_key(state_dir())
+        except OSError as error:  # a state dir that is a file, a folder not writable
+            raise InvalidRequest(
+                f"cannot keep the development signing key in {state_dir()}: {error.strerror}"
+            ) from None
         return key, path
     existing = state_dir() / "signing-key"
     if existing.exists():
@@ -92,7 +98,34 @@ def checkpoint_service(
     from blackops.runtime import SystemClock
 
     key, path = signing_key_of(args, dev=dev)
+    if path is not None and not getattr(args, "signing_key", None):  # the development key
+        saved = dev_checkpoint_path(path, store.location)
+        return CheckpointService(store, key, SystemClock(), state_path=saved)
     return CheckpointService(store, key, SystemClock(), key_path=path)
+
+
+def dev_checkpoint_path(key_path: Path, location: StoreLocation) -> Path | None:
+    """Where the development key's last checkpoint is saved: one file per journal. One
+    state dir serves every store its commands name (the default journal, then another
+    ``--store``); a single ``signing-key.checkpoint`` was the first journal's, and the
+    second one's signer refused for ever as if its history had been rewritten (found by a
+    defect hunt). The journal is named by where it lives (a SQLite file's real path; a
+    PostgreSQL host, port, database and schema); ``memory://`` is new in every process:
+    nothing saved."""
+    import hashlib
+
+    if location.kind == "memory":
+        return None
+    if location.kind == "sqlite":
+        where = "sqlite:" + os.path.realpath(location.settings["SQLITE_DBNAME"])
+    else:
+        s = location.settings
+        where = (
+            f"postgresql://{s['POSTGRES_HOST']}:{s['POSTGRES_PORT']}/{s['POSTGRES_DBNAME']}"
+            f"?schema={s['POSTGRES_SCHEMA']}"
+        )
+    tag = hashlib.sha256(where.encode()).hexdigest()[:16]
+    return key_path.with_name(f"{key_path.name}.{tag}.checkpoint")
 
 
 def cmd_keys_generate(args: argparse.Namespace) -> int:

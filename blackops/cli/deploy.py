@@ -273,6 +273,10 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     its ABI verification, (promote it to 100%). Exit 4 if the main module does not load."""
     from domain.resources import RESOURCE_UID
 
+    # Before any change: refused after the Worker was created and the Version uploaded
+    # and verified, it left them journaled (found by a defect hunt).
+    if args.force and not args.promote:
+        raise InvalidRequest("--force goes with --promote")
     application = plane_of(args)
     bundle = _bundle(args)  # the folder is read (and may be refused) before any change
     created = False
@@ -307,8 +311,6 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     code = exit_for(upload)
     if code == EXIT_OK and _not_loaded(upload):
         code = EXIT_FAILED
-    if args.force and not args.promote:
-        raise InvalidRequest("--force goes with --promote")
     gate: dict[str, Any] | None = None
     report: ReplayReport | None = None
     if args.promote and code == EXIT_OK and verification is not None:
@@ -388,7 +390,9 @@ def parse_allocation(entries: list[str]) -> list[dict[str, Any]]:
     allocation = []
     for entry in entries:
         version, equals, weight = entry.rpartition("=")
-        if not equals or not version or not weight.strip().isdigit():
+        weight = weight.strip()
+        # ASCII digits only: str.isdigit() takes "²", which int() then refuses (a traceback).
+        if not equals or not version or not (weight.isascii() and weight.isdigit()):
             raise InvalidRequest(f"{entry!r} is not VERSION=WEIGHT (a weight is 0-100)")
         allocation.append({"version": version, "weight": int(weight)})
     return allocation

@@ -212,6 +212,8 @@ def cmd_wf_history(args: argparse.Namespace) -> int:
     from domain.documents import canonical_json
     from domain.errors import InvalidRequest
 
+    if args.json and args.output is None:  # as `journal export`: one document, or the JSONL
+        raise InvalidRequest("--json needs --output: stdout carries the JSONL")
     application, resource = _workflow(args)
     stream = application.instances.load(resource, args.instance_id).stream
     events = application.store.read_stream(stream)

@@ -133,10 +133,18 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
         )
     # Everything that can fail is tried before the export records itself (P34): the files'
     # folders, the signing key; an export is whole and recorded, or absent.
-    if args.output is not None and not args.follow:  # written as .partial, then renamed
-        _check_writable("--output", args.output, beside=True)
-    elif args.output is not None:
-        _check_writable("--output", args.output)
+    # A finished one-shot export replaces --output whole: it is written beside it first, so
+    # an export that fails (a journal that no longer verifies) or is interrupted leaves no
+    # partial file to be mistaken for a whole one. --follow writes the file itself, for
+    # readers who follow; so does an export to a pipe or a device (see _replaced).
+    partial = final = None
+    if args.output is not None:
+        final = None if args.follow else _replaced(args.output)
+        if final is None:
+            _check_writable("--output", args.output)
+        else:  # its folder takes the .partial
+            _check_writable("--output", final, beside=True)
+            partial = f"{final}.partial"
     if manifest_path is not None:
         _check_writable("--manifest", manifest_path)
         if _same_file(manifest_path, args.output):
@@ -153,19 +161,21 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
     # nothing is recorded. The handlers this process had are restored afterwards.
     signalled: list[int] = []
 
+    opening = [False]  # opening a pipe or a device for writing
+
     def on_signal(number: int, _frame: object) -> None:
         signalled.append(number)
         stop.set()
+        if opening[0]:  # a FIFO nobody reads yet blocks open() for ever: end it there
+            raise _Interrupted
 
     previous = {number: signal.signal(number, on_signal) for number in _STOPPING}
     body: dict[str, Any] = {"output": args.output, "manifest": manifest_path}
-    # A finished export replaces --output whole: it is written beside it first, so an export
-    # that fails (a journal that no longer verifies) or is interrupted leaves no partial file
-    # to be mistaken for a whole one. --follow writes the file itself, for readers who follow.
-    partial = None if not args.output or args.follow else f"{args.output}.partial"
     written: bytes | None = None  # the manifest's bytes, once the export is recorded
     try:
+        opening[0] = args.output is not None and partial is None
         target = _open_output(partial or args.output) if args.output else sys.stdout.buffer
+        opening[0] = False
         try:
             with progress("exporting") as draw:
                 report = draw if args.follow else _interruptible(draw, stop)
@@ -201,8 +211,8 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
         finally:
             if args.output:
                 target.close()
-        if partial is not None:
-            os.replace(partial, args.output)
+        if partial is not None and final is not None:
+            os.replace(partial, final)
         if written is not None and manifest_path is not None:
             # Recorded, and the lines are in place: a manifest that fails now (a full disk)
             # is said as it is, the lines and the record kept.
@@ -216,8 +226,10 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
                     + (f" and its lines are in {args.output}" if args.output else "")
                 ) from None
     except _Interrupted:
-        if args.output:
+        if partial is not None:
             said = "nothing written, nothing recorded"
+        elif args.output:  # a pipe or a device: written straight
+            said = f"{args.output} took any lines before it; no manifest, nothing recorded"
         else:  # the pages before it already went to stdout
             said = "stdout holds the lines before it; no manifest, nothing recorded"
         sys.stderr.write(f"blackops: export interrupted: {said}\n")
@@ -262,6 +274,27 @@ def _check_writable(flag: str, path: str, *, beside: bool = False) -> None:
         raise InvalidRequest(f"{flag} {path}: no folder {folder}")
     if not os.access(folder, os.W_OK):
         raise InvalidRequest(f"{flag} {path}: the folder {folder} is not writable")
+
+
+def _replaced(output: str) -> str | None:
+    """The file a finished one-shot export replaces (its ``.partial`` is renamed onto it):
+    ``output`` when it is a regular file or not there yet; a link's target (the link
+    stays a link). None for a pipe or a device, written straight as ``--follow`` writes:
+    replacing one (a consumer's FIFO, ``/dev/stdout`` as root) destroyed it and wrote a
+    file its reader never saw (found by a defect hunt)."""
+    try:
+        found = os.lstat(output)
+    except FileNotFoundError:
+        return output
+    if stat.S_ISLNK(found.st_mode):
+        try:
+            target = os.stat(output)
+        except OSError:  # a link to nothing: refused by _check_writable
+            return output
+        # A link to a pipe or a device (/dev/stdout -> /proc/self/fd/1) is written straight;
+        # realpath could not name a pipe's target anyway.
+        return os.path.realpath(output) if stat.S_ISREG(target.st_mode) else None
+    return output if stat.S_ISREG(found.st_mode) else None
 
 
 def _same_file(path: str, output: str | None) -> bool:

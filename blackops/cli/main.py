@@ -10,6 +10,7 @@ prints exactly one JSON document on stdout, errors included.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -26,6 +27,7 @@ from blackops.cli import (
     workflow_resources,
 )
 from blackops.cli.common import EXIT_ERROR, EXIT_INTERRUPTED, OPENED
+from blackops.cli.journal import EXIT_BROKEN_PIPE
 
 #: Each group registers its own commands, in the order ``--help`` lists them.
 GROUPS = (
@@ -43,7 +45,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at exit: a reader gone is found below
+        return code
+    except BrokenPipeError:
+        # The reader of stdout went away (`| head`): quietly, SIGPIPE's status, as
+        # `journal export` does (P34); /dev/null on stdout: no flush error at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit:  # --help, a usage error: what was printed is flushed in main's try
+        sys.stdout.flush()
+        raise
     from domain.errors import BlackOpsError
 
     try:

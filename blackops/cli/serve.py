@@ -13,10 +13,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from blackops.cli import control
-from blackops.cli.common import EXIT_OK, Commands, add_common, app_of, cli_actor, emit
+from blackops.cli.common import (
+    EXIT_OK,
+    OPENED,
+    Commands,
+    add_common,
+    app_of,
+    cli_actor,
+    emit,
+)
 from blackops.cli.witness import start_witnesses, witness_options
 
 if TYPE_CHECKING:
+    import socket
+
     from blackops.application import Application
     from domain.context import Actor
 
@@ -25,12 +35,19 @@ def register(commands: Commands) -> None:
     serve = commands.add_parser("serve", help="HTTP API on uvicorn")
     add_common(serve)
     serve.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
-    serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8080")))
+    # $PORT is read when serve runs, not when the parser is built: a bad one broke every
+    # command (--help included) before.
+    serve.add_argument("--port", type=int, help="0 to 65535 (default: $PORT, else 8080)")
     serve.add_argument(
         "--no-worker", dest="worker", action="store_false", help="no in-process worker"
     )
     serve.add_argument("--concurrency", type=int, default=4, help="in-process worker threads")
-    serve.add_argument("--grace-seconds", type=float, default=10.0)
+    serve.add_argument(
+        "--grace-seconds",
+        type=float,
+        default=10.0,
+        help="time running attempts and open connections get on SIGTERM/SIGINT (default 10)",
+    )
     serve.add_argument(
         "--heartbeat-seconds",
         type=float,
@@ -100,18 +117,52 @@ def _set_up_logs(args: argparse.Namespace) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from blackops.cli.devtoken import load_or_create_token
-    from blackops.http.app import StreamSettings, create_http_app
+    """Serve until SIGTERM or SIGINT; then stop claiming, give running attempts and open
+    connections ``--grace-seconds``, hand the rest back, exit 0."""
     from domain.errors import InvalidRequest
 
     if not 0 < args.heartbeat_seconds <= 3600:
         raise InvalidRequest("--heartbeat-seconds must be more than 0 and at most 3600")
+    if not 0 <= args.grace_seconds <= 86_400:  # NaN too; as `worker` checks it
+        raise InvalidRequest("--grace-seconds must be a number of seconds from 0 to 86400")
+    port = _serve_port(args.port)
     _set_up_logs(args)
+    # SIGTERM stops as Ctrl-C does (decisions P16, H9). uvicorn takes both while it runs
+    # and, once stopped, raises the signal again under the handler found before it: with
+    # SIGTERM's default that killed the process before the worker drained (found by a
+    # defect hunt: the running attempt was left `running`).
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        handed_back = _serve(args, port)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if handed_back:
+        # Handler threads still running after the grace were handed back (interrupted and
+        # fenced): the interpreter would wait for them at exit (60 s for a 60 s handler);
+        # as `worker` does, close what is open and do not wait.
+        while OPENED:
+            OPENED.pop().close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_OK)
+    return EXIT_OK
+
+
+def _serve(args: argparse.Namespace, port: int) -> bool:
+    """Serve until stopped; then drain. True when handler threads were left running."""
+    import uvicorn
+
+    from blackops.cli.devtoken import load_or_create_token
+    from blackops.http.app import StreamSettings, create_http_app
+
+    # Bound before anything is said: `started` names a server that listens (a port in use
+    # was said after the started document, then exited 3, which P16 keeps for rejected).
+    listener = _bind(args.host, port)
+    OPENED.append(listener)
+    port = listener.getsockname()[1]  # --port 0: the one the system chose
     application = app_of(args)
     token = load_or_create_token()
-    url = f"http://{args.host}:{args.port}"
+    url = f"http://{_url_host(args.host)}:{port}"
     types = application.operation_types
     workflows = [resource.uid for resource in application.workflows()]
     example = types[0] if types else "TYPE"
@@ -120,63 +171,66 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     observe(application.runtime)  # before the worker: it takes runtime.signals
     admin = bootstrap_dev_admin(application, cli_actor(args))
-    checkpoints, signer = start_signer(application, args, dev=True)
-    pusher = start_witnesses(checkpoints, args, publish=True)
-    verifier = checkpoints.key.verifier().encode() if checkpoints.key else None
-    worker = None
-    if args.worker:  # also runs the control plane's operations and Workflow resources
-        worker = application.worker(
-            concurrency=args.concurrency,
-            workflow_processes=args.workflow_processes,
-            contexts_per_process=args.contexts_per_process,
-        ).start()
-    started = {
-        "url": url,
-        "openapi": f"{url}/openapi.json",
-        "token": token,
-        "adminToken": admin["token"],
-        "adminPrincipal": admin["principal"],
-        "space": admin["space"],
-        "store": application.store_display,
-        "types": types,
-        "workflows": workflows,
-        "worker": worker.id if worker else None,
-        "verifierKey": verifier,
-    }
-
-    def banner() -> str:
-        in_process = f"{worker.id} (in-process, concurrency {args.concurrency})" if worker else "-"
-        return (
-            f"BlackOps serving {args.app or '(no --app: no operation types)'}\n"
-            f"  store     {application.store_display}\n"
-            f"  url       {url}   (OpenAPI {url}/openapi.json, docs {url}/docs)\n"
-            f"  console   {url}/ui/   (sign in with a token below; docs/console.md)\n"
-            f"  token     {admin['token']}   (principal {admin['principal']}: role admin "
-            f"in Space {admin['space']}; saved in {admin['path']})\n"
-            f"  system    {token}   (system token: every Space, the whole journal)\n"
-            f"  types     {', '.join(types) or '-'}\n"
-            f"  workflows {', '.join(workflows) or '-'}\n"
-            f"  worker    {in_process}\n"
-            f"  log key   {verifier}   (checkpoints every {args.checkpoint_seconds:g} s; "
-            f"GET {url}/v1/checkpoint)\n"
-            f"Try it:\n"
-            f"  export TOKEN={admin['token']}\n"
-            f"  curl -s -X POST {url}/v1/spaces/{admin['space']}/operations/{example} \\\n"
-            f"       -H \"Authorization: Bearer $TOKEN\" -H 'content-type: application/json' \\\n"
-            f"       -d '{{}}'\n"
-            f'  curl -s {url}/v1/operations/OPERATION_ID -H "Authorization: Bearer $TOKEN"\n'
-            f"  curl -s {url}/v1/spaces/{admin['space']}/workflows \\\n"
-            f'       -H "Authorization: Bearer $TOKEN"'
-            + _workflow_hint(application, url, admin["space"])
-            + f"\nDeploy workflow code from a folder of .py files (docs/resources.md):\n"
-            f"  blackops deploy ./flows --space {admin['space']} --worker flows --create-worker "
-            f"--promote{_store_flag(args, application)}"
-        )
-
-    emit(started, args.json, banner)
-    sys.stdout.flush()
+    pusher = signer = worker = None
     try:
-        uvicorn.run(
+        checkpoints, signer = start_signer(application, args, dev=True)
+        pusher = start_witnesses(checkpoints, args, publish=True)
+        verifier = checkpoints.key.verifier().encode() if checkpoints.key else None
+        if args.worker:  # also runs the control plane's operations and Workflow resources
+            worker = application.worker(
+                concurrency=args.concurrency,
+                workflow_processes=args.workflow_processes,
+                contexts_per_process=args.contexts_per_process,
+            ).start()
+        started = {
+            "url": url,
+            "openapi": f"{url}/openapi.json",
+            "token": token,
+            "adminToken": admin["token"],
+            "adminPrincipal": admin["principal"],
+            "space": admin["space"],
+            "store": application.store_display,
+            "types": types,
+            "workflows": workflows,
+            "worker": worker.id if worker else None,
+            "verifierKey": verifier,
+        }
+
+        def banner() -> str:
+            in_process = (
+                f"{worker.id} (in-process, concurrency {args.concurrency})" if worker else "-"
+            )
+            return (
+                f"BlackOps serving {args.app or '(no --app: no operation types)'}\n"
+                f"  store     {application.store_display}\n"
+                f"  url       {url}   (OpenAPI {url}/openapi.json, docs {url}/docs)\n"
+                f"  console   {url}/ui/   (sign in with a token below; docs/console.md)\n"
+                f"  token     {admin['token']}   (principal {admin['principal']}: role admin "
+                f"in Space {admin['space']}; saved in {admin['path']})\n"
+                f"  system    {token}   (system token: every Space, the whole journal)\n"
+                f"  types     {', '.join(types) or '-'}\n"
+                f"  workflows {', '.join(workflows) or '-'}\n"
+                f"  worker    {in_process}\n"
+                f"  log key   {verifier}   (checkpoints every {args.checkpoint_seconds:g} s; "
+                f"GET {url}/v1/checkpoint)\n"
+                f"Try it:\n"
+                f"  export TOKEN={admin['token']}\n"
+                f"  curl -s -X POST {url}/v1/spaces/{admin['space']}/operations/{example} \\\n"
+                f"       -H \"Authorization: Bearer $TOKEN\" -H 'content-type: application/json' "
+                f"\\\n"
+                f"       -d '{{}}'\n"
+                f'  curl -s {url}/v1/operations/OPERATION_ID -H "Authorization: Bearer $TOKEN"\n'
+                f"  curl -s {url}/v1/spaces/{admin['space']}/workflows \\\n"
+                f'       -H "Authorization: Bearer $TOKEN"'
+                + _workflow_hint(application, url, admin["space"])
+                + f"\nDeploy workflow code from a folder of .py files (docs/resources.md):\n"
+                f"  blackops deploy ./flows --space {admin['space']} --worker flows "
+                f"--create-worker --promote{_store_flag(args, application)}"
+            )
+
+        emit(started, args.json, banner)
+        sys.stdout.flush()
+        config = uvicorn.Config(
             create_http_app(
                 application,
                 token,
@@ -185,7 +239,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 metrics_token=args.metrics_token,
             ),
             host=args.host,
-            port=args.port,
+            port=port,
             log_level=args.log_level,
             log_config=None,  # uvicorn's lines go through our handler, in our format
             access_log=not args.json,  # --json: stdout holds one document only
@@ -194,14 +248,77 @@ def cmd_serve(args: argparse.Namespace) -> int:
             # worker's attempts get; then connections are closed (followers resume).
             timeout_graceful_shutdown=max(1, math.ceil(args.grace_seconds)),
         )
-    finally:
+        _run_uvicorn(config, listener)
+    finally:  # a second SIGTERM or Ctrl-C interrupts the drain (exit 130)
         if pusher is not None:
             pusher.stop()
         if signer is not None:
             signer.stop()
         if worker is not None:
             worker.stop(args.grace_seconds)
-    return EXIT_OK
+    return worker is not None and _handlers_left(worker.id)
+
+
+def _handlers_left(worker_id: str) -> bool:
+    """Are handler threads of the in-process worker still running (after its drain)?"""
+    import threading
+
+    prefix = f"blackops-{worker_id}"  # its pool's thread names (blackops.worker)
+    return any(t.name.startswith(prefix) and t.is_alive() for t in threading.enumerate())
+
+
+def _serve_port(given: int | None) -> int:
+    """``--port``, else ``$PORT``, else 8080: a TCP port (0: any free one)."""
+    from domain.errors import InvalidRequest
+
+    if given is None:
+        raw = os.environ.get("PORT", "").strip() or "8080"
+        if not raw.isascii() or not raw.isdigit() or not 0 <= int(raw) <= 65535:
+            raise InvalidRequest(f"$PORT must be a port from 0 to 65535, not {raw!r}")
+        return int(raw)
+    if not 0 <= given <= 65535:
+        raise InvalidRequest(f"--port must be from 0 to 65535, not {given}")
+    return given
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host``:``port``, as uvicorn binds one. One that cannot be
+    had (a port in use, a host this machine does not have) is ``invalid_request``, as for
+    ``worker --metrics-port``: nothing was started."""
+    import socket
+
+    from domain.errors import InvalidRequest
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(2048)  # uvicorn's default backlog
+    except (OSError, UnicodeError, ValueError) as error:  # gaierror is an OSError
+        listener.close()
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        raise InvalidRequest(f"cannot listen on {host}:{port}: {reason}") from None
+    listener.set_inheritable(False)
+    return listener
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _run_uvicorn(config: Any, listener: socket.socket) -> None:
+    """uvicorn on the socket ``serve`` bound, until SIGTERM or SIGINT."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started and sockets:  # the line it says when it binds one itself
+                self._log_started_message(sockets)
+
+    with contextlib.suppress(KeyboardInterrupt):  # the stop it raises again once stopped
+        Server(config).run(sockets=[listener])
 
 
 def _store_flag(args: argparse.Namespace, application: Application) -> str:
@@ -284,15 +401,13 @@ def _metrics_tokens(args: argparse.Namespace) -> list[str]:
     checked before anything is opened (none at all: refused)."""
     if args.metrics_port is None:
         return []
-    from blackops.cli.devtoken import state_dir
+    from blackops.cli.devtoken import read_secret, state_dir
     from domain.errors import InvalidRequest
 
     if not 0 <= args.metrics_port <= 65535:
         raise InvalidRequest("--metrics-port must be from 0 to 65535")
-    saved = state_dir() / "dev-token"  # the system token serve uses, if this host has one
-    system = os.environ.get("BLACKOPS_DEV_TOKEN") or (
-        saved.read_text(encoding="ascii").strip() if saved.exists() else ""
-    )
+    # The system token serve uses, if this host has one.
+    system = os.environ.get("BLACKOPS_DEV_TOKEN") or read_secret(state_dir() / "dev-token")
     tokens = [t for t in (args.metrics_token, system) if t]
     if not tokens:
         raise InvalidRequest(
@@ -377,7 +492,7 @@ def bootstrap_dev_admin(
     kept in the state dir (``$BLACKOPS_HOME``, ``./.blackops``), mode 0600, and reused
     while it still authenticates as ``admin``; otherwise a new one is issued and saved.
     """
-    from blackops.cli.devtoken import state_dir
+    from blackops.cli.devtoken import read_secret, state_dir, write_secret
     from domain.access import Role, token_digest, token_id
     from domain.errors import Conflict, NotFound, Unauthorized
 
@@ -399,7 +514,7 @@ def bootstrap_dev_admin(
         if not access.space_exists(space):
             with contextlib.suppress(Conflict):
                 access.create_space(space, application.access_context(actor, space))
-    saved = path.read_text(encoding="ascii").strip() if path.exists() else ""
+    saved = read_secret(path)
     issued = False
     try:
         found = access.authenticate(saved)
@@ -409,7 +524,7 @@ def bootstrap_dev_admin(
     except Unauthorized:
         token, record = access.issue_token(DEV_ADMIN, ctx, label="blackops serve (dev admin)")
         tid, issued = record["tokenId"], True
-        _write_secret(path, token)
+        write_secret(path, token)
     return {
         "space": DEV_SPACE,
         "principal": DEV_ADMIN,
@@ -418,14 +533,3 @@ def bootstrap_dev_admin(
         "issued": issued,
         "path": str(path),
     }
-
-
-def _write_secret(path: Path, text: str) -> None:
-    """``text`` into ``path``, mode 0600, replaced atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="ascii") as handle:
-        handle.write(text + "\n")
-    os.chmod(partial, 0o600)
-    os.replace(partial, path)

@@ -498,14 +498,15 @@ def test_serve_banner_uses_the_admin_token(
 ) -> None:
     """``blackops serve`` prints the admin token (and the system token) and its curls use
     it; the served app accepts both. uvicorn is replaced: no server starts."""
-    import uvicorn
+    from blackops.cli import serve
 
     served: list[Any] = []
-    monkeypatch.setattr(uvicorn, "run", lambda api, **_: served.append(api))
+    monkeypatch.setattr(serve, "_run_uvicorn", lambda config, _: served.append(config.app))
     monkeypatch.setenv("BLACKOPS_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("BLACKOPS_DEV_TOKEN", "")
     monkeypatch.delitem(sys.modules, "examples.shop", raising=False)  # a fresh app object
-    args = ["serve", "--app", "examples.shop:app", "--store", store_url, "--no-worker"]
+    args = ["serve", "--app", "examples.shop:app", "--store", store_url, "--no-worker",
+            "--port", "0"]  # fmt: skip
     assert main(args) == 0
     banner = capsys.readouterr().out
     admin = (tmp_path / "home" / "admin-token").read_text().strip()
@@ -535,12 +536,14 @@ def test_serve_without_app_still_runs_a_worker(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Without --app the in-process worker still runs the control plane's operations."""
-    import uvicorn
+    from blackops.cli import serve
 
-    monkeypatch.setattr(uvicorn, "run", lambda api, **_: None)
+    # serve binds its socket itself, then hands it to uvicorn: nothing is served here.
+    monkeypatch.setattr(serve, "_run_uvicorn", lambda config, listener: None)
     monkeypatch.setenv("BLACKOPS_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("BLACKOPS_APP", raising=False)
-    code = main(["serve", "--store", store_url, "--json", "--workflow-processes", "1"])
+    code = main(["serve", "--store", store_url, "--json", "--workflow-processes", "1",
+                 "--port", "0"])  # fmt: skip
     assert code == 0
     assert json.loads(capsys.readouterr().out)["worker"] is not None
 

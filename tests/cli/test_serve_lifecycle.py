@@ -1,0 +1,246 @@
+"""``blackops serve`` from start to stop (found by a defect hunt): SIGTERM drains as Ctrl-C
+does (the running attempt finishes within ``--grace-seconds``, exit 0; it used to die at
+once, leaving the attempt ``running``); the port is checked and bound before the started
+document (P16: exit 1 with one document, never 3); ``$PORT`` is read when serve runs; the
+state dir (``$BLACKOPS_HOME``) that cannot hold the secrets is one clear error; and the
+development key's saved checkpoint belongs to the journal it was made for."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from cli_processes import ROOT
+
+SLOW_APP = """
+import time
+from blackops import Application
+
+app = Application()
+
+
+@app.operation("t.slow")
+def slow(ctx, params):
+    time.sleep(params["s"])
+    return {"slept": params["s"]}
+"""
+
+
+def _env(tmp_path: Path, **more: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}",
+        "BLACKOPS_HOME": str(tmp_path / "home"),
+        "BLACKOPS_DEV_TOKEN": "",
+        **more,
+    }
+
+
+def _blackops(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "blackops", *args], cwd=tmp_path, env=_env(tmp_path, **env),
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def _start(tmp_path: Path, *args: str, **env: str) -> tuple[subprocess.Popen[str], Any]:
+    """``serve --json ARGS`` and its started document (read from its stdout)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "blackops", "serve", "--json", "--port", "0", *args],
+        cwd=tmp_path, env=_env(tmp_path, **env), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line:
+        process.kill()
+        raise AssertionError(f"serve did not start: {process.communicate()[1][-3000:]}")
+    return process, json.loads(line)
+
+
+def _stop(process: subprocess.Popen[str], signum: int) -> tuple[str, float]:
+    began = time.monotonic()
+    process.send_signal(signum)
+    try:
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    return err, time.monotonic() - began
+
+
+def _status(tmp_path: Path, store: str, operation_id: str) -> str:
+    done = _blackops(tmp_path, "op", "status", operation_id, "--store", store, "--json")
+    return str(json.loads(done.stdout)["status"])
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_drains_the_running_attempt_as_ctrl_c_does(
+    store_url: str, tmp_path: Path, signum: int
+) -> None:
+    (tmp_path / "slowapp.py").write_text(SLOW_APP)
+    submitted = _blackops(tmp_path, "op", "submit", "t.slow", "--app", "slowapp:app",
+                          "--params", '{"s": 2}', "--store", store_url, "--json")  # fmt: skip
+    operation_id = json.loads(submitted.stdout)["operationId"]
+    process, started = _start(tmp_path, "--app", "slowapp:app", "--store", store_url,
+                              "--grace-seconds", "20", "--workflow-processes", "1")  # fmt: skip
+    # --port 0: the started document names the port the system chose, and it answers.
+    assert not started["url"].endswith(":0")
+    assert httpx.get(f"{started['url']}/openapi.json", timeout=10).status_code == 200
+    deadline = time.monotonic() + 60
+    while _status(tmp_path, store_url, operation_id) != "running":
+        assert time.monotonic() < deadline, "the attempt never started"
+        time.sleep(0.1)
+    err, _ = _stop(process, signum)
+    assert process.returncode == 0, err[-3000:]
+    assert _status(tmp_path, store_url, operation_id) == "completed"
+    assert "Traceback" not in err
+
+
+def test_sigterm_hands_back_an_attempt_that_outlives_the_grace_without_waiting_for_it(
+    tmp_path: Path,
+) -> None:
+    store = f"sqlite:///{tmp_path}/j.db"
+    (tmp_path / "slowapp.py").write_text(SLOW_APP)
+    submitted = _blackops(tmp_path, "op", "submit", "t.slow", "--app", "slowapp:app",
+                          "--params", '{"s": 60}', "--store", store, "--json")  # fmt: skip
+    operation_id = json.loads(submitted.stdout)["operationId"]
+    process, _ = _start(tmp_path, "--app", "slowapp:app", "--store", store,
+                        "--grace-seconds", "1", "--workflow-processes", "1")  # fmt: skip
+    deadline = time.monotonic() + 60
+    while _status(tmp_path, store, operation_id) != "running":
+        assert time.monotonic() < deadline, "the attempt never started"
+        time.sleep(0.1)
+    err, took = _stop(process, signal.SIGTERM)
+    assert process.returncode == 0, err[-3000:]
+    assert took < 30  # not the handler's 60 s
+    assert _status(tmp_path, store, operation_id) == "retry_scheduled"  # handed back
+
+
+def _one_error(done: subprocess.CompletedProcess[str]) -> str:
+    """Exit 1 and exactly one JSON document on stdout: an invalid_request."""
+    assert done.returncode == 1, done.stdout + done.stderr
+    error = json.loads(done.stdout)["error"]  # one document only: no started one before it
+    assert error["code"] == "invalid_request" and "Traceback" not in done.stderr
+    return str(error["message"])
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "says"),
+    [
+        (["--port", "70000"], {}, "--port must be from 0 to 65535"),
+        (["--port", "-5"], {}, "--port must be from 0 to 65535"),
+        ([], {"PORT": "abc"}, "$PORT must be a port"),
+        ([], {"PORT": "99999"}, "$PORT must be a port"),
+        (["--port", "0", "--grace-seconds", "nan"], {}, "--grace-seconds"),
+        (["--port", "0", "--grace-seconds", "inf"], {}, "--grace-seconds"),
+        (["--port", "0", "--grace-seconds", "-5"], {}, "--grace-seconds"),
+    ],
+)
+def test_a_bad_port_or_grace_is_refused_before_anything_starts(
+    tmp_path: Path, flags: list[str], env: dict[str, str], says: str
+) -> None:
+    store = f"sqlite:///{tmp_path}/j.db"
+    done = _blackops(tmp_path, "serve", "--no-worker", "--json", "--store", store, *flags, **env)
+    assert says in _one_error(done)
+    assert not (tmp_path / "j.db").exists() and not (tmp_path / "home").exists()
+
+
+def test_a_port_in_use_is_one_error_document_not_a_started_one_and_exit_3(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = _blackops(tmp_path, "serve", "--no-worker", "--json", "--port", str(port),
+                         "--store", f"sqlite:///{tmp_path}/j.db")  # fmt: skip
+    assert f"cannot listen on 127.0.0.1:{port}" in _one_error(done)
+
+
+def test_port_is_read_when_serve_runs_not_when_any_command_starts(tmp_path: Path) -> None:
+    """A bad $PORT broke every command, --help included."""
+    assert _blackops(tmp_path, "--help", PORT="abc").returncode == 0
+    schema = _blackops(tmp_path, "journal", "schema", PORT="abc")
+    assert schema.returncode == 0 and json.loads(schema.stdout)
+
+
+def test_an_empty_blackops_home_is_the_default_state_dir_not_the_working_folder(
+    tmp_path: Path,
+) -> None:
+    store = f"sqlite:///{tmp_path}/j.db"
+    project = tmp_path / "project"
+    project.mkdir()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "blackops", "serve", "--json", "--port", "0", "--no-worker",
+         "--store", store],
+        cwd=project, env=_env(tmp_path, BLACKOPS_HOME=""), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stdout is not None
+    assert json.loads(process.stdout.readline())["token"]
+    _stop(process, signal.SIGINT)
+    assert sorted(p.name for p in project.iterdir()) == [".blackops"]
+    assert {"dev-token", "admin-token", "signing-key"} <= {
+        p.name for p in (project / ".blackops").iterdir()
+    }
+
+
+@pytest.mark.parametrize("home", ["a-file", "dev-token-a-folder", "dev-token-not-ascii"])
+def test_a_state_dir_that_cannot_hold_the_secrets_is_one_clear_error(
+    tmp_path: Path, home: str
+) -> None:
+    state = tmp_path / "state"
+    if home == "a-file":
+        state.write_text("")
+    elif home == "dev-token-a-folder":
+        (state / "dev-token").mkdir(parents=True)
+    else:
+        state.mkdir()
+        (state / "dev-token").write_bytes(b"bo_dev_\xff\n")
+    done = _blackops(tmp_path, "serve", "--no-worker", "--json", "--port", "0",
+                     "--store", f"sqlite:///{tmp_path}/j.db",
+                     BLACKOPS_HOME=str(state))  # fmt: skip
+    assert str(state) in _one_error(done)
+
+
+def test_the_dev_keys_saved_checkpoint_belongs_to_its_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One state dir, two journals one after the other: the second's signer refused for
+    ever ("history rewritten") because the saved checkpoint was the first's. A journal
+    that really changed under the saved checkpoint is still refused across restarts."""
+    from rich_journal import inline_runs
+
+    from blackops.audit.checkpoints import JournalRewritten
+    from blackops.cli.audit import checkpoint_service
+    from journal.store import EventStore
+
+    monkeypatch.setenv("BLACKOPS_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("BLACKOPS_SIGNING_KEY", raising=False)
+    args = argparse.Namespace(signing_key=None)
+    first, second = f"sqlite:///{tmp_path}/a.db", f"sqlite:///{tmp_path}/b.db"
+
+    def sign(url: str) -> None:
+        with EventStore(url) as store:
+            checkpoint_service(store, args, dev=True).sign(force=True)
+
+    inline_runs(first, ["t"] * 3)
+    inline_runs(second, ["t"] * 2)
+    sign(first)
+    sign(second)  # refused before: the saved checkpoint was the first journal's
+    sign(first)  # and back again: each journal its own
+    for suffix in ("", "-wal", "-shm"):  # another journal where the first one was
+        Path(f"{tmp_path}/a.db{suffix}").unlink(missing_ok=True)
+    inline_runs(first, ["t"] * 5)
+    with pytest.raises(JournalRewritten):
+        sign(first)
