@@ -51,6 +51,7 @@ class Operation:
     attempt_open: bool = False
     fencing_token: int = 0
     failures: int = 0  # attempt.failed count: what the retry budget counts (OL-7)
+    spared_failures: int = 0  # attempt.failed of a ``retry_always_on`` type: not counted
     claim_losses: int = 0
     lease_expires_at: str | None = None
     worker: str | None = None
@@ -231,7 +232,10 @@ class Operation:
             self.attempt_open = False
             self.lease_expires_at = None
             if kind is EventType.ATTEMPT_FAILED:
-                self.failures += 1
+                if data.get("spared") is True:
+                    self.spared_failures += 1
+                else:
+                    self.failures += 1
                 self.last_error = data.get("error")
             elif kind is EventType.ATTEMPT_CLAIM_LOST:
                 self.claim_losses += 1

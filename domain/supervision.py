@@ -58,6 +58,10 @@ class Supervision:
     jitter: bool = False
     retry_on: tuple[type[BaseException], ...] = field(default=())
     exhausted: Exhausted = "failed"
+    #: Failures retried (with the backoff) for as long as they recur, never spending
+    #: ``max_attempts`` (a condition the handler waits out, like an unproven stop); only
+    #: the other retryable failures count against it.
+    retry_always_on: tuple[type[BaseException], ...] = field(default=())
 
     def __post_init__(self) -> None:
         if type(self.max_attempts) is not int or not 1 <= self.max_attempts <= 1000:
@@ -70,16 +74,22 @@ class Supervision:
                 raise ValueError(f"{name} must be a number of seconds from 0 to 31536000")
         if self.exhausted not in ("failed", "dead_letter"):
             raise ValueError("exhausted must be 'failed' or 'dead_letter'")
-        if not isinstance(self.retry_on, tuple) or not all(
-            isinstance(t, type) and issubclass(t, BaseException) for t in self.retry_on
-        ):
-            raise ValueError("retry_on must be a tuple of exception types")
+        for name in ("retry_on", "retry_always_on"):
+            types = getattr(self, name)
+            if not isinstance(types, tuple) or not all(
+                isinstance(t, type) and issubclass(t, BaseException) for t in types
+            ):
+                raise ValueError(f"{name} must be a tuple of exception types")
 
     def is_retryable(self, error: BaseException) -> bool:
         """O2: ``Retryable`` and the ``retry_on`` types; never a rejection."""
         if isinstance(error, OperationRejected):
             return False
-        return isinstance(error, (Retryable, *self.retry_on))
+        return isinstance(error, (Retryable, *self.retry_on, *self.retry_always_on))
+
+    def spares(self, error: BaseException) -> bool:
+        """Is ``error`` retried without spending ``max_attempts`` (``retry_always_on``)?"""
+        return not isinstance(error, OperationRejected) and isinstance(error, self.retry_always_on)
 
     def may_retry(self, failed_attempt: int) -> bool:
         return failed_attempt < self.max_attempts
@@ -113,6 +123,11 @@ class Supervision:
             "initial_delay_seconds": self.initial_delay_seconds,
             "max_delay_seconds": self.max_delay_seconds,
             "jitter": self.jitter,
-            "retry_on": sorted(f"{t.__module__}.{t.__qualname__}" for t in self.retry_on),
+            "retry_on": _names(self.retry_on),
             "exhausted": self.exhausted,
+            **({"retry_always_on": _names(self.retry_always_on)} if self.retry_always_on else {}),
         }
+
+
+def _names(types: tuple[type[BaseException], ...]) -> list[str]:
+    return sorted(f"{t.__module__}.{t.__qualname__}" for t in types)

@@ -117,9 +117,10 @@ class DeploymentControl(VersionControl):
                 "with a callable run (DW-ABI-1, DW-SPEC-7)"
             )
         if unverified:
+            # Never a mismatch (DW-SPEC-7); the reason names any verifier trouble (R9).
             raise ResourceBusy(
-                f"version {unverified[0]} of worker {worker_uid} is still being verified; "
-                "try again shortly (DW-SPEC-7)"
+                f"{self.unverified_reason(unverified[0])}; try again shortly (worker "
+                f"{worker_uid}, DW-SPEC-7)"
             )
         return deployment
 

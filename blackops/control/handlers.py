@@ -48,7 +48,17 @@ from journal.store import Append, EventStore
 
 log = logging.getLogger("blackops.control")
 
-#: Reconciling keeps going (with backoff up to 15 s) until stop is proven (DW-DEL-3).
+
+class StopNotProven(Retryable):
+    """Some execution of the deleted Workflow has not provably stopped yet."""
+
+
+class VerifierTrouble(Retryable):
+    """The verifier crashed, timed out, could not start or answered nothing readable:
+    not a verdict about the code (decisions R9), so never recorded as one."""
+
+
+#: Reconciling keeps going (with backoff up to 15 s); a store error spends the budget.
 RECONCILE = Supervision(
     max_attempts=1000,
     backoff="exponential",
@@ -57,18 +67,29 @@ RECONCILE = Supervision(
     retry_on=(BackendUnavailable,),
     exhausted="dead_letter",
 )
-#: A verifier that crashes or hangs may be the machine's fault: try a few times.
+#: DW-DEL-3: while stop is not proven the same Operation keeps reconciling, however long
+#: the owner's lease (up to 86,400 s, P25); only other failures can exhaust it.
+UNTIL_STOPPED = Supervision(
+    max_attempts=1000,
+    backoff="exponential",
+    initial_delay_seconds=0.2,
+    max_delay_seconds=15,
+    retry_on=(BackendUnavailable,),
+    exhausted="dead_letter",
+    retry_always_on=(StopNotProven,),
+)
+#: DW-SPEC-7: verifier trouble is retried (backoff up to 5 minutes) until a verdict,
+#: never recorded as one; meanwhile the Version is unverified (creates: resource_busy).
+#: Other failures dead-letter after three, and the same content's upload redrives them.
 VERIFY = Supervision(
     max_attempts=3,
     backoff="exponential",
     initial_delay_seconds=1,
-    max_delay_seconds=10,
+    max_delay_seconds=300,
     retry_on=(BackendUnavailable,),
+    exhausted="dead_letter",
+    retry_always_on=(VerifierTrouble,),
 )
-
-
-class StopNotProven(Retryable):
-    """Some execution of the deleted Workflow has not provably stopped yet."""
 
 
 def _ctx(ctx: ExecutionContext) -> dict[str, Any]:
@@ -107,17 +128,22 @@ def install(plane: ControlPlane, provider: ResourceProvider) -> None:
         return {"uid": uid, "name": name, "space": space}
 
     def version_verify(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
-        """DW-ABI-1 in an isolated process; the result is recorded on the Version."""
+        """DW-ABI-1 in an isolated process; only a verdict is recorded on the Version."""
         vid = params["version"]
         state = load_version(plane.store, vid)
         if state.verification is None:
-            result = verify_abi(vid, state.modules, state.main)
-            # R9: the verifier's own failure, not a verdict about the code
-            trouble = str(result.get("error") or "").startswith(VERIFIER_TROUBLE)
-            if not result["loaded"] and trouble and ctx.attempt < VERIFY.max_attempts:
-                raise Retryable(str(result["error"]))  # not the code's verdict: again
-            # (On the last attempt what it saw is the verdict: the Version never stays
-            # unverified for ever.)
+            if state.deleted:  # nothing left to verify for: end the retries
+                raise OperationRejected(
+                    "conflict", "version_deleted", f"version {vid} was deleted unverified"
+                )
+            try:
+                result = verify_abi(vid, state.modules, state.main)
+            except OSError as error:  # no process or pipe for it: the machine's trouble
+                raise VerifierTrouble(f"verifier could not start: {error}") from None
+            # R9, DW-SPEC-7: the verifier's own failure is no verdict about the code; the
+            # Version stays unverified while it is retried, however often that takes.
+            if not result["loaded"] and str(result.get("error") or "").startswith(VERIFIER_TROUBLE):
+                raise VerifierTrouble(str(result["error"]))
             event = NewEvent(Topic.VERSION_VERIFIED, at(), _ctx(ctx), {"result": result})
             with contextlib.suppress(FencingError):  # verified concurrently: first one stands
                 plane.store.append(Append(version_stream(vid), state.version, [event]))
@@ -278,7 +304,7 @@ def install(plane: ControlPlane, provider: ResourceProvider) -> None:
         DEPLOYMENT_UPDATE: (deployment_update, RECONCILE),
         WORKFLOW_CREATE: (workflow_reconcile, RECONCILE),
         WORKFLOW_REPLACE: (workflow_reconcile, RECONCILE),
-        WORKFLOW_DELETE: (workflow_delete, RECONCILE),
+        WORKFLOW_DELETE: (workflow_delete, UNTIL_STOPPED),
     }
     for type_name, (fn, supervision) in registrations.items():
         spec = HandlerSpec.build(type_name, _in_own_space(fn), supervision)

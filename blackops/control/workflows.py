@@ -228,7 +228,7 @@ class WorkflowControl(DeploymentControl):
         for vid in allocation:
             verdict = load_version(self.store, vid).abi(state.class_name)
             if verdict is None:
-                return False, f"version {vid} is still being verified"
+                return False, self.unverified_reason(vid)
             if not verdict:
                 return False, f"version {vid} has no class {state.class_name!r} (DW-ABI-1)"
         return True, "ready"

@@ -79,12 +79,16 @@ def record_failure(
     """attempt.failed, then Supervising decides: Retry Scheduled, Failed or Dead Letter."""
     described = describe_error(error)
     at, context = format_instant(now), ctx.to_dict()
-    operation.record(
-        EventType.ATTEMPT_FAILED, at, context, {"attempt": ctx.attempt, "error": described}
-    )
+    spared = policy.spares(error)  # retried without spending the budget (retry_always_on)
+    data: dict[str, Any] = {"attempt": ctx.attempt, "error": described}
+    if spared:
+        data["spared"] = True
+    operation.record(EventType.ATTEMPT_FAILED, at, context, data)
     retryable = policy.is_retryable(error)
-    if retryable and policy.may_retry(operation.failures):
-        delay = policy.delay_after(operation.failures, random.random())  # jitter, not security
+    if retryable and (spared or policy.may_retry(operation.failures)):
+        # The backoff grows with every failure, spared ones included.
+        failed = operation.failures + operation.spared_failures
+        delay = policy.delay_after(failed, random.random())  # jitter, not security
         _schedule_retry(operation, context, now, delay, "retry")
         return Decision(delay, described)
     reason = "exhausted" if retryable else "not_retryable"

@@ -1,0 +1,25 @@
+"""``Supervision.retry_always_on``: failures retried for as long as they recur, never
+spending ``max_attempts`` (what DW-DEL-3's unproven stop and DW-SPEC-7's verifier trouble
+need); the others still count, alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from blackops import OperationRejected, Retryable, Supervision
+from domain.errors import BackendUnavailable
+
+
+class Waiting(Retryable):
+    pass
+
+
+def test_spared_failures_are_retryable_and_described() -> None:
+    policy = Supervision(max_attempts=2, retry_always_on=(Waiting,))
+    assert policy.is_retryable(Waiting()) and policy.spares(Waiting())
+    assert not policy.spares(BackendUnavailable("x")) and not policy.spares(Retryable())
+    assert not policy.spares(OperationRejected("conflict", "c", "m"))
+    assert policy.describe()["retry_always_on"] == [f"{__name__}.Waiting"]
+    assert "retry_always_on" not in Supervision().describe()  # journaled forms unchanged
+    with pytest.raises(ValueError, match="retry_always_on"):
+        Supervision(retry_always_on=("Waiting",))  # type: ignore[arg-type]
