@@ -77,6 +77,19 @@ def wait_port(port: int, process: subprocess.Popen[bytes], timeout: float = 60) 
     raise RuntimeError(f"port {port} never opened")
 
 
+def wait_line(path: Path, process: subprocess.Popen[bytes], timeout: float = 60) -> str:
+    """The first whole line ``path`` gets (serve listens before it prints its document)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = path.read_text()
+        if text.endswith("\n"):
+            return text.splitlines()[0]
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}")
+        time.sleep(0.02)
+    raise RuntimeError(f"{path} got no line")
+
+
 class Server:
     def __init__(self, url: str, headers: dict[str, str], process: subprocess.Popen[bytes]):
         self.url, self.headers, self.process = url, headers, process
@@ -114,7 +127,7 @@ def ours(
         )
     try:
         wait_port(port, process)
-        started = json.loads(out.read_text())
+        started = json.loads(wait_line(out, process))
         url = f"http://127.0.0.1:{port}/v1/spaces/{started['space']}/operations/{TYPE}"
         yield Server(url, {"Authorization": f"Bearer {started['adminToken']}"}, process)
     finally:
