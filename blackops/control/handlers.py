@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 from blackops.control.abi_check import VERIFIER_TROUBLE, verify_abi
@@ -69,15 +70,7 @@ RECONCILE = Supervision(
 )
 #: DW-DEL-3: while stop is not proven the same Operation keeps reconciling, however long
 #: the owner's lease (up to 86,400 s, P25); only other failures can exhaust it.
-UNTIL_STOPPED = Supervision(
-    max_attempts=1000,
-    backoff="exponential",
-    initial_delay_seconds=0.2,
-    max_delay_seconds=15,
-    retry_on=(BackendUnavailable,),
-    exhausted="dead_letter",
-    retry_always_on=(StopNotProven,),
-)
+UNTIL_STOPPED = replace(RECONCILE, retry_always_on=(StopNotProven,))
 #: DW-SPEC-7: verifier trouble is retried (backoff up to 5 minutes) until a verdict,
 #: never recorded as one; meanwhile the Version is unverified (creates: resource_busy).
 #: Other failures dead-letter after three, and the same content's upload redrives them.

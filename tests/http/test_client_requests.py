@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+from in_time import within
 
 from blackops import (
     Application,
@@ -145,23 +146,6 @@ def test_an_error_of_the_request_itself_is_invalid_request_and_never_reconnected
 
 def drained(client: Client) -> list[Any]:
     return list(client.stream(0, retry_seconds=0.01))
-
-
-def within(seconds: float, target: Callable[[], Any]) -> list[Any]:
-    """``[result]`` or ``[exception]`` of ``target`` in a thread; ``[]`` if it still runs
-    after ``seconds`` (the old stream never ended: the test must not hang with it)."""
-    outcome: list[Any] = []
-
-    def run() -> None:
-        try:
-            outcome.append(target())
-        except BaseException as raised:
-            outcome.append(raised)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    return outcome
 
 
 async def _drain(lines: Any) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -16,28 +16,12 @@ from typing import Any
 import httpx
 import pytest
 from cli_processes import free_port
+from in_time import within
 
 from blackops import BackendUnavailable, BlackOpsError
 from blackops.client import AsyncClient, Client, StreamedLine
 from blackops.client.client import streamed_lines
 from blackops.client.sse import SSEDecoder
-
-
-def within(seconds: float, target: Callable[[], Any]) -> list[Any]:
-    """``[result]`` or ``[exception]`` of ``target`` in a thread; ``[]`` if it still runs
-    after ``seconds`` (the old stream never ended: the test must not hang with it)."""
-    outcome: list[Any] = []
-
-    def run() -> None:
-        try:
-            outcome.append(target())
-        except BaseException as raised:
-            outcome.append(raised)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    return outcome
 
 
 def drained(client: Client, **options: Any) -> list[StreamedLine]:
