@@ -130,7 +130,8 @@ def _postgres(url: str) -> StoreLocation:
         # eventsourcing insists on a password even under trust authentication.
         "POSTGRES_PASSWORD": password or "unused",
         "POSTGRES_SCHEMA": schema,
-        "POSTGRES_CONNECT_TIMEOUT": _positive(query, "connect_timeout", "5"),
+        # 0: wait for ever, as libpq reads it (a URL that worked before H12 still does).
+        "POSTGRES_CONNECT_TIMEOUT": _positive(query, "connect_timeout", "5", lowest=0),
         "POSTGRES_POOL_SIZE": _positive(query, "pool_size", "4"),
         "POSTGRES_MAX_OVERFLOW": "8",
         "POSTGRES_PRE_PING": "y",
@@ -141,12 +142,14 @@ def _postgres(url: str) -> StoreLocation:
     return StoreLocation("postgresql", settings, shown)
 
 
-def _positive(query: dict[str, list[str]], name: str, default: str) -> str:
-    """A query parameter that must be a positive whole number (checked here: the drivers
-    failed later with a traceback)."""
+def _positive(query: dict[str, list[str]], name: str, default: str, lowest: int = 1) -> str:
+    """A query parameter that must be a whole number from ``lowest`` (checked here: the
+    drivers failed later with a traceback)."""
     value = query.get(name, [default])[-1]
-    if not (value.isascii() and value.isdigit() and 0 < int(value) <= 1_000_000):
-        raise InvalidRequest(f"postgresql store URL {name} must be a positive whole number")
+    if not (value.isascii() and value.isdigit() and lowest <= int(value) <= 1_000_000):
+        raise InvalidRequest(
+            f"postgresql store URL {name} must be a whole number from {lowest} to 1000000"
+        )
     return value
 
 

@@ -79,7 +79,9 @@ def record_failure(
     """attempt.failed, then Supervising decides: Retry Scheduled, Failed or Dead Letter."""
     described = describe_error(error)
     at, context = format_instant(now), ctx.to_dict()
-    spared = policy.spares(error)  # retried without spending the budget (retry_always_on)
+    # Retried without spending the budget (retry_always_on): Deferred only, an Inline run
+    # retries in its caller, which must get an answer (found by review).
+    spared = policy.spares(error) and operation.mode is Mode.DEFERRED
     data: dict[str, Any] = {"attempt": ctx.attempt, "error": described}
     if spared:
         data["spared"] = True

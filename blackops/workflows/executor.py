@@ -13,8 +13,9 @@ stopped. To stop a context for certain (``terminate()``, a lost lease, the lifet
 limit) the coordinator SIGKILLs its executor's process group (the executor leads one:
 every process an effect started is in it) and waits for the executor and the group to
 exit; only then is ``terminated`` (or the other end) published (DW-TERM-1, DW-FENCE-1).
-Executors take their group down when the worker dies (``PR_SET_PDEATHSIG``, the watchdog),
-so a worker killed with SIGKILL leaves no context running: after its lease ends, the stop
+Executors take their group down when the worker dies (``PR_SET_PDEATHSIG`` kills the
+executor, the group's reaper the rest; the watchdog), so a worker killed with SIGKILL leaves
+no context running: after its lease ends, the stop
 is proven by that.
 
 A worker built before its store opens forks its first executors at once
@@ -103,6 +104,9 @@ class Executor:
 #: Where /proc is missing, how long a killed group is waited for (zombies cannot be
 #: told from the living there; their new parent normally reaps them at once).
 GROUP_WAIT_WITHOUT_PROC = 5.0
+#: How long a killed group's survivors are waited for at most (a SIGKILLed process ends in
+#: milliseconds unless it cannot: see `wait_group_stopped`).
+GROUP_WAIT_LIMIT = 10.0
 
 
 def _live_members(pgid: int) -> bool | None:
@@ -128,14 +132,16 @@ def _live_members(pgid: int) -> bool | None:
 
 
 def wait_group_stopped(pgid: int) -> None:
-    """Return once no process of the (SIGKILLed) group ``pgid`` runs any more.
+    """Return once no process of the (SIGKILLed) group ``pgid`` runs any more, or after
+    `GROUP_WAIT_LIMIT` seconds.
 
     The processes an effect started are not the worker's children: nothing can wait
     for them, so the group is watched until it is empty or only zombies are left. A
-    SIGKILLed process lingers only in an uninterruptible wait (a hung NFS server, say):
-    that is waited for like the executor's own exit, and said in the log."""
+    SIGKILLed process lingers only in an uninterruptible wait (a hung NFS server, say), and
+    one that changed its user was never signalled: neither ends by waiting longer, and this
+    runs on the thread that renews every lease of the worker, so after the limit it is
+    logged as an error and counted as escaped, like a process that left the group."""
     began = time.monotonic()
-    warned = began
     pause = 0.001
     while True:
         try:
@@ -145,12 +151,16 @@ def wait_group_stopped(pgid: int) -> None:
         except PermissionError:
             pass  # a member we may not signal (it changed its user): still a member
         live = _live_members(pgid)
-        now = time.monotonic()
-        if live is False or (live is None and now - began > GROUP_WAIT_WITHOUT_PROC):
+        waited = time.monotonic() - began
+        if live is False or (live is None and waited > GROUP_WAIT_WITHOUT_PROC):
             return
-        if now - warned > 10.0:
-            warned = now
-            log.warning("processes of killed executor group %d have not exited yet", pgid)
+        if waited > GROUP_WAIT_LIMIT:
+            log.error(
+                "processes of killed executor group %d still run after %.0f s (one we may "
+                "not signal, or in an uninterruptible wait): counted as escaped",
+                pgid, waited,
+            )  # fmt: skip
+            return
         time.sleep(pause)
         pause = min(pause * 2, 0.05)
 

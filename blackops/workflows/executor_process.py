@@ -7,10 +7,12 @@ requests go out, replies come back.
 It leads a session of its own (so a process group: the worker's ``Executor.kill`` SIGKILLs
 the whole group), and whenever it ends by itself it takes that group down with it: every
 process an effect started (``subprocess``, ``sh -c ...``) stops with the context
-(DW-TERM-1, DW-DEL-2). It does so when its worker dies (``PR_SET_PDEATHSIG`` sends SIGTERM,
-whose handler kills the group; the watchdog also sees the parent change), once the
-coordinator's last lease renewal is too old (the watchdog), so a frozen worker leaves
-nothing running when its lease ends, and when its pipe closes.
+(DW-TERM-1, DW-DEL-2). When its worker dies the kernel SIGKILLs it (``PR_SET_PDEATHSIG``:
+no Python code has to run, so an effect holding the GIL cannot delay it), and a reaper in
+its group (a ``sh`` reading a pipe only the executor holds) kills the group once the
+executor is gone, however it ended. It also ends the group itself once the coordinator's
+last lease renewal is too old (the watchdog), so a frozen worker leaves nothing running when
+its lease ends, and when its pipe closes.
 """
 
 from __future__ import annotations
@@ -55,13 +57,46 @@ def end_group(status: int = WATCHDOG_EXIT) -> None:
     os._exit(status)
 
 
+#: The reaper: waits for end of file on its stdin (the executor's end, however it came),
+#: then kills its process group, the executor's. No Python: a few hundred KB, and no GIL.
+_REAPER = ("/bin/sh", "-c", "read _ ; kill -9 0")
+#: The pipe's write end, held by the executor alone for its whole life (never inherited:
+#: Python's descriptors are not, and it is closed in the reaper before it execs).
+_reaper_pipe: int | None = None
+
+
+def _start_reaper() -> None:
+    """Fork the group's reaper (after `_lead_own_group`, so it is in the group). Without
+    it (no /bin/sh, a failed fork) the watchdog and the worker's kill still end the group;
+    only a kernel-killed executor would then leave its effects' processes behind."""
+    global _reaper_pipe
+    if os.getpgid(0) != os.getpid():
+        return  # not a group of our own: nothing to reap
+    read_end, write_end = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        return
+    if pid == 0:  # the reaper: only async-signal-safe calls until exec
+        try:
+            os.close(write_end)
+            os.dup2(read_end, 0)
+            os.execv(_REAPER[0], list(_REAPER))
+        finally:
+            os._exit(127)
+    os.close(read_end)
+    _reaper_pipe = write_end
+
+
 def _die_with_parent() -> None:
-    """SIGTERM (not SIGKILL) when the worker dies: a SIGKILLed executor could not kill the
-    processes its effects started, which its death would leave running."""
+    """SIGKILLed by the kernel when the worker dies (the reaper then ends the group); a
+    SIGTERM (a person, a supervisor) ends the group from here."""
     signal.signal(signal.SIGTERM, lambda signum, frame: end_group(128 + signum))
     with contextlib.suppress(Exception):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class _PipeHost:
@@ -89,6 +124,7 @@ def _watchdog(deadline: Any, parent: int) -> None:
 def executor_main(conn: Connection, provider: CodeProvider, deadline: Any) -> None:
     """The executor process: run one context at a time, for as long as it is asked."""
     _lead_own_group()
+    _start_reaper()
     try:
         _serve(conn, provider, deadline)
     finally:

@@ -36,7 +36,7 @@ BAD_STORES = [
     ("postgresql://postgres@127.0.0.1:0/test", "port"),
     ("postgresql://postgres@[::1/test", "malformed"),
     ("postgresql://postgres@127.0.0.1:5432/test?connect_timeout=abc", "connect_timeout"),
-    ("postgresql://postgres@127.0.0.1:5432/test?connect_timeout=0", "connect_timeout"),
+    ("postgresql://postgres@127.0.0.1:5432/test?connect_timeout=2.5", "connect_timeout"),
     ("postgresql://postgres@127.0.0.1:5432/test?pool_size=-1", "pool_size"),
     ("postgresql://postgres@127.0.0.1:5432/test?pool_size=%C2%B2", "pool_size"),
     ("sqlite:////tmp/%00x.db", "NUL"),
@@ -76,6 +76,9 @@ def test_a_well_formed_store_url_still_resolves() -> None:
     assert found.settings["POSTGRES_PASSWORD"] == "p@ss"
     assert found.settings["POSTGRES_POOL_SIZE"] == "2"
     assert found.settings["POSTGRES_CONNECT_TIMEOUT"] == "5"
+    # 0 is libpq's "wait for ever": a URL that worked before still does (found by review).
+    forever = resolve_store("postgresql://u@db.example/j?connect_timeout=0")
+    assert forever.settings["POSTGRES_CONNECT_TIMEOUT"] == "0"
     assert resolve_store("sqlite:///my%20dir/j.db").settings["SQLITE_DBNAME"] == "my dir/j.db"
 
 

@@ -89,15 +89,18 @@ def test_sigterm_drains_the_running_attempt_as_ctrl_c_does(
 ) -> None:
     (tmp_path / "slowapp.py").write_text(SLOW_APP)
     submitted = _blackops(tmp_path, "op", "submit", "t.slow", "--app", "slowapp:app",
-                          "--params", '{"s": 2}', "--store", store_url, "--json")  # fmt: skip
+                          "--params", '{"s": 6}', "--store", store_url, "--json")  # fmt: skip
     operation_id = json.loads(submitted.stdout)["operationId"]
     process, started = _start(tmp_path, "--app", "slowapp:app", "--store", store_url,
                               "--grace-seconds", "20", "--workflow-processes", "1")  # fmt: skip
     # --port 0: the started document names the port the system chose, and it answers.
     assert not started["url"].endswith(":0")
     assert httpx.get(f"{started['url']}/openapi.json", timeout=10).status_code == 200
+    # 6 s of work: each `op status` is a process of its own, slow on a loaded machine, and
+    # a 2 s attempt could end between two of them (seen in CI).
     deadline = time.monotonic() + 60
-    while _status(tmp_path, store_url, operation_id) != "running":
+    while (status := _status(tmp_path, store_url, operation_id)) != "running":
+        assert status != "completed", "the attempt ended before the signal could be sent"
         assert time.monotonic() < deadline, "the attempt never started"
         time.sleep(0.1)
     err, _ = _stop(process, signum)

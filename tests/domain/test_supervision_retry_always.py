@@ -23,3 +23,23 @@ def test_spared_failures_are_retryable_and_described() -> None:
     assert "retry_always_on" not in Supervision().describe()  # journaled forms unchanged
     with pytest.raises(ValueError, match="retry_always_on"):
         Supervision(retry_always_on=("Waiting",))  # type: ignore[arg-type]
+
+
+def test_an_inline_run_spends_its_budget_on_them_too() -> None:
+    """An Inline run retries inside its caller, who must get an answer: there a spared
+    failure counts like any other (it retried for ever in the caller: found by review)."""
+    from blackops import Application
+
+    app = Application("memory://")
+    calls: list[int] = []
+
+    @app.operation("t.wait", supervision=Supervision(max_attempts=2, retry_always_on=(Waiting,)))
+    def waiting(ctx: object, params: dict[str, object]) -> None:
+        calls.append(1)
+        if len(calls) > 50:  # the old loop: end the test, not the run
+            raise RuntimeError("still retrying")
+        raise Waiting()
+
+    result = app.run("t.wait", {}, actor="a", tenant="default")
+    assert len(calls) == 2 and result.status == "failed"
+    app.close()

@@ -54,6 +54,12 @@ class Spawning:
             pids = folder / "pids.tmp"
             pids.write_text(f"{os.getpid()} {helper.pid}")
             pids.replace(folder / "pids")  # whole, or not there
+            if event.params.get("crunch"):
+                import concurrent.futures
+                import math
+
+                with concurrent.futures.ThreadPoolExecutor(1) as pool:  # C, the GIL held
+                    pool.submit(math.factorial, 3_000_000).result()
             helper.wait()
             return {"ok": True}
 
@@ -88,14 +94,16 @@ def alive(pid: int) -> bool:
 
 
 def start_effect(
-    application: Application, fleet: Fleet, store_url: str, folder: Path, **worker: Any
+    application: Application,
+    fleet: Fleet,
+    store_url: str,
+    folder: Path,
+    crunch: bool = False,
+    **worker: Any,
 ) -> tuple[Any, WorkerProcess, int, int]:
     """A worker running the effect: (instance, worker, executor pid, helper pid)."""
-    instance = asyncio.run(
-        application.workflow("Spawning").create(
-            id="spawner", params={"folder": str(folder), "seconds": HELPER_SECONDS}
-        )
-    )
+    params = {"folder": str(folder), "seconds": HELPER_SECONDS, "crunch": crunch}
+    instance = asyncio.run(application.workflow("Spawning").create(id="spawner", params=params))
     owner = fleet.start(store_url, "A", app=APP, **worker)
     wait_for(lambda: (folder / "pids").exists(), 60, "the effect to start its helper")
     executor_pid, helper_pid = (int(p) for p in (folder / "pids").read_text().split())
@@ -136,6 +144,24 @@ def test_a_sigkilled_workers_executor_takes_its_group_down(
     owner.wait_exit(10)
     wait_for(lambda: not alive(executor_pid), 5, "the executor to die with its worker")
     wait_for(lambda: not alive(helper_pid), 2, "the effect's helper to die with it")
+    assert_never_written(tmp_path, helper_pid)
+
+
+def test_a_sigkilled_workers_executor_dies_while_its_effect_holds_the_gil(
+    spawning: Application, fleet: Fleet, store_url: str, tmp_path: Path
+) -> None:
+    """An effect computing in C (the GIL held for many seconds) runs no Python signal
+    handler nor watchdog: the kernel kills the executor with its worker (PDEATHSIG), and the
+    group's reaper then kills the helper (found by review: with a SIGTERM handled in Python
+    the executor outlived its worker's lease)."""
+    _, owner, executor_pid, helper_pid = start_effect(
+        spawning, fleet, store_url, tmp_path, crunch=True, lease=2.0
+    )
+    time.sleep(0.5)  # inside the computation
+    owner.signal(signal.SIGKILL)
+    owner.wait_exit(10)
+    wait_for(lambda: not alive(executor_pid), 1.5, "the kernel to kill the executor")
+    wait_for(lambda: not alive(helper_pid), 2, "the group's reaper to kill the helper")
     assert_never_written(tmp_path, helper_pid)
 
 
