@@ -19,7 +19,7 @@ def test_a_group_that_cannot_end_is_given_up_on_and_logged(
     def never_signalled(pgid: int, signum: int) -> None:
         raise PermissionError("a member that changed its user")
 
-    monkeypatch.setattr(executor.os, "killpg", never_signalled)
+    monkeypatch.setattr("os.killpg", never_signalled)
     monkeypatch.setattr(executor, "_live_members", lambda pgid: True)
     monkeypatch.setattr(executor, "GROUP_WAIT_LIMIT", 0.3)
     began = time.monotonic()
