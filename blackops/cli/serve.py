@@ -9,6 +9,7 @@ import math
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -131,11 +132,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # and, once stopped, raises the signal again under the handler found before it: with
     # SIGTERM's default that killed the process before the worker drained (found by a
     # defect hunt: the running attempt was left `running`).
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # Until uvicorn takes the signals (and again while it runs) a SIGTERM or Ctrl-C only
+    # asks for the stop: a KeyboardInterrupt landing inside start-up or asyncio's runner
+    # could be swallowed there, and serve then ran on for ever (found by CI: Ctrl-C right
+    # after the started line). Once started, uvicorn stops at once if one was asked.
+    _STOP_ASKED.clear()
+    previous = {sig: signal.signal(sig, _ask_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         handed_back = _serve(args, port)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if handed_back:
         # Handler threads still running after the grace were handed back (interrupted and
         # fenced): the interpreter would wait for them at exit (60 s for a 60 s handler);
@@ -146,6 +153,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         sys.stderr.flush()
         os._exit(EXIT_OK)
     return EXIT_OK
+
+
+#: A SIGTERM or SIGINT came while `serve` was not yet (or no longer) uvicorn's.
+_STOP_ASKED = threading.Event()
+
+
+def _ask_stop(signum: int, _: object) -> None:
+    _STOP_ASKED.set()
 
 
 def _serve(args: argparse.Namespace, port: int) -> bool:
@@ -249,7 +264,10 @@ def _serve(args: argparse.Namespace, port: int) -> bool:
             timeout_graceful_shutdown=max(1, math.ceil(args.grace_seconds)),
         )
         _run_uvicorn(config, listener)
-    finally:  # a second SIGTERM or Ctrl-C interrupts the drain (exit 130)
+    finally:
+        # A second SIGTERM or Ctrl-C interrupts the drain (exit 130).
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         if pusher is not None:
             pusher.stop()
         if signer is not None:
@@ -308,7 +326,8 @@ def _url_host(host: str) -> str:
 
 
 def _run_uvicorn(config: Any, listener: socket.socket) -> None:
-    """uvicorn on the socket ``serve`` bound, until SIGTERM or SIGINT."""
+    """uvicorn on the socket ``serve`` bound, until SIGTERM or SIGINT (also one that came
+    before uvicorn took the signals: `_STOP_ASKED`)."""
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -316,6 +335,8 @@ def _run_uvicorn(config: Any, listener: socket.socket) -> None:
             await super().startup(sockets)
             if self.started and sockets:  # the line it says when it binds one itself
                 self._log_started_message(sockets)
+            if _STOP_ASKED.is_set():  # asked before uvicorn's handlers were in place
+                self.should_exit = True
 
     with contextlib.suppress(KeyboardInterrupt):  # the stop it raises again once stopped
         Server(config).run(sockets=[listener])
