@@ -171,7 +171,9 @@ def verify_signed_export(
     # A 64-byte and an empty "leaf" in place of two would fold into the same nodes.
     if not all(len(h) == 32 for _, h in hidden):
         raise ReceiptError("malformed_manifest", "every hidden leaf is one 32-byte hash")
-    _check_range(found, hidden, after, claimed[:2])
+    fault = range_fault([p for p, _ in found], [p for p, _ in hidden], after, claimed[:2])
+    if fault is not None:
+        raise ReceiptError("malformed_manifest", fault)
     checkpoint = open_checkpoint(note, keys)
     try:
         frontier = Frontier.restore(first, prefix)
@@ -198,21 +200,16 @@ def verify_signed_export(
     return checkpoint
 
 
-def _check_range(
-    found: Sequence[tuple[int, bytes]],
-    hidden: Sequence[tuple[int, bytes]],
-    after: int,
-    ends: tuple[object, object],
-) -> None:
-    """Every position of the range (the file's and hidden) is above ``after``, and ``ends``
-    (``firstPosition``, ``lastPosition``) are the file's first and last, ``null`` for none."""
-    lines = [p for p, _ in found]
-    if min(lines + [p for p, _ in hidden], default=after + 1) <= after:
-        raise ReceiptError(
-            "malformed_manifest", f"a position is not after {after}, where it begins"
-        )
+def range_fault(
+    lines: Sequence[int], hidden: Sequence[int], after: int, ends: tuple[object, object]
+) -> str | None:
+    """What an export's manifest says of its range that its positions contradict, or
+    ``None``: every position (the file's lines and any hidden leaf) above ``after``, and
+    ``ends`` (``firstPosition``, ``lastPosition``) the lines' first and last, ``null`` for
+    none. Shared by the offline check (`replay.verify.verify_export`) and this one."""
+    if min([*lines, *hidden], default=after + 1) <= after:
+        return f"a position is not after {after}, where it begins"
     expected = (min(lines), max(lines)) if lines else (None, None)
     if any(type(c) is not type(e) or c != e for c, e in zip(ends, expected, strict=True)):
-        raise ReceiptError(
-            "malformed_manifest", "firstPosition and lastPosition are not the file's first and last"
-        )
+        return "firstPosition and lastPosition are not the file's first and last"
+    return None

@@ -29,6 +29,7 @@ from journal.outcomes import outcome_stream
 from journal.store import MAX_POSITION, EventStore
 from replay.merkle import EMPTY_ROOT, Frontier, root_of
 from replay.observed import ObservedLineError, parse_line_entry
+from replay.receipts import range_fault
 from replay.recorded import RecordedLeaves
 
 TREE_HEAD_TYPES = frozenset({"journal.checkpoint", "journal.exported"})
@@ -504,12 +505,10 @@ def _range_claim(manifest: dict[str, Any], positions: list[int], root: str) -> s
     journal_root = manifest.get("journalRoot")
     if type(after) is not int or after < 0:
         return "the manifest's after is no whole number"
-    if min(positions, default=after + 1) <= after:
-        return f"the manifest lists a position not after {after}, where it begins"
     ends = (manifest.get("firstPosition"), manifest.get("lastPosition"))
-    expected = (min(positions), max(positions)) if positions else (None, None)
-    if any(type(c) is not type(e) or c != e for c, e in zip(ends, expected, strict=True)):
-        return "the manifest's firstPosition and lastPosition are not its first and last"
+    fault = range_fault(positions, (), after, ends)
+    if fault is not None:
+        return f"the manifest: {fault}"
     if type(size) is not int or size < len(positions) or type(journal_root) is not str:
         return "the manifest's journalTreeSize and journalRoot name no tree holding its leaves"
     if size == len(positions) and journal_root != root:

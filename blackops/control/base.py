@@ -138,18 +138,23 @@ class ControlBase:
         }
 
     def _finished(self, operation_id: str) -> bool:
-        """Whether what ``operation_id`` was accepted to do is settled: it is terminal
-        (or purged) and so is its newest redrive. A redrive continues the operation it
+        """Whether what ``operation_id`` was accepted to do is settled: its newest redrive
+        (itself if none) is terminal or purged. A redrive continues the operation it
         redrives (the handlers act for ``redrive_of``, followed back), so an entry keyed
         by a dead-lettered operation is unfinished again while its redrive is live
-        (DW-SPEC-7: the pending effect of an accepted, unfinished update). Redrive ids
-        are derived (``redrive_id``), one per dead operation, so the
-        chain is followed forward without a search."""
+        (DW-SPEC-7: the pending effect of an accepted, unfinished update)."""
+        newest = self.newest_redrive(operation_id)
+        return newest is not None and (newest.state in TERMINAL or newest.purged)
+
+    def newest_redrive(self, operation_id: str) -> Operation | None:
+        """The operation that now continues ``operation_id``: its newest redrive, or itself
+        (None if there is no such operation). Redrive ids are derived (``redrive_id``), one
+        per dead operation, so the chain is followed forward without a search."""
         journal = OperationJournal(self.store)
-        operation = journal.load(operation_id)
-        while operation.state in TERMINAL or operation.purged:
-            redrives = journal.load_many([redrive_id(operation.id)])
-            if not redrives:
-                return True  # never redriven: settled
-            [operation] = redrives.values()
-        return False
+        current = next(iter(journal.load_many([operation_id]).values()), None)
+        while current is not None:
+            following = journal.load_many([redrive_id(current.id)])
+            if not following:
+                break
+            [current] = following.values()
+        return current

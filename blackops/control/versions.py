@@ -8,7 +8,7 @@ from typing import Any
 from blackops.control.base import VERSION_DELETE, VERSION_VERIFY, new_event
 from blackops.control.bundles import check_bundle
 from blackops.control.workers import WorkerControl
-from blackops.ids import derived_id, redrive_id
+from blackops.ids import derived_id
 from domain.context import Actor
 from domain.errors import Conflict, DependencyConflict, InvalidRequest, NotFound
 from domain.lifecycle import State
@@ -22,7 +22,6 @@ from domain.resources import (
     check_env,
     version_id,
 )
-from journal.operations import OperationJournal
 from journal.resources import (
     deployment_stream,
     load_deployment,
@@ -32,9 +31,6 @@ from journal.resources import (
     workflow_stream,
 )
 from journal.store import Append
-
-#: Bounds the walks along a verification's redrives (one per explicit ask).
-_REDRIVES = 1000
 
 
 class VersionControl(WorkerControl):
@@ -115,31 +111,20 @@ class VersionControl(WorkerControl):
     def _verify_again(self, operation_id: str, vid: str, actor: Actor) -> str:
         """DW-SPEC-7: a Version without a verdict whose verification is dead-lettered (its
         store or worker failures outlasted their budget; verifier trouble never does) is
-        verified again by a redrive (P22), which continues that same verification. The
-        newest live verification otherwise. Redrives are idempotent per dead operation,
-        so a repeated upload walks the chain and redrives only its newest."""
+        verified again by a redrive (P22) of the chain's newest, which continues that same
+        verification (a redrive is idempotent per dead operation). The newest otherwise."""
         if load_version(self.store, vid).verification is not None:
             return operation_id
-        journal = OperationJournal(self.store)
-        for _ in range(_REDRIVES):
-            if journal.load(operation_id).state is not State.DEAD_LETTER:
-                break
-            operation_id = self.operations.redrive(operation_id, actor=actor)
-        return operation_id
+        newest = self.newest_redrive(operation_id)
+        if newest is None:
+            return operation_id
+        if newest.state is State.DEAD_LETTER:
+            return self.operations.redrive(newest.id, actor=actor)
+        return newest.id
 
     def verification(self, vid: str) -> Operation | None:
         """The newest operation of ``vid``'s verification (its redrives followed)."""
-        journal = OperationJournal(self.store)
-        found = journal.load_many([derived_id("verify", vid)])
-        current = next(iter(found.values()), None)
-        for _ in range(_REDRIVES):
-            if current is None:
-                break
-            following = journal.load_many([redrive_id(current.id)])
-            if not following:
-                break
-            [current] = following.values()
-        return current
+        return self.newest_redrive(derived_id("verify", vid))
 
     def unverified_reason(self, vid: str) -> str:
         """Why ``vid`` has no verdict yet, for a refusal or a readiness reason: verifier
