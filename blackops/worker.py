@@ -192,10 +192,14 @@ class Worker:
         return self
 
     def request_stop(self) -> None:
-        """Stop claiming and begin the grace period (safe from a signal handler)."""
+        """Stop claiming and begin the grace period (safe from a signal handler): for the
+        attempts and, at the same moment, for the workflow contexts (the runner claimed new
+        ones while the attempts drained, so a stop could take twice the grace)."""
         self._stop_requested.set()
         self._paced.set()
         self._wake.set()
+        if self.workflows is not None and self._thread is not None:
+            self.workflows.request_stop(self.grace_seconds)
 
     def stop(self, grace_seconds: float | None = None) -> None:
         """Stop and wait: running attempts get ``grace_seconds`` to finish."""

@@ -27,6 +27,8 @@ from blackops.cli.witness import start_witnesses, witness_options
 
 if TYPE_CHECKING:
     import socket
+    from collections.abc import Callable
+    from types import FrameType
 
     from blackops.application import Application
     from domain.context import Actor
@@ -194,6 +196,7 @@ def _serve(args: argparse.Namespace, port: int) -> bool:
         if args.worker:  # also runs the control plane's operations and Workflow resources
             worker = application.worker(
                 concurrency=args.concurrency,
+                grace_seconds=args.grace_seconds,
                 workflow_processes=args.workflow_processes,
                 contexts_per_process=args.contexts_per_process,
             ).start()
@@ -263,7 +266,7 @@ def _serve(args: argparse.Namespace, port: int) -> bool:
             # worker's attempts get; then connections are closed (followers resume).
             timeout_graceful_shutdown=max(1, math.ceil(args.grace_seconds)),
         )
-        _run_uvicorn(config, listener)
+        _run_uvicorn(config, listener, on_stop=worker.request_stop if worker else None)
     finally:
         # A second SIGTERM or Ctrl-C interrupts the drain (exit 130).
         signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -325,9 +328,13 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def _run_uvicorn(config: Any, listener: socket.socket) -> None:
+def _run_uvicorn(
+    config: Any, listener: socket.socket, on_stop: Callable[[], None] | None = None
+) -> None:
     """uvicorn on the socket ``serve`` bound, until SIGTERM or SIGINT (also one that came
-    before uvicorn took the signals: `_STOP_ASKED`)."""
+    before uvicorn took the signals: `_STOP_ASKED`). ``on_stop`` is called as the stop
+    begins: the in-process worker stops claiming then, not once the requests have drained
+    (it claimed for the whole of uvicorn's grace, and then drained for its own)."""
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -337,6 +344,13 @@ def _run_uvicorn(config: Any, listener: socket.socket) -> None:
                 self._log_started_message(sockets)
             if _STOP_ASKED.is_set():  # asked before uvicorn's handlers were in place
                 self.should_exit = True
+                if on_stop is not None:
+                    on_stop()
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            super().handle_exit(sig, frame)
+            if on_stop is not None:
+                on_stop()
 
     with contextlib.suppress(KeyboardInterrupt):  # the stop it raises again once stopped
         Server(config).run(sockets=[listener])

@@ -301,10 +301,17 @@ class WorkflowRunner:
         with contextlib.suppress(BlockingIOError, OSError):
             os.write(self._wake_w, b"x")
 
-    def stop(self, grace_seconds: float = 10.0) -> None:
-        self._grace = grace_seconds
+    def request_stop(self, grace_seconds: float = 10.0) -> None:
+        """Claim nothing more and let running contexts end for ``grace_seconds`` (from now),
+        without waiting (safe from a signal handler: a worker's stop begins both drains at
+        once, so a context is not claimed while its attempts drain)."""
+        if not self._stop.is_set():
+            self._grace = grace_seconds
         self._stop.set()
         self.wake()
+
+    def stop(self, grace_seconds: float = 10.0) -> None:
+        self.request_stop(grace_seconds)
         if self._thread is not None:
             self._stopped.wait()
         elif self._early is not None:  # never started: its early executors end here

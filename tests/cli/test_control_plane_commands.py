@@ -501,7 +501,7 @@ def test_serve_banner_uses_the_admin_token(
     from blackops.cli import serve
 
     served: list[Any] = []
-    monkeypatch.setattr(serve, "_run_uvicorn", lambda config, _: served.append(config.app))
+    monkeypatch.setattr(serve, "_run_uvicorn", lambda config, _, **__: served.append(config.app))
     monkeypatch.setenv("BLACKOPS_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("BLACKOPS_DEV_TOKEN", "")
     monkeypatch.delitem(sys.modules, "examples.shop", raising=False)  # a fresh app object
@@ -539,7 +539,7 @@ def test_serve_without_app_still_runs_a_worker(
     from blackops.cli import serve
 
     # serve binds its socket itself, then hands it to uvicorn: nothing is served here.
-    monkeypatch.setattr(serve, "_run_uvicorn", lambda config, listener: None)
+    monkeypatch.setattr(serve, "_run_uvicorn", lambda config, listener, **_: None)
     monkeypatch.setenv("BLACKOPS_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("BLACKOPS_APP", raising=False)
     code = main(["serve", "--store", store_url, "--json", "--workflow-processes", "1",

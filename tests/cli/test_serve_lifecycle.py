@@ -270,3 +270,32 @@ def test_a_stop_right_after_the_started_line_or_before_it_ends_serve(
     time.sleep(0.3)  # still starting (loading the app, opening the journal)
     err, took = _stop(early, signum)
     assert early.returncode == 0 and took < 30, err[-2000:]
+
+
+def test_the_in_process_worker_claims_nothing_while_requests_drain(tmp_path: Path) -> None:
+    """A stop begins the worker's drain at once: an operation submitted while uvicorn waits
+    for a held live stream is left for another worker. The worker went on claiming (and
+    running) for uvicorn's whole grace, then drained for its own (found by stop 33's CLI
+    hunt; left then)."""
+    store = f"sqlite:///{tmp_path}/j.db"
+    (tmp_path / "slowapp.py").write_text(SLOW_APP)
+    process, started = _start(tmp_path, "--app", "slowapp:app", "--store", store,
+                              "--grace-seconds", "6", "--workflow-processes", "1")  # fmt: skip
+    headers = {"Authorization": f"Bearer {started['token']}"}
+    with httpx.stream("GET", f"{started['url']}/v1/journal/stream", headers=headers,
+                      timeout=30) as held:  # fmt: skip
+        assert held.status_code == 200
+        began = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        time.sleep(0.5)  # the stop has begun; the stream still holds uvicorn's drain
+        submitted = _blackops(tmp_path, "op", "submit", "t.slow", "--app", "slowapp:app",
+                              "--params", '{"s": 0}', "--store", store, "--json")  # fmt: skip
+        operation_id = json.loads(submitted.stdout)["operationId"]
+        # Still serving the stream: the worker polls SQLite every 0.25 s (here, a claim).
+        assert process.poll() is None and time.monotonic() - began < 5, "stopped too soon"
+        time.sleep(1.5)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err[-3000:]
+    status = _blackops(tmp_path, "op", "status", operation_id, "--store", store, "--json")
+    answer = json.loads(status.stdout)
+    assert answer["status"] == "accepted" and answer["attempt"] == 0, answer

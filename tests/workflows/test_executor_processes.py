@@ -216,3 +216,38 @@ def test_an_idle_runner_does_not_keep_looking_after_a_full_claim(store_url: str)
     finally:
         worker.stop(1)
         app.close()
+
+
+def test_a_stopping_worker_claims_no_context_while_its_attempts_drain(
+    store_url: str, tmp_path: Path
+) -> None:
+    """A stop begins both drains at once: an instance created while a Deferred attempt
+    finishes within the grace is not started by this worker. The runner went on claiming
+    until the attempts had drained, and then drained for a grace of its own."""
+    import threading
+
+    release = threading.Event()
+    app = Application(store_url)
+
+    @app.operation("t.held")
+    def held(ctx: Any, params: dict[str, Any]) -> dict[str, Any]:
+        release.wait(30)
+        return {}
+
+    binding = app.register_workflow(Quick)
+    worker = app.worker(workflow_processes=1, grace_seconds=30, poll_seconds=0.05).start()
+    try:
+        operation = app.submit("t.held", {}, actor="ana", tenant="acme")
+        wait_until(lambda: app.status(operation)["status"] == "running", 30, "the attempt")
+        worker.request_stop()
+        inst = asyncio.run(binding.create(params={"n": 1}))
+        time.sleep(1.5)  # many of the runner's turns (poll 0.05 s)
+        assert asyncio.run(inst.status())["status"] == "queued"
+        release.set()
+        assert worker.join(30)
+        assert app.status(operation)["status"] == "completed"
+        assert asyncio.run(inst.status())["status"] == "queued"
+    finally:
+        release.set()
+        worker.stop(1)
+        app.close()
