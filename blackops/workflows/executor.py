@@ -423,6 +423,8 @@ class WorkflowRunner:
         limit: int,
     ) -> None:
         items = [(e.held, m) for e, m in requests if e.held is not None]
+        # Before the claims' leases are computed: a hand-off is timed from here (`_assign`).
+        began = time.monotonic()
         try:
             replies, helds, acted = self.engine.cycle(items, ends, limit)
             self.contexts_ended += len(ends)
@@ -444,12 +446,25 @@ class WorkflowRunner:
             self._backlog = acted >= limit
             idle = [e for e in self._executors if e.held is None]
             for executor, held in zip(idle, helds, strict=False):
-                self._assign(executor, held)
+                self._assign(executor, held, began)
         # A context whose process died is proven stopped: due again at once, here or
         # elsewhere, instead of after its lease.
         self._release([held for held, end in ends if end is None])
 
-    def _assign(self, executor: Executor, held: HeldContext) -> None:
+    def _assign(self, executor: Executor, held: HeldContext, claimed_at: float) -> None:
+        """Hand ``held`` (claimed by the cycle that began at ``claimed_at``, monotonic) to
+        ``executor``. Its watchdog's deadline counts from the claim, not from now: a worker
+        stalled between the claim's commit and here (SIGSTOP, a slow commit) handed a context
+        over with 0.8 x lease still to run after the lease had ended, so another worker's
+        context ran beside it, or code started after ``terminate()`` returned (found by a
+        defect hunt, stop 34). A claim too old to leave the executor any time is not handed
+        over at all: it is released, due again at once."""
+        deadline = claimed_at + 0.8 * self.engine.lease_seconds
+        if time.monotonic() >= deadline:
+            log.warning("context of %s claimed too long ago to start; released", held.lease[0])
+            self._finish([(held, None)])
+            self._release([held])
+            return
         try:
             key = (held.plan.workflow, held.plan.version)
             if executor.generation < self.engine.provider.registered_at(key[0]):
@@ -458,7 +473,7 @@ class WorkflowRunner:
                 executor = self._replace(executor, "registered")
             executor.held, executor.stop_sent_at, executor.stop_reply = held, None, None
             if executor.deadline is not None:
-                executor.deadline.value = time.monotonic() + 0.8 * self.engine.lease_seconds
+                executor.deadline.value = deadline
             source = None
             if key not in executor.versions:
                 source = self.engine.provider.source(*key)

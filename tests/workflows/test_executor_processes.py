@@ -251,3 +251,60 @@ def test_a_stopping_worker_claims_no_context_while_its_attempts_drain(
         release.set()
         worker.stop(1)
         app.close()
+
+
+def test_a_context_is_never_handed_over_later_than_its_claim_allows(store_url: str) -> None:
+    """A worker stalled between a claim's commit and the hand-off (SIGSTOP, a slow commit)
+    gave the executor 0.8 x lease counted from the hand-off, so its code ran past the lease
+    beside another worker's context, or after ``terminate()`` had returned (found by a
+    defect hunt). The executor's deadline counts from the claim now, and a claim too old to
+    run is released instead: here the first claim's cycle is stalled past 0.8 x lease, its
+    plan is never sent, and the instance completes in a later context."""
+    lease = 2.0
+    app = Application(store_url)
+    binding = app.register_workflow(Quick)
+    worker = app.worker(workflow_processes=1, lease_seconds=lease, poll_seconds=0.05)
+    runner = worker.workflows
+    assert runner is not None
+    real_cycle = runner.engine.cycle
+    stalled: list[float] = []
+    sent: list[tuple[int, float]] = []  # (context number, monotonic) of each plan sent
+
+    def stalling_cycle(*args: Any, **kwargs: Any) -> Any:
+        began = time.monotonic()
+        answer = real_cycle(*args, **kwargs)
+        if answer[1] and not stalled:  # the first claim: stall past 0.8 x lease
+            stalled.append(began)
+            time.sleep(0.85 * lease)
+        return answer
+
+    runner.engine.cycle = stalling_cycle  # type: ignore[method-assign]
+    real_assign = runner._assign
+
+    def recording_assign(executor: Any, held: Any, *claimed_at: float) -> None:
+        send = executor.conn.send
+
+        def recorded(message: Any) -> None:
+            if message[0] == "run":
+                sent.append((message[1].context, time.monotonic()))
+            send(message)
+
+        executor.conn.send = recorded
+        try:
+            real_assign(executor, held, *claimed_at)
+        finally:
+            executor.conn.send = send
+
+    runner._assign = recording_assign  # type: ignore[method-assign]
+    worker.start()
+    try:
+        inst = asyncio.run(binding.create(params={"n": 7}))
+        wait_until(partial(is_complete, inst), 30, "the end")
+        assert stalled, "the claim was never stalled"
+        late = [(n, at - stalled[0]) for n, at in sent if at - stalled[0] >= 0.8 * lease]
+        first = [n for n, _ in sent if n == 1]
+        assert not first, f"the stalled claim's plan was sent: {sent}, late {late}"
+        assert asyncio.run(inst.status())["output"] == {"n": 7}
+    finally:
+        worker.stop(1)
+        app.close()
