@@ -26,7 +26,6 @@ from blackops.operations.registry import BUILTIN_PREFIX
 from blackops.operations.results import OperationResult
 from blackops.operations.retention import PurgeReport, RetentionService, check_reason
 from blackops.operations.service import OperationService
-from blackops.operations.type_names import check_operation_type
 from blackops.runtime import Runtime
 from blackops.workflows.binding import WorkflowBinding
 from blackops.workflows.code import (
@@ -42,6 +41,7 @@ from blackops.workflows.retention import InstanceRetention
 from domain.clock import Clock, format_instant
 from domain.context import Actor
 from domain.errors import InvalidRequest
+from domain.operation_types import check_operation_type
 from domain.resources import RESOURCE_UID
 from domain.retention import Retention
 from domain.supervision import Supervision

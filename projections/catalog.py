@@ -6,8 +6,10 @@ import re
 import threading
 from typing import Any
 
+from domain.access import SPACE_NAME
 from domain.clock import format_instant, parse_instant
 from domain.errors import InvalidRequest, NotFound
+from domain.operation_types import check_operation_type
 from journal.store import EventStore
 from projections.framework import Projection, ProjectionRunner
 from projections.instances import InstanceCounts, InstanceStatus, empty_counts, read_id
@@ -57,10 +59,9 @@ class Projections:
         cursor: str | None = None,
     ) -> dict[str, Any]:
         """Operations by creation time (then id), filtered; ``next`` continues the list."""
-        if type is not None and not isinstance(type, str):
-            raise InvalidRequest("type must be a string")
-        if status is not None and status not in STATUSES:
-            raise InvalidRequest(f"status must be one of {', '.join(STATUSES)}")
+        _check_tenant(tenant)
+        _check_type(type)
+        _check_status(status, STATUSES)
         _check_limit(limit)
         runner = self.runner("operation_status")
         runner.catch_up()
@@ -96,6 +97,7 @@ class Projections:
     def operation_counts(self, tenant: str | None = None) -> dict[str, Any]:
         """:meth:`counts` with the journal position they are as of (``observedPosition``),
         both from one snapshot."""
+        _check_tenant(tenant)
         runner = self.runner("operation_counts")
         runner.catch_up()
         where, params = ("WHERE tenant = %s", (tenant,)) if tenant is not None else ("", ())
@@ -152,8 +154,7 @@ class Projections:
         """Instances of one workflow by creation time (those of ``space`` only, when given:
         a code-registered uid may name a workflow in several Spaces), optionally by status
         and creation time (``since`` inclusive, ``until`` exclusive, RFC 3339)."""
-        if status is not None and status not in empty_counts():
-            raise InvalidRequest(f"status must be one of {', '.join(empty_counts())}")
+        _check_status(status, list(empty_counts()))
         _check_limit(limit)
         runner = self.runner("instance_status")
         runner.catch_up()
@@ -188,6 +189,28 @@ def _time_range(where: list[str], params: list[Any], since: object, until: objec
             raise InvalidRequest(f"{name} must be an RFC 3339 date-time: {error}") from None
         where.append(f"created_at {operator} %s")
         params.append(instant)
+
+
+# The filters are checked here, the one door every reader passes (the Python API, HTTP, the
+# console, the CLI), by the rules their values were written with: a value that no row can
+# hold is a refusal, never an empty answer (SQLite) or a driver's error (PostgreSQL refuses
+# NUL as "the journal store failed"; a lone surrogate raised UnicodeEncodeError).
+
+
+def _check_tenant(tenant: object) -> None:
+    if tenant is not None and (not isinstance(tenant, str) or not SPACE_NAME.fullmatch(tenant)):
+        raise InvalidRequest("tenant (Space) must be 1-63 letters, digits, '_', '.', '-'")
+
+
+def _check_type(kind: object) -> None:
+    if kind is not None:
+        check_operation_type(kind)  # the registry's rule
+
+
+def _check_status(status: object, allowed: list[str]) -> None:
+    # A string first: `in` a dict of an unhashable value raised TypeError.
+    if status is not None and (not isinstance(status, str) or status not in allowed):
+        raise InvalidRequest(f"status must be one of {', '.join(allowed)}")
 
 
 def _check_limit(limit: object) -> None:

@@ -19,12 +19,15 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
-from domain.errors import BackendUnavailable
+from domain.errors import BackendUnavailable, InvalidRequest
 from domain.events import RecordedEvent
-from journal.store import EventStore
+from journal.store import PAGE_LIMIT_MAX, EventStore
 
 #: How long a projection's set-up waits for SQLite's write lock (as the store's writers do).
 SETUP_LOCK_SECONDS = 30.0
+#: How many times a set-up (or a catch-up's batch) that PostgreSQL chose as a deadlock's
+#: victim is tried again before the failure is reported.
+DEADLOCK_ATTEMPTS = 5
 
 
 class Cursor(Protocol):
@@ -39,7 +42,10 @@ class Projection(Protocol):
     name: str
 
     def tables(self, prefix: str) -> list[str]:
-        """CREATE TABLE IF NOT EXISTS statements (``prefix`` qualifies table names)."""
+        """CREATE TABLE IF NOT EXISTS statements (``prefix`` qualifies table names), and
+        its migrations. ``CREATE TABLE|INDEX IF NOT EXISTS`` and ``DROP TABLE|INDEX IF
+        EXISTS`` are skipped when the catalog shows them done; any other statement makes
+        every open run them all."""
         ...
 
     def apply(self, sql: SQL, events: Sequence[RecordedEvent]) -> None:
@@ -104,26 +110,78 @@ class ProjectionRunner:
         kind = store.location.kind
         self.sqlite = kind != "postgresql"
         self.prefix = f"{store.location.settings['POSTGRES_SCHEMA']}." if not self.sqlite else ""
-        with self._setup_transaction() as sql:
-            if not self.sqlite:
-                # Concurrent CREATE TABLE IF NOT EXISTS of one table fails on PostgreSQL
-                # (a unique violation in its catalog): runners opening at once, in any
-                # process, take turns.
-                sql.execute(
-                    "SELECT pg_advisory_xact_lock(hashtext(%s))",
-                    (f"blackops-projections:{self.prefix}",),
-                )
-            for statement in (
-                "CREATE TABLE IF NOT EXISTS {p}blackops_projection_positions "
-                "(name TEXT PRIMARY KEY, position BIGINT NOT NULL)",
-                *projection.tables(self.prefix),
-            ):
-                sql.execute(statement)
-            sql.execute(
-                "INSERT INTO {p}blackops_projection_positions (name, position) VALUES (%s, 0) "
-                "ON CONFLICT (name) DO NOTHING",
-                (projection.name,),
+        self._set_up()
+
+    def _set_up(self) -> None:
+        """Create the tables and the position row, unless the catalog shows them made.
+
+        The read-only check first: every open ran the statements, and on PostgreSQL a
+        ``CREATE INDEX IF NOT EXISTS`` of an existing index still takes a SHARE lock on
+        its table, so a new process's first query waited for every catch-up in flight
+        (0.2 to 9 s under writers) and, taking that lock before the position row, which a
+        catch-up takes first, deadlocked with one: reported as "cannot be reached" (found
+        by a defect hunt). Skipped only when every statement would change nothing, so a
+        projection's migrations still run on the open after they are added."""
+        with self._transaction() as sql:
+            if self._set_up_in(sql):
+                return
+        for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
+            try:
+                with self._setup_transaction() as sql:
+                    if not self.sqlite:
+                        # Concurrent CREATE TABLE IF NOT EXISTS of one table fails on
+                        # PostgreSQL (a unique violation in its catalog): runners opening
+                        # at once, in any process, take turns; the second finds it done.
+                        sql.execute(
+                            "SELECT pg_advisory_xact_lock(hashtext(%s))",
+                            (f"blackops-projections:{self.prefix}",),
+                        )
+                        if self._set_up_in(sql):
+                            return
+                    sql.execute(_POSITIONS_TABLE)
+                    sql.execute(
+                        "INSERT INTO {p}blackops_projection_positions (name, position) "
+                        "VALUES (%s, 0) ON CONFLICT (name) DO NOTHING",
+                        (self.projection.name,),
+                    )
+                    # The position row before the projection's tables, the order catch_up
+                    # and rebuild take them in: no lock cycle with either.
+                    sql.execute(
+                        "UPDATE {p}blackops_projection_positions SET position = position "
+                        "WHERE name = %s",
+                        (self.projection.name,),
+                    )
+                    for statement in self.projection.tables(self.prefix):
+                        sql.execute(statement)
+                return
+            except BackendUnavailable as error:
+                if attempt == DEADLOCK_ATTEMPTS or not lost_a_deadlock(error):
+                    raise
+
+    def _set_up_in(self, sql: SQL) -> bool:
+        """Whether the set-up's statements would change nothing: every object they make
+        is in the catalog, every one they drop is not, and the position row exists. Reads
+        only; takes no lock a writer waits for."""
+        statements = [_POSITIONS_TABLE.replace("{p}", self.prefix)]
+        expected = _catalog_after([*statements, *self.projection.tables(self.prefix)])
+        if expected is None:
+            return False
+        if sql.sqlite:
+            rows = sql.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'index')")
+        else:  # to_regclass reads the catalog without locking the relation
+            rows = sql.execute(
+                "SELECT n FROM unnest(%s::text[]) AS n WHERE to_regclass(n) IS NOT NULL",
+                (list(expected),),
             )
+        present = {str(row[0]) for row in rows}
+        if any((name in present) != made for name, made in expected.items()):
+            return False
+        return bool(
+            sql.execute(
+                "SELECT 1 FROM {p}blackops_projection_positions WHERE name = %s",
+                (self.projection.name,),
+            )
+        )
 
     @contextlib.contextmanager
     def _setup_transaction(self) -> Iterator[SQL]:
@@ -131,8 +189,8 @@ class ProjectionRunner:
         IMMEDIATE, waited for like any writer's): its statements read, then write, and a
         write after a read is refused at once ("database is locked", never waited for)
         when another process committed in between, so a process's first query of a
-        projection failed under load (found by a defect hunt). Every statement still runs
-        on every open: ``tables()`` carries the projection's own migrations."""
+        projection failed under load (found by a defect hunt). Reached only when the
+        catalog shows something to do (``_set_up``)."""
         path = self.store.location.sqlite_path
         if path is None:
             with self._transaction() as sql:
@@ -189,7 +247,8 @@ class ProjectionRunner:
         self, *, limit: int | None = None, on_batch: Callable[[int], None] | None = None
     ) -> int:
         """Apply every event after the tracked position (at most ``limit``); returns how many."""
-        applied = 0
+        _check_batch(self.batch)
+        applied, deadlocks = 0, 0
         while limit is None or applied < limit:
             start = self.position()
             size = self.batch if limit is None else min(self.batch, limit - applied)
@@ -218,6 +277,12 @@ class ProjectionRunner:
                         raise _Raced()
             except _Raced:
                 continue  # rolled back: read the new position and go on from there
+            except BackendUnavailable as error:
+                # PostgreSQL ended the batch to break a deadlock: rolled back as a race is.
+                deadlocks += 1
+                if deadlocks == DEADLOCK_ATTEMPTS or not lost_a_deadlock(error):
+                    raise
+                continue
             applied += len(events)
             if on_batch is not None:
                 on_batch(events[-1].position)
@@ -253,6 +318,9 @@ class ProjectionRunner:
         the position the refill has reached. A dropped table is a new one that an older
         PostgreSQL snapshot reads as empty beside the old position: a rebuild served
         "every count 0 as of the journal's end" (found by a defect hunt)."""
+        # Before the reset: a batch read_after refuses failed only after it, and left the
+        # projection empty at position 0 (found by a defect hunt).
+        _check_batch(self.batch)
         with self._transaction() as sql:
             # The position row first, as a catch-up takes it: one in flight commits before
             # the DELETEs, which then see its rows (READ COMMITTED reads what a statement
@@ -292,6 +360,51 @@ class ProjectionRunner:
                 sql.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             position = self._position_in(sql)
             return sql.execute(text, params), position
+
+
+def _check_batch(batch: object) -> None:
+    if type(batch) is not int or not 1 <= batch <= PAGE_LIMIT_MAX:
+        raise InvalidRequest(f"batch must be an integer from 1 to {PAGE_LIMIT_MAX}")
+
+
+#: The table of every projection's position (the set-up's first statement).
+_POSITIONS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS {p}blackops_projection_positions "
+    "(name TEXT PRIMARY KEY, position BIGINT NOT NULL)"
+)
+_MAKES = re.compile(r"CREATE (?:TABLE|INDEX|UNIQUE INDEX) IF NOT EXISTS (\S+)(?: ON (\S+?) ?\()?")
+_DROPS = re.compile(r"DROP (?:TABLE|INDEX) IF EXISTS (\S+)\Z")
+
+
+def _catalog_after(statements: Sequence[str]) -> dict[str, bool] | None:
+    """What the catalog holds once ``statements`` ran: each object they make (True) or
+    drop (False), by qualified name; None if one is of another kind (it must run)."""
+    expected: dict[str, bool] = {}
+    for statement in statements:
+        if made := _MAKES.match(statement):
+            name, table = made.groups()
+            if table and "." in table and "." not in name:
+                # PostgreSQL makes an index in its table's schema.
+                name = f"{table.rpartition('.')[0]}.{name}"
+            expected[name] = True
+        elif dropped := _DROPS.match(statement):
+            expected[dropped.group(1)] = False
+        else:
+            return None
+    return expected
+
+
+def lost_a_deadlock(error: BaseException) -> bool:
+    """Whether PostgreSQL ended the transaction to break a deadlock (SQLSTATE 40P01): the
+    store reports it as unreachable, but trying again is the answer."""
+    seen: BaseException | None = error
+    for _ in range(10):  # the chain of causes, bounded
+        if seen is None:
+            return False
+        if getattr(seen, "sqlstate", None) == "40P01":
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 class _Raced(Exception):

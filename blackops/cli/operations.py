@@ -81,8 +81,24 @@ def register(commands: Commands) -> None:
     p_rebuild = projection_commands.add_parser("rebuild", help="drop and rebuild from position 0")
     add_common(p_rebuild)
     p_rebuild.add_argument("name")
-    p_rebuild.add_argument("--batch", type=int, default=1000, help="events per transaction")
+    p_rebuild.add_argument(
+        "--batch", type=batch_size, default=1000, help="events per transaction (1-10000)"
+    )
     p_rebuild.set_defaults(handler=cmd_projections_rebuild)
+
+
+def batch_size(text: str) -> int:
+    """A rebuild's ``--batch``, refused as usage before the projection is emptied (the
+    store refused it only after the reset: found by a defect hunt)."""
+    from journal.store import PAGE_LIMIT_MAX  # when the flag is given, not at start-up
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= PAGE_LIMIT_MAX:
+        raise argparse.ArgumentTypeError(f"must be a number of events from 1 to {PAGE_LIMIT_MAX}")
+    return value
 
 
 def cmd_op_run(args: argparse.Namespace) -> int:

@@ -32,10 +32,10 @@ from blackops.http.responses import JSON, result_response
 from blackops.operations.contexts import IDEMPOTENCY_KEY
 from blackops.operations.results import OperationResult
 from blackops.operations.service import read_params
-from blackops.operations.type_names import OPERATION_TYPE
 from domain.access import Action
 from domain.context import TRACEPARENT, Actor, check_traceparent
 from domain.errors import InvalidRequest, NotFound
+from domain.operation_types import OPERATION_TYPE
 from projections.catalog import CURSOR
 
 router = APIRouter(tags=["operations"])

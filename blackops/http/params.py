@@ -8,8 +8,8 @@ from typing import Annotated
 
 from fastapi import Path
 
-from blackops.operations.type_names import OPERATION_TYPE
 from domain.access import PRINCIPAL_ID, SPACE_NAME, TOKEN_ID
+from domain.operation_types import OPERATION_TYPE
 
 
 def _documented(pattern: str, description: str) -> object:

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from blackops.failures import OutcomeInvalid, is_validation_error, summarise_validation
 from blackops.operations.contexts import CURRENT_CONTEXT
-from blackops.operations.type_names import check_operation_type
 from domain.documents import MAX_SAFE_INTEGER, DocumentError, canonical_document, sha256_digest
+from domain.operation_types import check_operation_type
 from domain.retention import Retention
 from domain.supervision import OperationRejected, Supervision
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from blackops.operations.type_names import check_operation_type
 from domain.errors import NotFound
+from domain.operation_types import check_operation_type
 
 if TYPE_CHECKING:
     from blackops.operations.handlers import HandlerSpec

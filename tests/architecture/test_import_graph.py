@@ -158,7 +158,7 @@ def test_the_product_packages_have_no_import_circles() -> None:
 def test_not_even_through_imports_for_the_type_checker() -> None:
     """A module that needs another's type only (``if TYPE_CHECKING:``) is still drawn
     depending on it: a shared type lives where both can import it (journal/appends.py,
-    blackops/operations/type_names.py) or is a Protocol of what the user needs."""
+    domain/operation_types.py) or is a Protocol of what the user needs."""
     assert circles(graph(typing_only=True)) == []
 
 

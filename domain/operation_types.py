@@ -1,5 +1,5 @@
-"""What an operation type's name may be: dotted lower-case words (shared by the registry, the
-handlers and the application, none of which the others need for it)."""
+"""What an operation type's name may be: dotted lower-case words (the registry, the handlers,
+the application and the projections' filters check names with it)."""
 
 from __future__ import annotations
 
