@@ -10,14 +10,21 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from blackops.console.render import SECURITY_HEADERS, ConsoleRoute, CsrfRefused, page, require
+from blackops.console.render import (
+    SECURITY_HEADERS,
+    ConsoleRoute,
+    CsrfRefused,
+    instance_named,
+    instance_url,
+    page,
+    require,
+)
 from blackops.console.session import Session, csrf_ok, form_of
 from blackops.http.auth import served
-from blackops.http.bodies import path_segment
 from blackops.http.instances import workflow_in
 from blackops.http.operations import operation_of
 from domain.access import Action
@@ -34,6 +41,8 @@ OPERATION_ACTIONS = {
 OperationId = Annotated[str, Path(max_length=64)]
 ActionName = Annotated[str, Path(max_length=16)]
 Name = Annotated[str, Path(max_length=128)]
+#: ``.`` and ``..`` come as ``?id=`` (``render.instance_url``).
+QueryId = Annotated[str | None, Query(alias="id", max_length=256)]
 
 
 def _action(name: str) -> tuple[Action, bool, str]:
@@ -57,9 +66,9 @@ def confirm_operation_action(
     app = served(request).application
     op = operation_of(app, operation_id, session.caller, needed)
     return page(
-        request, "confirm.html", session, title=f"{action.capitalize()} {operation_id}",
-        what=label, target=f"/ui/operations/{operation_id}", reasoned=reasoned, subject=op,
-        back=f"/ui/operations/{operation_id}",
+        request, "confirm.html", session, verb=action.capitalize(), name=operation_id,
+        what=label, action=f"/ui/operations/{operation_id}/actions/{action}",
+        reasoned=reasoned, subject=op, back=f"/ui/operations/{operation_id}",
     )  # fmt: skip
 
 
@@ -91,27 +100,30 @@ async def operation_action(
     return RedirectResponse(f"/ui/operations/{shown}", status_code=303, headers=SECURITY_HEADERS)
 
 
-def _instance_url(space: str, uid: str, instance_id: str) -> str:
-    return f"/ui/spaces/{space}/workflows/{uid}/instances/{path_segment(instance_id)}"
-
-
 @router.get("/ui/spaces/{space}/workflows/{uid}/terminate/{instance_id:path}")
-def confirm_terminate(request: Request, space: Name, uid: Name, instance_id: str) -> Response:
+def confirm_terminate(
+    request: Request, space: Name, uid: Name, instance_id: str, query_id: QueryId = None
+) -> Response:
     session = require(request)
+    instance_id = instance_named(instance_id, query_id)
     app = served(request).application
     resource = workflow_in(app, space, uid, session.caller, Action.OPERATE)
     status = app.instances.status(resource, instance_id)
-    back = _instance_url(space, uid, instance_id)
+    back = instance_url(space, uid, instance_id)
     return page(
-        request, "confirm.html", session, title=f"Terminate {instance_id}",
+        request, "confirm.html", session, verb="Terminate", name=instance_id,
         what="Terminate this instance (its code is stopped; the status becomes terminated)",
-        target=back, reasoned=False, subject={"id": instance_id, **status}, back=back,
+        action=instance_url(space, uid, instance_id, "terminate"), reasoned=False,
+        subject={"id": instance_id, **status}, back=back,
     )  # fmt: skip
 
 
 @router.post("/ui/spaces/{space}/workflows/{uid}/terminate/{instance_id:path}")
-async def terminate(request: Request, space: Name, uid: Name, instance_id: str) -> Response:
+async def terminate(
+    request: Request, space: Name, uid: Name, instance_id: str, query_id: QueryId = None
+) -> Response:
     session = await run_in_threadpool(require, request)  # a token look-up: off the loop
+    instance_id = instance_named(instance_id, query_id)
     form = await form_of(request)
     _checked(request, session, form)
     app, who = served(request).application, session.caller
@@ -122,5 +134,5 @@ async def terminate(request: Request, space: Name, uid: Name, instance_id: str) 
         app.instances.terminate(resource, instance_id, who.actor)
 
     await run_in_threadpool(act)
-    location = _instance_url(space, uid, instance_id)
+    location = instance_url(space, uid, instance_id)
     return RedirectResponse(location, status_code=303, headers=SECURITY_HEADERS)

@@ -7,6 +7,7 @@ for a workflow, ``check_space`` for a Space, ``checkpoints`` for the signer's vi
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from typing import Annotated, Any
 
@@ -21,6 +22,8 @@ from blackops.console.render import (
     SECURITY_HEADERS,
     ConsoleRoute,
     CsrfRefused,
+    NoSession,
+    instance_named,
     page,
     require,
 )
@@ -30,6 +33,8 @@ from blackops.console.session import (
     form_of,
     login_csrf,
     login_csrf_ok,
+    same,
+    session_csrf,
     session_of,
     set_login_cookie,
     set_session_cookie,
@@ -49,7 +54,7 @@ from blackops.console.views import (
     verifier_keys,
 )
 from blackops.http.audit import checkpoints
-from blackops.http.auth import Caller, authenticate, check_space, served
+from blackops.http.auth import SESSION_COOKIE, Caller, authenticate, check_space, served
 from blackops.http.instances import workflow_in
 from blackops.http.operations import operation_of
 from domain.access import Action
@@ -74,14 +79,43 @@ def visible_spaces(request: Request, who: Caller) -> list[str]:
     return sorted(who.principal.roles)
 
 
+#: What a browser takes for dot segments (the WHATWG URL standard: %2e is a dot, any case).
+_SINGLE_DOT = frozenset({".", "%2e"})
+_DOUBLE_DOT = frozenset({"..", ".%2e", "%2e.", "%2e%2e"})
+
+
+def resolved_path(target: str) -> str:
+    """The path a browser requests for ``target`` (an absolute path of printable ASCII
+    without a backslash): its dot segments removed as the WHATWG URL standard does."""
+    segments = re.split(r"[?#]", target, maxsplit=1)[0].split("/")[1:]
+    kept: list[str] = []
+    for index, segment in enumerate(segments):
+        last = index == len(segments) - 1
+        if segment.lower() in _DOUBLE_DOT:
+            if kept:
+                kept.pop()
+            if last:  # "/a/b/.." is "/a/"
+                kept.append("")
+        elif segment.lower() in _SINGLE_DOT:
+            if last:
+                kept.append("")
+        else:
+            kept.append(segment)
+    return "/" + "/".join(kept)
+
+
 def _safe_next(target: str | None) -> str:
-    """Where to go after signing in: a console path only (never another site)."""
+    """Where to go after signing in: a console path only (never another site), judged as
+    the browser will follow it, so no dot segment leads out of /ui/ (decisions U7)."""
     if (
         target
         and len(target) <= NEXT_MAX
-        and target.startswith("/ui/")
-        and not target.startswith("//")
+        # A browser drops tabs and newlines from a URL and reads "\\" as "/"; a next the
+        # console makes is percent-encoded printable ASCII.
+        and all("!" <= c <= "~" for c in target)
         and "\\" not in target
+        and target.startswith("/ui/")
+        and resolved_path(target).startswith("/ui/")
     ):
         return target
     return "/ui/operations"
@@ -138,9 +172,17 @@ async def login(request: Request) -> Response:
 
 @router.post("/ui/logout")
 async def logout(request: Request) -> Response:
-    session = await run_in_threadpool(require, request)
+    session = await run_in_threadpool(session_of, request)  # a token look-up: off the loop
     form = await form_of(request)
-    if not csrf_ok(request, session, form.get("csrf", "")):
+    supplied = form.get("csrf", "")
+    if session is None:
+        # A token that no longer signs in (revoked, expired) still gets its cookie cleared
+        # when the form is that token's own page's: its CSRF token derives from the token,
+        # not from whether it is valid. Anything else has no session to end.
+        token = request.cookies.get(SESSION_COOKIE, "")
+        if not (token and same(session_csrf(token), supplied)):
+            raise NoSession()
+    elif not csrf_ok(request, session, supplied):
         raise CsrfRefused()
     response = RedirectResponse("/ui/login", status_code=303, headers=SECURITY_HEADERS)
     clear_session_cookie(request, response)
@@ -321,9 +363,16 @@ def workflow(
                 listing=listing, status=status or "")  # fmt: skip
 
 
+#: ``.`` and ``..`` come as ``?id=`` (``render.instance_url``).
+QueryId = Annotated[str | None, Query(alias="id", max_length=256)]
+
+
 @router.get("/ui/spaces/{space}/workflows/{uid}/instances/{instance_id:path}")
-def instance(request: Request, space: Space, uid: Uid, instance_id: str) -> Response:
+def instance(
+    request: Request, space: Space, uid: Uid, instance_id: str, query_id: QueryId = None
+) -> Response:
     session = require(request)
+    instance_id = instance_named(instance_id, query_id)
     who, app = session.caller, _app(request)
     resource = workflow_in(app, space, uid, who, Action.READ)
     status = app.instances.status(resource, instance_id)
@@ -341,9 +390,12 @@ def instance(request: Request, space: Space, uid: Uid, instance_id: str) -> Resp
 
 
 @router.get("/ui/spaces/{space}/workflows/{uid}/receipts/{instance_id:path}")
-def instance_receipt_file(request: Request, space: Space, uid: Uid, instance_id: str) -> Response:
+def instance_receipt_file(
+    request: Request, space: Space, uid: Uid, instance_id: str, query_id: QueryId = None
+) -> Response:
     """The instance's receipt file (its terminal event's inclusion proof)."""
     session = require(request)
+    instance_id = instance_named(instance_id, query_id)
     app = _app(request)
     resource = workflow_in(app, space, uid, session.caller, Action.READ)
     app.instances.status(resource, instance_id)  # unknown (or purged): unknown_instance

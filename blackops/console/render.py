@@ -9,6 +9,7 @@ or answered 401 (anything else). The HTML is escaped by Jinja2's autoescape.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Coroutine
 from datetime import datetime
 from typing import Any
@@ -19,18 +20,63 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup, escape
 from starlette.concurrency import run_in_threadpool
 
 from blackops.console.session import Session, session_of
 from blackops.http.bodies import path_segment
 from domain.documents import DocumentError, canonical_json
-from domain.errors import BlackOpsError
+from domain.errors import BlackOpsError, InvalidRequest
+
+#: Characters a journal value may hold that a browser does not show as themselves: controls
+#: (but tab and newline), bidi controls (U+202A-202E, U+2066-2069, U+200E/F, U+061C), which
+#: reorder the text around them, and the other invisible format characters (zero widths,
+#: U+2060-2064, U+FEFF, variation selectors, tags, fillers). That is Unicode's Cc, Cf, Zl, Zp
+#: and Default_Ignorable_Code_Point, written out: unicodedata takes 0.7 s to list them.
+INVISIBLE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891"
+    "\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+    "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]+"
+)
+
+
+def _escapes(run: str) -> str:
+    """``\\u202e`` for each character (``\\U000e0041`` beyond the BMP), as Python writes
+    them."""
+    return "".join(f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}" for c in run)
+
+
+def visible_text(value: str) -> str:
+    """``value`` with every invisible character written as its escape (no markup)."""
+    return INVISIBLE.sub(lambda found: _escapes(found.group()), value)
+
+
+def _shown(value: Any) -> Any:
+    """What ``{{ value }}`` prints: a value with invisible characters gets each as a styled
+    escape, so no journal value can hide text or reorder the page around it (an id
+    ``\\u202e24-redro`` showed as ``order-42``: decisions U23). It is the environment's
+    ``finalize``, so no template can forget it; markup (a macro's output, ``| exact``) is
+    left as it is. The markup has no quote, so in an attribute it is text, never a way out."""
+    if value is None or hasattr(value, "__html__"):
+        return value
+    text = value if isinstance(value, str) else str(value)
+    if INVISIBLE.search(text) is None:
+        return value
+    shown, last = Markup(), 0
+    for found in INVISIBLE.finditer(text):
+        shown += escape(text[last : found.start()])
+        shown += Markup("<span class=esc>%s</span>") % _escapes(found.group())
+        last = found.end()
+    return shown + escape(text[last:])
+
 
 _ENV = Environment(
     loader=PackageLoader("blackops.console", "templates"),
     autoescape=select_autoescape(("html",)),
     trim_blocks=True,
     lstrip_blocks=True,
+    finalize=_shown,
 )
 #: Every page tells the browser not to be framed, sniffed, or to run anything not ours.
 SECURITY_HEADERS = {
@@ -68,8 +114,40 @@ def _utc(value: Any) -> str:
 
 _ENV.filters["pretty"] = _pretty
 _ENV.filters["utc"] = _utc
+# A Space, workflow uid or operation id as a path segment (never "." or ".."); an instance
+# id's URL is ``instance_url``'s.
 _ENV.filters["seg"] = lambda value: path_segment(str(value))
+# Where markup cannot go (<title>, an attribute people read): the escapes as plain text.
+_ENV.filters["plain"] = lambda value: escape(visible_text(str(value)))
+# A value exactly as it is, for what a program reads (a copy button, a form field).
+_ENV.filters["exact"] = lambda value: escape(str(value))
 _ENV.globals["query"] = lambda base, **more: urlencode({**base, **more})
+
+
+def instance_url(space: str, uid: str, instance_id: str, kind: str = "instances") -> str:
+    """The console URL of an instance's page (``instances``), its Terminate confirmation
+    (``terminate``) or its receipt file (``receipts``): the id as one percent-encoded path
+    segment, but ``.`` and ``..`` in ``?id=`` after an empty segment. A browser removes a
+    dot segment however it is spelled (the WHATWG URL standard reads ``%2E`` as ``.``), so
+    ``/instances/%2E`` reached ``/instances/`` (decisions U16). No instance has an empty id,
+    so no other id's URL is the same."""
+    base = f"/ui/spaces/{path_segment(space)}/workflows/{path_segment(uid)}/{kind}/"
+    if instance_id in (".", ".."):
+        return f"{base}?{urlencode({'id': instance_id})}"
+    return base + quote(instance_id, safe="")
+
+
+def instance_named(path_id: str, query_id: str | None) -> str:
+    """The instance id an ``instance_url`` names: the path's, or after an empty path
+    segment ``?id=``'s."""
+    if query_id is None:
+        return path_id
+    if path_id:  # one URL, one instance
+        raise InvalidRequest("name the instance in the path or in ?id=, not in both")
+    return query_id
+
+
+_ENV.globals["instance_url"] = instance_url
 
 
 def page(

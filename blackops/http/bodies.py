@@ -101,7 +101,9 @@ def prefers_async(prefer: str) -> bool:
 
 def path_segment(value: str) -> str:
     """``value`` as one path segment: percent-encoded, and ``.``/``..`` as ``%2E``s, which
-    clients (and browsers, RFC 3986 section 5.2.4) would otherwise resolve away."""
+    clients (RFC 3986 section 5.2.4) would otherwise resolve away. Browsers remove ``%2E``
+    segments too (the WHATWG URL standard): the console puts those ids in ``?id=``
+    (``blackops.console.render.instance_url``, decisions U16)."""
     segment = quote(value, safe="")
     return segment.replace(".", "%2E") if segment in (".", "..") else segment
 

@@ -10,11 +10,13 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlsplit
 
 import pytest
 from cli_processes import BLACKOPS, ROOT
-from console_world import CHROMIUM, SCREENSHOTS, World, console_world, need_browser
+from console_world import CHROMIUM, SCREENSHOTS, World, console_world, need_browser, until
 
+from blackops.http.bodies import path_segment
 from replay.notes import SigningKey
 
 pytestmark = pytest.mark.browser
@@ -462,3 +464,150 @@ def test_api_docs_run_only_this_origins_files(
     violated = page.evaluate("window.__violations")
     assert [v for v in violated if not v.startswith("img-src ")] == []
     assert any(url.endswith("/openapi.json") for url in asked)
+
+
+# -- hostile instance ids and sign-in targets (a defect hunt, decisions U7, U16, U23) --------
+
+APPROVALS = "/v1/spaces/default/workflows/OrderApproval/instances"
+
+
+def waiting_instance(world: World, instance_id: str) -> None:
+    """An OrderApproval instance waiting for its decision (so it may be terminated)."""
+    params = {"order": "B-1", "amount": 1, "cool_off_seconds": 0}
+    with world.api(world.admin) as api:
+        made = api.post(APPROVALS, json={"id": instance_id, "params": params})
+        assert made.status_code in (201, 409), made.text
+        url = f"{APPROVALS}/{path_segment(instance_id)}"
+        until("the instance to wait", lambda: api.get(url).json()["status"] == "waiting")
+
+
+@pytest.mark.parametrize("instance_id", [".", ".."])
+def test_instances_dot_and_dot_dot_are_reached_by_their_links(
+    world: World, context: Any, request: pytest.FixtureRequest, tmp_path: Path, instance_id: str
+) -> None:
+    """A browser removes "." and ".." from a path however they are spelled (WHATWG URL reads
+    %2E as "."): the instance page, Terminate…, its redirect and the receipt link all reach
+    the instance itself, where they reached the workflow page or "Not found"."""
+    waiting_instance(world, instance_id)
+    page = context.new_page()
+    flow = "/ui/spaces/default/workflows/OrderApproval"
+    sign_in(page, world, world.admin, start=f"{flow}/instances/?id={instance_id}")  # a deep link
+    heading = page.locator("h1 .mono")
+    assert heading.inner_text() == instance_id, page.url
+    page.goto(world.url + flow)
+    named = page.locator("table.list a").filter(has_text=re.compile(f"^{re.escape(instance_id)}$"))
+    named.click()
+    page.get_by_role("link", name="Terminate…").wait_for()
+    assert heading.inner_text() == instance_id, page.url
+    page.get_by_role("link", name="Terminate…").click()
+    page.get_by_role("heading", name="Confirm: Terminate").wait_for()
+    assert heading.inner_text() == instance_id, page.url
+    shot(page, request, "confirm")
+    page.get_by_role("button", name="Confirm").click()
+    page.locator("h1", has_text="Instance").wait_for()
+    assert heading.inner_text() == instance_id, page.url
+    with world.api(world.admin) as api:
+        url = f"{APPROVALS}/{path_segment(instance_id)}"
+        assert api.get(url).json()["status"] == "terminated"
+        until("a checkpoint covering it", lambda: api.get(f"{url}/receipt").status_code == 200)
+        expected = api.get(f"{url}/receipt").json()
+    page.reload()
+    assert heading.inner_text() == instance_id and "terminated" in page.content()
+    shot(page, request, "instance")
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Download the receipt file").click()
+    receipt = tmp_path / "receipt.json"
+    download.value.save_as(str(receipt))
+    assert json.loads(receipt.read_text())["entry"] == expected["entry"]
+
+
+#: Characters that reorder or hide text; none may reach a page's text as itself.
+BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c\u200b-\u200d\u2060\ufeff]")
+
+
+def test_ids_with_bidi_controls_cannot_pass_for_others(
+    world: World, context: Any, request: pytest.FixtureRequest
+) -> None:
+    """An id "\\u202e24-redro" showed as "order-42" (its RLO reverses it), and "inv-7\\u202e"
+    reversed the text after it: every invisible character shows as its escape, on the
+    pages and in the live tail, and the Copy button still copies the id itself."""
+    spoof, real, spill = "\u202e24-redro", "order-42", "inv-7\u202e"
+    for instance_id in (spoof, real, spill):
+        waiting_instance(world, instance_id)
+    seen: list[str] = []
+
+    def stream(route: Any) -> None:  # a line the live tail's script renders, then the real one
+        seen.append(route.request.url)
+        if len(seen) > 1:
+            route.continue_()
+            return
+        line = {"type": "x", "at": "2026-12-01T00:00:00Z", "stream": spoof, "context": {}}
+        route.fulfill(
+            status=200,
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"},
+            body=f"id: {after_of(route.request.url)}\ndata: {json.dumps(line)}\n\n",
+        )
+
+    page = context.new_page()
+    page.route(re.compile(r"/journal/stream\?"), stream)
+    sign_in(page, world, world.admin, start="/ui/journal")
+    tail = page.locator("#tail tr.new", has_text="24-redro").first
+    tail.wait_for()
+    assert "\\u202e24-redro" in tail.inner_text()
+    assert not BIDI.search(page.locator("#tail").inner_text())
+    page.goto(world.url + "/ui/spaces/default/workflows/OrderApproval?status=waiting")
+    names = page.locator("table.list tbody td:first-child a").all_inner_texts()
+    assert names.count(real) == 1 and "\\u202e24-redro" in names and "inv-7\\u202e" in names
+    assert not BIDI.search(page.locator("body").inner_text())
+    shot(page, request, "list")
+    page.locator("table.list a", has_text="inv-7").click()
+    page.get_by_role("link", name="Terminate…").wait_for()
+    assert page.locator("h1 .mono").inner_text() == "inv-7\\u202e"
+    assert page.locator("button.copy").first.get_attribute("data-copy") == spill
+    page.get_by_role("link", name="Terminate…").click()
+    heading = page.locator("h1")
+    heading.filter(has_text="Confirm: Terminate").wait_for()
+    assert heading.inner_text() == "Confirm: Terminate inv-7\\u202e"
+    assert page.title().startswith("Terminate inv-7\\u202e")
+    assert not BIDI.search(page.locator("body").inner_text() + page.title())
+    shot(page, request, "confirm")
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/ui/../docs",
+        "/ui/%2e%2e/v1/spaces/default/journal/stream?limit=1&max_seconds=1",
+        "/ui/%2E./openapi.json",
+        "/ui/..\t/openapi.json",
+        "/ui/operations/.%2e/.%2E/redoc",
+    ],
+)
+def test_sign_in_never_leaves_the_console_through_dot_segments(
+    world: World, context: Any, target: str
+) -> None:
+    page = context.new_page()
+    page.goto(world.url + "/ui/login?next=" + quote(target, safe=""))
+    page.get_by_label("Bearer token").fill(world.reader)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_load_state()
+    assert urlsplit(page.url).path == "/ui/operations", page.url
+
+
+def test_sign_out_after_the_token_stopped_signing_in_clears_the_cookie(
+    world: World, context: Any
+) -> None:
+    """The page was open when the token was revoked: Sign out still deletes the cookie
+    (it answered 401 and kept it)."""
+    with world.api(world.system) as api:
+        granted = api.put("/v1/spaces/default/principals/leaver", json={"role": "reader"})
+        assert granted.status_code < 300, granted.text
+        issued = api.post("/v1/spaces/default/principals/leaver/tokens", json={}).json()
+    page = context.new_page()
+    sign_in(page, world, issued["token"])
+    with world.api(world.system) as api:
+        path = f"/v1/spaces/default/principals/leaver/tokens/{issued['tokenId']}"
+        assert api.delete(path).status_code < 300
+    page.get_by_role("button", name="Sign out").click()
+    page.wait_for_url("**/ui/login")
+    assert [c for c in context.cookies() if c["name"] == "blackops_session"] == []

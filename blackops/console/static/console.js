@@ -35,10 +35,30 @@
   function utc(at) {
     return /^\d{4}-\d\d-\d\dT[\d:.]+Z$/.test(at) ? at.replace("T", " ").replace("Z", " UTC") : at;
   }
+  // Invisible characters (controls, bidi controls, zero widths, ...) as styled escapes, as
+  // the server shows journal values (decisions U23): a stream name cannot spoof another.
+  var INVISIBLE = /(?:(?![\t\n])[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}])+/gu;
+  function escapeOf(c) {
+    var n = c.codePointAt(0), hex = n.toString(16);
+    return n < 0x10000 ? "\\u" + ("000" + hex).slice(-4) : "\\U" + ("0000000" + hex).slice(-8);
+  }
+  function visible(parent, value) {
+    var text = String(value), last = 0;
+    text.replace(INVISIBLE, function (run, at) {
+      parent.appendChild(document.createTextNode(text.slice(last, at)));
+      var esc = document.createElement("span");
+      esc.className = "esc";
+      esc.textContent = Array.from(run).map(escapeOf).join("");
+      parent.appendChild(esc);
+      last = at + run.length;
+      return run;
+    });
+    parent.appendChild(document.createTextNode(text.slice(last)));
+  }
   function cell(row, text, code) {
     var td = document.createElement("td");
-    if (code) { var c = document.createElement("code"); c.textContent = text; td.appendChild(c); }
-    else { td.textContent = text; }
+    if (code) { var c = document.createElement("code"); visible(c, text); td.appendChild(c); }
+    else { visible(td, text); }
     row.appendChild(td);
     return td;
   }
