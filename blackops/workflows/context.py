@@ -7,6 +7,12 @@ decides and **commits** before it answers (DW-DO-3). A reply of ``stop`` ends th
 context with an uncatchable :class:`ContextStop`; the host publishes sleeping,
 waiting or a terminal state only after :func:`run_context` has returned, that is
 after the code has stopped (DW-FENCE-1).
+
+Every document the code receives (``event.params``, a step's result or payload) is the
+value as the journal holds it, decoded from canonical bytes, and a fresh object each
+time: the first run sees what every replay will see (an integral float comes back the
+int RFC 8785 records), and nothing the code changes can reach the plan, the host's
+folded state or a snapshot written from it (in process they would share objects).
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import orjson
+
 from blackops.failures import describe_error
 from blackops.workflows.api import (
     ContextStop,
@@ -25,8 +33,9 @@ from blackops.workflows.api import (
     WaitTimeout,
     WorkflowEvent,
 )
-from domain.documents import DocumentError, canonical_document
+from domain.documents import DocumentError, canonical_document, canonical_json
 from domain.errors import InvalidRequest
+from domain.json_text import load_canonical
 from domain.workflow import (
     MAX_SLEEP_SECONDS,
     MAX_STEPS,
@@ -70,6 +79,34 @@ class ContextEnd:
 
 def error_message(error: BaseException) -> str:
     return describe_error(error)["message"]
+
+
+#: Values a shallow copy need not copy: a flat document's copy shares only these.
+_IMMUTABLE = frozenset((str, int, float, bool, type(None)))
+
+
+def handed_out(recorded: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A copy of a recorded document for the code, shared with nothing.
+
+    ``recorded`` is already the journal's decoding of its canonical bytes (the plan is
+    folded from the journal; a new result is decoded before it is sent), so a copy is all
+    it takes, not a second canonicalisation (several times dearer, on every replayed
+    step): a flat document's is a shallow copy; a nested one's an orjson round trip,
+    exact for such values (shortest floats, safe integers); past orjson's nesting limit
+    the unlimited writer takes over.
+    """
+    if recorded is None:
+        return None
+    for value in recorded.values():  # a loop, not all(): this runs for every replayed step
+        if type(value) not in _IMMUTABLE:
+            break
+    else:
+        return recorded.copy()
+    try:
+        copied: dict[str, Any] = orjson.loads(orjson.dumps(recorded))
+    except orjson.JSONEncodeError:
+        copied = load_canonical(canonical_json(recorded))
+    return copied
 
 
 @dataclass(eq=False)
@@ -189,7 +226,7 @@ class Step:
         """A completed name, called as any kind: its recorded outcome, no new effect
         (DW-STEP-3, D7, D8)."""
         if record["succeeded"]:
-            return _Ready(record["result"])
+            return _Ready(handed_out(record["result"]))
         error = record["error"] or {}
         failure = (WaitTimeout if error.get("name") == "wait_timeout" else StepFailed)(
             error.get("message", "")
@@ -222,7 +259,8 @@ class Step:
                 "error": None if ok else {"name": reply[2], "message": reply[1]},
             }
         if reply[0] == "ok":
-            return reply[1]
+            # Never ``reply[1]`` itself: in process it is the engine's folded state.
+            return handed_out(reply[1])
         if reply[0] == "failed":
             failure = (WaitTimeout if reply[2] == "wait_timeout" else StepFailed)(reply[1])
             self._genuine.append(failure)
@@ -240,9 +278,13 @@ class Step:
             if inspect.isawaitable(value):
                 value = await value
             if value is not None:
-                canonical_document(value)  # DW-DO-1: a document or None
+                encoded = canonical_document(value)  # DW-DO-1: a document or None
                 if type(value) is not dict:
                     raise DocumentError("invalid_params", "an effect must return a dict or None")
+                # The host gets what the journal will hold, not the effect's own object
+                # (which the effect or the code may keep and change): the engine's fold,
+                # and a snapshot of it, then match the journal.
+                value = load_canonical(encoded)
             ok, payload = True, value
         except DocumentError as error:
             ok, payload = False, f"the effect did not return a document: {error.message}"[:500]
@@ -286,7 +328,8 @@ def run_context(
     ``stopped`` / ``left_history`` before its effect runs or the host is asked.
     """
     step = Step(plan, host, _trace=trace, _replay_only=replay_only)
-    event = WorkflowEvent(plan.instance_id, plan.params)
+    # In process the plan's params are the engine's folded state's: the code gets a copy.
+    event = WorkflowEvent(plan.instance_id, handed_out(plan.params))
     loop: asyncio.AbstractEventLoop | None = None
     try:
         try:
@@ -325,13 +368,14 @@ def run_context(
         )
     if result is not None:
         try:
-            canonical_document(result)
+            encoded = canonical_document(result)
             if type(result) is not dict:
                 raise DocumentError("invalid_params", "not a dict")
         except DocumentError as error:
             return ContextEnd(
                 "errored", "run_threw", f"run returned a non-document: {error.message}"[:500]
             )
+        result = load_canonical(encoded)  # as recorded; the code may still hold its own
     return ContextEnd("complete", output=result)
 
 

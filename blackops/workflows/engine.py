@@ -84,6 +84,9 @@ class HeldContext:
 
 
 def plan_for(state: InstanceState, code: WorkflowCode, context: int) -> ContextPlan:
+    # Shares the state's documents (no copy on the claim path): the context hands the code
+    # only copies of them (``context.handed_out``), so the fold and its snapshots stay the
+    # journal's even where the code runs in this process.
     return ContextPlan(
         stream=state.stream,
         workflow=state.workflow,
