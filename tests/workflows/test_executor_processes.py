@@ -254,12 +254,12 @@ def test_a_stopping_worker_claims_no_context_while_its_attempts_drain(
 
 
 def test_a_context_is_never_handed_over_later_than_its_claim_allows(store_url: str) -> None:
-    """A worker stalled between a claim's commit and the hand-off (SIGSTOP, a slow commit)
-    gave the executor 0.8 x lease counted from the hand-off, so its code ran past the lease
-    beside another worker's context, or after ``terminate()`` had returned (found by a
-    defect hunt). The executor's deadline counts from the claim now, and a claim too old to
-    run is released instead: here the first claim's cycle is stalled past 0.8 x lease, its
-    plan is never sent, and the instance completes in a later context."""
+    """DW-TERM-1, DW-FENCE-1. A worker stalled between a claim's commit and the hand-off
+    (SIGSTOP, a slow commit) gave the executor 0.8 x lease counted from the hand-off, so its
+    code ran past the lease beside another worker's context, or after ``terminate()`` had
+    returned (found by a defect hunt). The executor's deadline counts from the claim now,
+    and a claim too old to run is released instead: here the first claim's cycle is stalled
+    past 0.8 x lease, its plan is never sent, and the instance completes in a later context."""
     lease = 2.0
     app = Application(store_url)
     binding = app.register_workflow(Quick)
