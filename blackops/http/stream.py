@@ -8,13 +8,17 @@ that reconnects with ``Last-Event-ID: <the last id it received>`` gets exactly t
 after it: positions skip numbers, so the rule is "after the last id", never "id + 1".
 
 Reading is polling a position, so the stream is correct without any wake-up: a page is
-read after the last position sent; an empty page waits. Wake-ups only cut the wait: this
-process's commits wake every open stream at once (``EventStore.add_append_listener``), and
-one shared poller per server reads the journal's last position every ``poll_seconds`` for
-commits of other processes (PostgreSQL's NOTIFY fires only for work-making events, so it
-cannot stand in for that). While idle a stream sends a ``: keep-alive`` comment every
-``heartbeat_seconds``, and at that pace checks that its token still authenticates and may
-still read: a revoked token or a removed role ends the stream (decisions P47).
+read after the last position sent; an empty page waits. One tail per server
+(:class:`JournalTail`) reads each new page of the journal once, when this process commits
+(``EventStore.add_append_listener``) or when the journal's last position moves (polled
+every ``poll_seconds``: other processes' commits; PostgreSQL's NOTIFY fires only for
+work-making events, so it cannot stand in for that), keeps the newest lines, and wakes the
+streams they concern; a stream behind that window reads pages itself, on threads of its
+own (``capacity.STREAM_READS``), never the API's pool. One principal may have
+``max_streams`` streams open at once; one more is refused ``resource_busy``. While idle a
+stream sends a ``: keep-alive`` comment every ``heartbeat_seconds``, and at that pace
+checks that its token still authenticates and may still read: a revoked token or a
+removed role ends the stream (decisions P47).
 
 A stream that a refusal ends (a revoked token, a lost role, an event changed behind the
 journal's back, the store unreachable) sends one last event before it closes: ``event:
@@ -31,6 +35,7 @@ the same access rule.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import logging
 import threading
@@ -42,17 +47,17 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from starlette.concurrency import run_in_threadpool
-from starlette.types import Send
+from starlette.types import Receive, Scope, Send
 
 from blackops.application import Application
 from blackops.http.auth import Caller, application, check_space, served, stream_caller
+from blackops.http.capacity import STREAM_READS
 from blackops.http.journal import After, tenant_of
 from blackops.http.openapi import errors
 from blackops.http.params import SpacePath
 from blackops.jsonbody import render_json
 from domain.access import Action, check_system
-from domain.errors import BlackOpsError, InvalidRequest
+from domain.errors import BlackOpsError, InvalidRequest, ResourceBusy
 from journal.store import MAX_POSITION, EventStore
 from replay.export import observed_lines
 from replay.integrity import IntegrityError
@@ -63,6 +68,10 @@ router = APIRouter()
 _BEARER = HTTPBearer(auto_error=False)
 #: Rows read per page (the per-Space stream scans this many and keeps its own).
 PAGE = 500
+#: The tail's window of newest lines (JournalTail): at most this many, and this many bytes
+#: (lines may be large); a stream behind it reads pages itself.
+WINDOW_LINES = 4 * PAGE
+WINDOW_BYTES = 8 << 20
 #: The longest ``max_seconds`` a request may ask for (a day).
 MAX_SECONDS = 86_400.0
 StreamLimit = Annotated[
@@ -93,18 +102,38 @@ class StreamSettings:
     heartbeat_seconds: float = 15.0
     #: How often the shared poller looks for other processes' commits.
     poll_seconds: float = 0.25
+    #: Streams one principal may have open at once; one more is refused ``resource_busy``.
+    max_streams: int = 32
 
     def __post_init__(self) -> None:
         for name in ("heartbeat_seconds", "poll_seconds"):
             value = getattr(self, name)
             if not 0 < value <= 3600:
                 raise ValueError(f"{name} must be from 0 to 3600 seconds")
+        if not 1 <= self.max_streams <= 1_000_000:
+            raise ValueError("max_streams must be from 1 to 1,000,000")
 
 
 class EventStreamResponse(StreamingResponse):
-    """``text/event-stream``; the event source is closed however the response ends."""
+    """``text/event-stream``; the event source is closed, and ``on_close`` called, however
+    the response ends (also when it never started: the stream's count is released)."""
 
     media_type = "text/event-stream"
+
+    def __init__(
+        self,
+        content: AsyncIterator[bytes],
+        headers: dict[str, str],
+        on_close: Callable[[], None] = lambda: None,
+    ) -> None:
+        super().__init__(content, headers=headers)
+        self.on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.on_close()
 
     async def stream_response(self, send: Send) -> None:
         try:
@@ -127,73 +156,228 @@ class _Waiter:
             self.loop.call_soon_threadsafe(self.event.set)
 
 
-class JournalWakes:
-    """Wakes the open streams of one HTTP app when the journal may have grown."""
+@dataclass(frozen=True, slots=True)
+class _Page:
+    lines: list[tuple[int, bytes]]  # (position, line) to send
+    read_up_to: int  # the position the next page starts after
+    full: bool  # a whole page was read: more may follow at once
+
+
+class JournalTail:
+    """The journal's newest lines, read once per HTTP app and handed to its open streams.
+
+    One thread (``blackops-stream-tail``) reads each new page after the last position it
+    read when this process commits (``EventStore.add_append_listener``) or when the
+    journal's last position moved (polled every ``poll_seconds``: other processes'
+    commits). It keeps the lines after ``_floor`` with their tenants (a window of at most
+    ``WINDOW_LINES`` lines and ``WINDOW_BYTES`` bytes) and wakes only the streams the new
+    lines concern: the whole journal's and those of a Space they name. Before, every commit
+    woke every open stream and each read a page on the API's thread pool, so one tenant's
+    idle streams made every commit, and every other tenant's request, slower.
+
+    A stream at or past ``_floor`` takes its lines from the window; one behind it (a resume
+    from long ago, a slow reader) reads pages itself on ``STREAM_READS`` until it reaches
+    the window. The window holds the journal's lines after ``_floor`` (commit order is
+    position order), so reading after the last position sent stays the whole guarantee.
+    A read that fails (the store unreachable, an event changed behind the journal's back:
+    F163) sets ``_broken`` and wakes every stream: they read for themselves and meet the
+    failure as before (F167), until a read of the tail succeeds again.
+    """
 
     def __init__(self, application: Application, settings: StreamSettings) -> None:
         self.application = application
         self.settings = settings
         self._lock = threading.Lock()
-        self._waiters: set[_Waiter] = set()
-        self._poller: threading.Thread | None = None
-        self._listening: EventStore | None = None
+        #: Open streams by the Space they send (None: the whole journal); no empty sets.
+        self._waiters: dict[str | None, set[_Waiter]] = {}
+        self._open: dict[str, int] = {}  # open streams per principal
+        self._thread: threading.Thread | None = None
+        self._store: EventStore | None = None
+        self._poke = threading.Event()
+        self._clear_window()
+
+    def _clear_window(self) -> None:
+        self._floor: int | None = None  # None: no window yet (or no stream keeps it)
+        self._head = 0  # the last position the tail read
+        self._broken = False  # the last read failed: streams read for themselves
+        self._positions: list[int] = []
+        self._lines: list[bytes] = []
+        self._tenants: list[str | None] = []
+        self._bytes = 0
+
+    # -- what streams call ------------------------------------------------------------------
+
+    def admit(self, principal: str) -> Callable[[], None]:
+        """Count an open stream of ``principal``, or refuse it (``resource_busy``) when it has
+        ``max_streams`` open; the answer releases the count (once, however often called)."""
+        with self._lock:
+            count = self._open.get(principal, 0)
+            if count >= self.settings.max_streams:
+                raise ResourceBusy(
+                    f"principal {principal!r} has {count} journal streams open, the most one "
+                    "principal may have at once; close one and try again"
+                )
+            self._open[principal] = count + 1
+        released = threading.Event()
+
+        def release() -> None:
+            with self._lock:
+                if released.is_set():
+                    return
+                released.set()
+                left = self._open.pop(principal) - 1
+                if left:
+                    self._open[principal] = left
+
+        return release
 
     @contextlib.contextmanager
-    def subscribe(self) -> Iterator[_Waiter]:
+    def subscribe(self, space: str | None) -> Iterator[_Waiter]:
         waiter = _Waiter()
         store = self.application.store
         with self._lock:
-            if self._listening is not store:  # a store (re)opened since: listen to it
-                if self._listening is not None:
-                    self._listening.remove_append_listener(self.wake_all)
-                store.add_append_listener(self.wake_all)
-                self._listening = store
-            self._waiters.add(waiter)
-            if self._poller is None:
-                self._poller = threading.Thread(
-                    target=self._poll, args=(store,), name="blackops-stream-poller", daemon=True
+            if self._store is not store:  # a store (re)opened since: listen to it
+                if self._store is not None:
+                    self._store.remove_append_listener(self._poke.set)
+                store.add_append_listener(self._poke.set)
+                self._store = store
+                self._clear_window()
+            self._waiters.setdefault(space, set()).add(waiter)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="blackops-stream-tail", daemon=True
                 )
-                self._poller.start()
+                self._thread.start()
         try:
             yield waiter
         finally:
             with self._lock:
-                self._waiters.discard(waiter)
+                waiters = self._waiters.get(space, set())
+                waiters.discard(waiter)
+                if not waiters:
+                    self._waiters.pop(space, None)
 
-    def wake_all(self) -> None:
+    async def page(self, principal: str, after: int, space: str | None) -> _Page:
+        """The lines after ``after`` (only ``space``'s, if given): from the window when it
+        holds everything after ``after``, else read from the store on ``STREAM_READS``."""
         with self._lock:
-            waiters = list(self._waiters)
-        for waiter in waiters:
-            waiter.wake()
+            store = self._store or self.application.store
+            floor = self._floor
+            if floor is not None and not self._broken and after >= floor:
+                return self._window_page(after, space)
+        page = await STREAM_READS.run(principal, _page, store, after, space)
+        if floor is not None and not page.full and page.read_up_to < floor:
+            # The read began after the window's floor had been read and read to the end:
+            # nothing lies between, so the stream goes on from the window.
+            return _Page(page.lines, floor, False)
+        return page
 
-    def _poll(self, store: EventStore) -> None:
-        """Runs while any stream is open: wakes them all when the last position moves."""
+    def _window_page(self, after: int, space: str | None) -> _Page:
+        positions, tenants, lines = self._positions, self._tenants, self._lines
+        found: list[tuple[int, bytes]] = []
+        for at in range(bisect.bisect_right(positions, after), len(positions)):
+            if space is None or tenants[at] == space:
+                found.append((positions[at], lines[at]))
+                if len(found) == PAGE:
+                    return _Page(found, positions[at], True)
+        return _Page(found, max(after, self._head), False)
+
+    # -- the tail's thread ------------------------------------------------------------------
+
+    def _run(self) -> None:
+        """Runs while any stream is open: reads what was committed, wakes whom it concerns."""
         seen: int | None = None
         while True:
             with self._lock:
                 if not self._waiters:
-                    self._poller = None
+                    self._thread = None
+                    self._clear_window()  # nobody keeps it current from now on
                     return
+                store, started, broken = self._store, self._floor is not None, self._broken
+            assert store is not None
             try:
-                last = store.last_position()
-            except BlackOpsError as error:
-                log.warning("stream poller: %s", error)
-                last = None
-            if last != seen:
-                seen = last
-                self.wake_all()
-            time.sleep(self.settings.poll_seconds)
+                if not started:
+                    # The window starts at the journal's end; streams behind it read pages.
+                    seen = store.last_position()
+                    with self._lock:
+                        if self._store is store and self._floor is None:
+                            self._floor = self._head = seen
+                    continue
+                poked = self._poke.wait(self.settings.poll_seconds)
+                self._poke.clear()  # a commit from now on pokes again: the read below is later
+                if not poked and not broken:
+                    last = store.last_position()  # other processes' commits?
+                    if last == seen:
+                        continue
+                    seen = last
+            except Exception as error:  # the thread must outlive any failure
+                log.warning("stream tail: %s", error)
+                time.sleep(self.settings.poll_seconds)
+                continue
+            self._read(store)
+            with self._lock:
+                seen = self._head  # what a poll would see now is read: no second read
+
+    def _read(self, store: EventStore) -> None:
+        """Read from the head until a page is not full, waking the streams it concerns."""
+        while True:
+            with self._lock:
+                after = self._head
+            lines: list[tuple[int, bytes]] = []
+            failed = False
+            try:
+                for line in observed_lines(store, after, PAGE):
+                    lines.append(line)
+            except Exception as error:  # IntegrityError, backend_unavailable, ...
+                # The streams read for themselves now, and each meets (and names) it.
+                log.warning("stream tail after %d: %s", after, error)
+                failed = True
+            tenants = [tenant_of(line) for _, line in lines]
+            with self._lock:
+                if self._store is not store or self._floor is None or self._head != after:
+                    return  # the window was dropped meanwhile (a store reopened)
+                self._extend(lines, tenants)
+                self._broken = failed
+                if failed:  # every stream: each reads for itself and meets it
+                    woken = [w for waiters in self._waiters.values() for w in waiters]
+                else:
+                    woken = [*self._waiters.get(None, ())]
+                    for tenant in set(tenants) - {None}:
+                        woken += self._waiters.get(tenant, ())
+            for waiter in woken:
+                waiter.wake()
+            if failed or len(lines) < PAGE:
+                return
+
+    def _extend(self, lines: list[tuple[int, bytes]], tenants: list[str | None]) -> None:
+        """Append to the window, then drop its oldest lines past its bounds (keeping one)."""
+        if not lines:
+            return
+        self._positions += [at for at, _ in lines]
+        self._lines += [line for _, line in lines]
+        self._tenants += tenants
+        self._bytes += sum(len(line) for _, line in lines)
+        self._head = lines[-1][0]
+        drop = max(0, len(self._lines) - WINDOW_LINES)
+        size = self._bytes - sum(len(line) for line in self._lines[:drop])
+        while size > WINDOW_BYTES and drop < len(self._lines) - 1:
+            size -= len(self._lines[drop])
+            drop += 1
+        if drop:
+            self._floor = self._positions[drop - 1]
+            del self._positions[:drop], self._lines[:drop], self._tenants[:drop]
+            self._bytes = size
 
 
-def stream_state(request: Request) -> JournalWakes:
-    """The app's wake-ups, made on first use (``create_http_app`` may pass settings)."""
+def stream_state(request: Request) -> JournalTail:
+    """The app's journal tail, made on first use (``create_http_app`` may pass settings)."""
     state = request.app.state
-    wakes: JournalWakes | None = getattr(state, "blackops_stream", None)
-    if wakes is None:
+    tail: JournalTail | None = getattr(state, "blackops_stream", None)
+    if tail is None:
         settings = getattr(state, "blackops_stream_settings", None) or StreamSettings()
-        wakes = JournalWakes(served(request).application, settings)
-        state.blackops_stream = wakes
-    return wakes
+        tail = JournalTail(served(request).application, settings)
+        state.blackops_stream = tail
+    return tail
 
 
 def install(api: Any, settings: StreamSettings | None) -> None:
@@ -249,7 +433,7 @@ async def journal_stream(
     def may_read(again: Caller) -> None:
         check_system(again.principal, "reading the whole journal")
 
-    return await _respond(request, app, start, None, limit, max_seconds, credentials, may_read)
+    return await _respond(request, app, who, start, None, limit, max_seconds, credentials, may_read)
 
 
 @router.get(
@@ -270,13 +454,14 @@ async def space_journal_stream(
     app: Application = Depends(application),
     credentials: HTTPAuthorizationCredentials | None = Depends(_BEARER),
 ) -> Response:
-    await run_in_threadpool(check_space, app, who, space, Action.READ)
     start = _start(last_event_id, after, limit, max_seconds)
 
     def may_read(again: Caller) -> None:
         check_space(app, again, space, Action.READ)
 
-    return await _respond(request, app, start, space, limit, max_seconds, credentials, may_read)
+    return await _respond(
+        request, app, who, start, space, limit, max_seconds, credentials, may_read
+    )
 
 
 @router.get(
@@ -320,6 +505,7 @@ def _start(
 async def _respond(
     request: Request,
     app: Application,
+    who: Caller,
     start: int,
     space: str | None,
     limit: int | None,
@@ -327,11 +513,18 @@ async def _respond(
     credentials: HTTPAuthorizationCredentials | None,
     may_read: Callable[[Caller], None],
 ) -> Response:
-    # An event changed behind the journal's back right after the start is answered 409
-    # before the first byte (F163): a stream that ended there (its headers were sent) is
-    # resumed from there, and the client then learns why instead of an empty 200 for ever.
-    await run_in_threadpool(_check_next, app.store, start)
-    wakes = stream_state(request)
+    principal, tail = who.principal.id, stream_state(request)
+    # Refused before any read; from here the response releases it however it ends.
+    release = tail.admit(principal)
+    try:
+        await STREAM_READS.run(principal, may_read, who)  # reads the Space's existence
+        # An event changed behind the journal's back right after the start is answered 409
+        # before the first byte (F163): a stream that ended there (its headers were sent) is
+        # resumed from there, and the client then learns why instead of an empty 200.
+        await STREAM_READS.run(principal, _check_next, app.store, start)
+    except BaseException:
+        release()
+        raise
 
     def refusal() -> BlackOpsError | None:
         try:
@@ -340,23 +533,16 @@ async def _respond(
             return error
         return None
 
-    events = _events(app.store, wakes, start, space, limit, max_seconds, refusal)
+    events = _events(tail, principal, start, space, limit, max_seconds, refusal)
     # No proxy buffering: each event should reach the client when it is sent.
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return EventStreamResponse(events, headers=headers)
+    return EventStreamResponse(events, headers=headers, on_close=release)
 
 
 def _check_next(store: EventStore, start: int) -> None:
     """Raise the export's `IntegrityError` if the event after ``start`` cannot be served."""
     for _ in observed_lines(store, start, 1):
         pass
-
-
-@dataclass(frozen=True, slots=True)
-class _Page:
-    lines: list[tuple[int, bytes]]  # (position, line) to send
-    read_up_to: int  # the position the next page starts after
-    full: bool  # a whole page was read: more may follow at once
 
 
 def _page(store: EventStore, after: int, space: str | None) -> _Page:
@@ -391,24 +577,24 @@ def _error_frame(error: BlackOpsError) -> bytes:
 
 
 async def _events(
-    store: EventStore,
-    wakes: JournalWakes,
+    tail: JournalTail,
+    principal: str,
     position: int,
     space: str | None,
     limit: int | None,
     max_seconds: float | None,
     refusal: Callable[[], BlackOpsError | None],
 ) -> AsyncIterator[bytes]:
-    settings = wakes.settings
+    settings = tail.settings
     clock = time.monotonic
     ends = clock() + max_seconds if max_seconds is not None else None
     remaining = limit
-    with wakes.subscribe() as waiter:
+    with tail.subscribe(space) as waiter:
         quiet_until = check_at = clock() + settings.heartbeat_seconds
         while True:
-            waiter.event.clear()  # a commit from now on wakes the wait below
+            waiter.event.clear()  # lines the tail reads from now on wake the wait below
             try:
-                page = await run_in_threadpool(_page, store, position, space)
+                page = await tail.page(principal, position, space)
             except BlackOpsError as error:
                 # Headers are sent: say why in a last event, and end the stream.
                 log.warning("stream after %d ended: %s", position, error)
@@ -427,7 +613,7 @@ async def _events(
             if ends is not None and now >= ends:
                 return
             if now >= check_at:
-                refused = await run_in_threadpool(refusal)
+                refused = await STREAM_READS.run(principal, refusal)
                 if refused is not None:
                     yield _error_frame(refused)
                     return

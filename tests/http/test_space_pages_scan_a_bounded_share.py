@@ -1,0 +1,138 @@
+"""A Space's journal page costs a bounded read, whatever other tenants hold (found by a
+defect hunt: 40 pages of a Space with 20 lines in a 31,000-event journal, each scanning up
+to 500,000 events on the API's thread pool, took another tenant's listing from 9 ms to
+13.6 s).
+
+A page reads at most ``SPACE_SCAN_ROWS`` events and ends early with ``BlackOps-Next-After``
+past them (fewer lines than ``limit``, even none, with a cursor that moved); following the
+cursor until it stops moving gives exactly the Space's lines, through the client too; and a
+page's read never takes a thread of the API's pool. Structure, not time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import anyio.to_thread
+import pytest
+from fastapi.testclient import TestClient
+
+from blackops import Application, ExecutionContext
+from blackops.client import Client
+from blackops.http import journal
+from blackops.http.app import create_http_app
+from journal.store import EventStore
+from replay.export import observed_lines
+
+SYSTEM = "systok"
+#: The budget (2,000 events); old code had none but 500,000.
+BUDGET = getattr(journal, "SPACE_SCAN_ROWS", 2_000)
+
+
+@pytest.fixture
+def served(app: Application) -> Iterator[TestClient]:
+    @app.operation("t.echo")
+    def echo(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        return params
+
+    context = app.access_context({"id": "root", "kind": "system"}, "acme")
+    for space in ("acme", "globex"):
+        app.access.create_space(space, context)
+    with TestClient(create_http_app(app, SYSTEM)) as client:
+        yield client
+
+
+AUTH = {"Authorization": f"Bearer {SYSTEM}"}
+
+
+class CountedRows:
+    """Rows read from the journal (``read_raw_after``) while ``counting``."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, store: EventStore) -> None:
+        self.rows = 0
+        self.counting = False
+        self.hold: threading.Event | None = None
+        self.held = threading.Event()
+        read = store.read_raw_after
+
+        def counted(position: int, limit: int = 1000) -> Any:
+            if self.hold is not None:
+                self.held.set()
+                self.hold.wait(30)
+            rows = read(position, limit)
+            if self.counting:
+                self.rows += len(rows)
+            return rows
+
+        monkeypatch.setattr(store, "read_raw_after", counted)
+
+
+def acme_lines(store: EventStore) -> list[bytes]:
+    return [line for _, line in observed_lines(store) if journal.tenant_of(line) == "acme"]
+
+
+def test_a_space_page_reads_at_most_its_budget_and_its_cursor_moves_past_it(
+    served: TestClient, app: Application, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app.run("t.echo", {"n": 0}, actor="ana", tenant="acme")
+    while app.store.last_position() < 2 * BUDGET + 10:  # another tenant's events
+        app.run("t.echo", {"n": 1}, actor="ana", tenant="globex")
+    app.run("t.echo", {"n": 2}, actor="ana", tenant="acme")
+    expected = acme_lines(app.store)
+    rows = CountedRows(monkeypatch, app.store)
+    rows.counting = True
+    first = served.get("/v1/spaces/acme/journal?after=0&limit=10000", headers=AUTH)
+    rows.counting = False
+    assert first.status_code == 200, first.text
+    assert rows.rows <= BUDGET  # was every event of the journal
+    cursor = int(first.headers["BlackOps-Next-After"])
+    scanned = [position for position, _ in observed_lines(app.store, 0, BUDGET)]
+    assert cursor == scanned[-1]  # past everything it read, its own lines or not
+    assert first.content == b"".join(
+        line for position, line in observed_lines(app.store, 0, BUDGET) if line in expected
+    )
+    # A page among only other tenants' events: no line, and the cursor moves on.
+    empty = served.get(f"/v1/spaces/acme/journal?after={cursor}&limit=10000", headers=AUTH)
+    assert empty.content == b""
+    assert int(empty.headers["BlackOps-Next-After"]) > cursor
+    # Following the cursor until it stops moving gives exactly the Space's lines, through
+    # the client too (an empty page with a moved cursor is no end).
+    reader = Client("http://testserver", SYSTEM, transport=served._transport)  # not closed
+    got: list[bytes] = []
+    after, pages = 0, 0
+    while True:
+        page = reader.journal(after, 10_000, space="acme")
+        got += page.lines
+        pages += 1
+        if page.next_after == after:
+            break
+        after = page.next_after
+    assert got == expected and pages > 2
+
+
+def test_a_held_space_read_takes_no_thread_of_the_api_pool(
+    served: TestClient, app: Application, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app.run("t.echo", {"n": 0}, actor="ana", tenant="acme")
+    rows = CountedRows(monkeypatch, app.store)
+    rows.hold = threading.Event()
+    answers: list[Any] = []
+    reader = threading.Thread(
+        target=lambda: answers.append(served.get("/v1/spaces/acme/journal", headers=AUTH))
+    )
+    reader.start()
+    try:
+        assert rows.held.wait(20)
+
+        async def borrowed() -> float:
+            return anyio.to_thread.current_default_thread_limiter().borrowed_tokens
+
+        assert served.portal is not None
+        assert served.portal.call(borrowed) == 0  # was 1: the API's pool
+    finally:
+        rows.hold.set()
+        reader.join()
+    assert answers[0].status_code == 200
+    assert answers[0].content == b"".join(acme_lines(app.store))
