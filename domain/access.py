@@ -156,8 +156,11 @@ def check_system(principal: Principal, what: str) -> None:
 SPACE_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 PRINCIPAL_ID: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")
 LABEL_MAX: Final = 200
-#: A token label: free text without control characters or line breaks.
+#: A token label: free text without control characters or line breaks. Also the published
+#: schema's pattern (blackops/http/models.py), so it names no surrogates (see check_label).
 LABEL: Final = re.compile(r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]{1,200}$")
+#: A surrogate code point in a ``str`` is a lone one (a JSON pair decodes to one character).
+_SURROGATE: Final = re.compile(r"[\ud800-\udfff]")
 
 
 def check_space_name(name: object) -> str:
@@ -176,7 +179,8 @@ def check_label(label: object) -> str | None:
     """A token label: None, or 1-200 characters without controls or line breaks."""
     if label is None:
         return None
-    if not isinstance(label, str) or not LABEL.fullmatch(label):
+    # A lone surrogate has no UTF-8 spelling: the journal could not record the label.
+    if not isinstance(label, str) or not LABEL.fullmatch(label) or _SURROGATE.search(label):
         raise InvalidRequest(f"token label must be 1-{LABEL_MAX} characters, no control characters")
     return label
 

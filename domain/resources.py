@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -39,6 +40,8 @@ VERSION_ID: Final = re.compile(r"^sha256:[0-9a-f]{64}$")
 BINDING_NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 MAX_ALLOCATION: Final = 16
 MAX_BINDINGS: Final = 64
+#: How many unknown keys a refusal names (as blackops/http/bodies.py ``request_object``).
+KEYS_NAMED: Final = 5
 
 
 class Topic:
@@ -69,12 +72,24 @@ class Topic:
 # -- validation at the edge ----------------------------------------------------------------
 
 
+def named_keys(keys: Iterable[object]) -> str:
+    """Unknown keys as a refusal names them: the first few, sorted, each cut and quoted.
+
+    ``repr`` spells out lone surrogates, so the refusal itself always renders; the cap
+    keeps a body of 100,000 unknown keys from being echoed back whole.
+    """
+    names = sorted(str(key)[:64] for key in keys)
+    shown = ", ".join(repr(name) for name in names[:KEYS_NAMED])
+    more = len(names) - KEYS_NAMED
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
 def _exact_keys(value: object, keys: set[str], where: str) -> dict[str, Any]:
     if type(value) is not dict:
         raise InvalidRequest(f"{where} must be an object")
-    unknown = sorted(str(k)[:64] for k in value if k not in keys)
+    unknown = [k for k in value if k not in keys]
     if unknown:
-        raise InvalidRequest(f"{where} has unknown keys: {', '.join(unknown)} (DW-SPEC-3)")
+        raise InvalidRequest(f"{where} has unknown keys: {named_keys(unknown)} (DW-SPEC-3)")
     missing = sorted(keys - set(value))
     if missing:
         raise InvalidRequest(f"{where} lacks {', '.join(missing)} (DW-SPEC-1, no defaults)")

@@ -20,6 +20,7 @@ from domain.resources import (
     WorkflowResourceState,
     check_bindings,
     check_env,
+    named_keys,
     version_id,
 )
 from journal.resources import (
@@ -49,9 +50,9 @@ class VersionControl(WorkerControl):
         if type(bundle) is not dict:
             raise InvalidRequest("a Version is an object")
         allowed = {"modules", "main", "env", "workflowBindings"}
-        unknown = sorted(str(k)[:64] for k in bundle if k not in allowed)
+        unknown = [k for k in bundle if k not in allowed]
         if unknown:
-            raise InvalidRequest(f"unknown Version keys: {', '.join(unknown)}")
+            raise InvalidRequest(f"unknown Version keys: {named_keys(unknown)}")
         modules, main = bundle.get("modules"), bundle.get("main")
         check_bundle(modules, main)
         assert isinstance(modules, dict) and isinstance(main, str)

@@ -23,6 +23,7 @@ from domain.resources import (
     check_name,
     check_workflow_spec,
     is_uid,
+    named_keys,
     weighted,
 )
 from journal.resources import (
@@ -44,11 +45,11 @@ class WorkflowControl(DeploymentControl):
         """DW-CRUD-1: reserve a UID and an empty instance ID space (an Operation)."""
         if type(body) is not dict:
             raise InvalidRequest('the body must be {"name": ..., "spec": {...}}')
-        unknown = sorted(str(k)[:64] for k in body if k not in ("name", "spec"))
+        unknown = [k for k in body if k not in ("name", "spec")]
         if unknown or "spec" not in body or "name" not in body:
             raise InvalidRequest(
                 'the body must be exactly {"name": ..., "spec": {...}}'
-                + (f" (unknown: {', '.join(unknown)})" if unknown else "")
+                + (f" (unknown: {named_keys(unknown)})" if unknown else "")
             )
         name = check_name(body["name"], "workflow")
         spec = check_workflow_spec(body["spec"])
@@ -106,9 +107,12 @@ class WorkflowControl(DeploymentControl):
         generation that reconciles again. History is never rewritten."""
         if type(body) is not dict:
             raise InvalidRequest('the body must be {"spec": {...}} (and optionally "name")')
-        unknown = sorted(str(k)[:64] for k in body if k not in ("name", "spec"))
+        unknown = [k for k in body if k not in ("name", "spec")]
         if unknown or "spec" not in body:
-            raise InvalidRequest('the body must be {"spec": {...}} (and optionally "name")')
+            raise InvalidRequest(
+                'the body must be {"spec": {...}} (and optionally "name")'
+                + (f" (unknown: {named_keys(unknown)})" if unknown else "")
+            )
         spec = check_workflow_spec(body["spec"])
         params = {"space": space, "uid": uid, "spec": spec}
         if key is not None and self._replay(space, WORKFLOW_REPLACE, key):

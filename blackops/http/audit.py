@@ -8,6 +8,7 @@ event, so it needs read access to that event's Space (a system principal reads a
 from __future__ import annotations
 
 import base64
+import threading
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -209,7 +210,7 @@ def _export(
     after: int,
     until: int | None,
     space: str | None,
-    manifests: dict[str, tuple[str | None, dict[str, Any]]],
+    manifests: _Manifests,
 ) -> tuple[bytes, str]:
     import io
 
@@ -226,17 +227,44 @@ def _export(
     if service.key is not None or service.latest() is not None:
         attest(service, manifest)
     export_id = manifest["custody"]["stream"].rsplit(":", 1)[1]
-    manifests[export_id] = (space, manifest)
-    while len(manifests) > _MANIFESTS_KEPT:
-        manifests.pop(next(iter(manifests)))
+    manifests.keep(export_id, space, manifest)
     return out.getvalue(), export_id
 
 
-def _manifests(request: Request) -> dict[str, tuple[str | None, dict[str, Any]]]:
+class _Manifests:
+    """The manifests of the exports this server answered: the latest ``_MANIFESTS_KEPT``
+    per Space, and as many of the whole journal's (``None``), each scope its own slots,
+    so no tenant's exports push out another's (decisions A12)."""
+
+    def __init__(self) -> None:
+        # Exports run in the threadpool: keeping and evicting must not interleave.
+        self._lock = threading.Lock()
+        self._by_scope: dict[str | None, dict[str, dict[str, Any]]] = {}
+        self._scope_of: dict[str, str | None] = {}
+
+    def keep(self, export_id: str, space: str | None, manifest: dict[str, Any]) -> None:
+        with self._lock:
+            kept = self._by_scope.setdefault(space, {})
+            kept[export_id] = manifest
+            self._scope_of[export_id] = space
+            while len(kept) > _MANIFESTS_KEPT:
+                oldest = next(iter(kept))  # dicts keep insertion order: the oldest first
+                del kept[oldest], self._scope_of[oldest]
+
+    def get(self, export_id: str) -> tuple[str | None, dict[str, Any]] | None:
+        """``(space, manifest)`` of a kept export, or None."""
+        with self._lock:
+            if export_id not in self._scope_of:
+                return None
+            space = self._scope_of[export_id]
+            return space, self._by_scope[space][export_id]
+
+
+def _manifests(request: Request) -> _Manifests:
     state = request.app.state
     if getattr(state, "export_manifests", None) is None:
-        state.export_manifests = {}
-    found: dict[str, tuple[str | None, dict[str, Any]]] = state.export_manifests
+        state.export_manifests = _Manifests()  # on the event loop: no two are made
+    found: _Manifests = state.export_manifests
     return found
 
 
@@ -293,7 +321,7 @@ async def space_journal_export(
 
 @router.get(
     "/v1/journal/exports/{export_id}/manifest",
-    summary="The manifest of an export this server answered (kept in memory, latest 256)",
+    summary="The manifest of an export this server answered (in memory, the latest 256 per Space)",
     responses=errors(403, 404),
 )
 async def export_manifest(

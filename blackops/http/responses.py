@@ -17,6 +17,7 @@ from blackops.http.head import answers_head
 from blackops.jsonbody import render_json
 from blackops.operations.results import OperationResult
 from domain.errors import HTTP_STATUS, BackendUnavailable, BlackOpsError, InvalidRequest
+from domain.json_text import scalar_text
 
 log = logging.getLogger("blackops.http")
 #: Framework-level refusals (no route, wrong method) in the taxonomy's body shape.
@@ -32,7 +33,10 @@ class JSON(JSONResponse):
 
 def error_response(error: BlackOpsError, **extra: Any) -> JSON:
     headers = {"WWW-Authenticate": "Bearer"} if error.code == "unauthorized" else None
-    return JSON({**error.to_body(), **extra}, status_code=error.http_status, headers=headers)
+    # A message quoting input with a lone surrogate would not render, and the answer would
+    # become another error; spelled out (``\udXXX``), the refusal stays the one raised.
+    body = {"error": {"code": error.code, "message": scalar_text(error.message)}}
+    return JSON({**body, **extra}, status_code=error.http_status, headers=headers)
 
 
 def result_response(result: OperationResult) -> JSON:
@@ -65,7 +69,7 @@ def install_error_handlers(api: FastAPI) -> None:
     @api.exception_handler(HTTPException)
     async def framework_error(request: Request, error: HTTPException) -> Response:
         code = _FRAMEWORK_CODES.get(error.status_code, "invalid_request")
-        body = {"error": {"code": code, "message": str(error.detail)}}
+        body = {"error": {"code": code, "message": scalar_text(str(error.detail))}}
         headers = dict(error.headers or {})
         if error.status_code == 405:
             # Every method the path has, not only those of the one route that matched.
