@@ -21,6 +21,7 @@ from blackops.application import Application
 from blackops.audit.checkpoints import CheckpointService
 from blackops.audit.receipts import OPERATION_TERMINAL, receipt_for, terminal_position
 from blackops.http.auth import Caller, application, caller, check_space
+from blackops.http.capacity import EXPORT_READS
 from blackops.http.journal import tenant_of
 from blackops.http.openapi import errors
 from blackops.http.operations import OperationId, operation_of
@@ -287,8 +288,9 @@ async def journal_export(
     check_system(who.principal, "exporting the whole journal")
     _check_range(after, until)
     manifests = _manifests(request)
-    body, export_id = await run_in_threadpool(
-        _export, app, service, who, after, until, None, manifests
+    # On threads of their own: a range read held the API's pool (F168).
+    body, export_id = await EXPORT_READS.run(
+        who.principal.id, _export, app, service, who, after, until, None, manifests
     )
     link = f'</v1/journal/exports/{export_id}/manifest>; rel="describedby"'
     return Response(body, media_type="application/jsonl", headers={"Link": link})
@@ -312,8 +314,9 @@ async def space_journal_export(
     check_space(app, who, space, Action.READ)
     _check_range(after, until)
     manifests = _manifests(request)
-    body, export_id = await run_in_threadpool(
-        _export, app, service, who, after, until, space, manifests
+    # On threads of their own: a range read held the API's pool (F168).
+    body, export_id = await EXPORT_READS.run(
+        who.principal.id, _export, app, service, who, after, until, space, manifests
     )
     link = f'</v1/journal/exports/{export_id}/manifest>; rel="describedby"'
     return Response(body, media_type="application/jsonl", headers={"Link": link})

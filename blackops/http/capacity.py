@@ -78,3 +78,5 @@ class Capacity:
 STREAM_READS = Capacity(total=8, per_key=2)
 #: One Space's journal pages (a scan among every Space's lines).
 SPACE_READS = Capacity(total=4, per_key=2)
+#: Exports (a whole range read, hashed and held in memory): one at a time per principal.
+EXPORT_READS = Capacity(total=2, per_key=1)
