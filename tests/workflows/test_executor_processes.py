@@ -295,7 +295,7 @@ def test_a_context_is_never_handed_over_later_than_its_claim_allows(store_url: s
         finally:
             executor.conn.send = send
 
-    runner._assign = recording_assign  # type: ignore[method-assign]
+    runner._assign = recording_assign  # type: ignore[method-assign,assignment]
     worker.start()
     try:
         inst = asyncio.run(binding.create(params={"n": 7}))
