@@ -112,38 +112,11 @@ def test_a_space_page_reads_at_most_its_budget_and_its_cursor_moves_past_it(
     assert got == expected and pages > 2
 
 
-def test_a_held_space_read_takes_no_thread_of_the_api_pool(
-    served: TestClient, app: Application, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    app.run("t.echo", {"n": 0}, actor="ana", tenant="acme")
-    rows = CountedRows(monkeypatch, app.store)
-    rows.hold = threading.Event()
-    answers: list[Any] = []
-    reader = threading.Thread(
-        target=lambda: answers.append(served.get("/v1/spaces/acme/journal", headers=AUTH))
-    )
-    reader.start()
-    try:
-        assert rows.held.wait(20)
-
-        async def borrowed() -> float:
-            return anyio.to_thread.current_default_thread_limiter().borrowed_tokens
-
-        assert served.portal is not None
-        assert served.portal.call(borrowed) == 0  # was 1: the API's pool
-    finally:
-        rows.hold.set()
-        reader.join()
-    assert answers[0].status_code == 200
-    assert answers[0].content == b"".join(acme_lines(app.store))
-
-
-@pytest.mark.parametrize("path", ["/v1/spaces/acme/journal/export", "/v1/journal/export"])
-def test_a_held_export_takes_no_thread_of_the_api_pool(
+def api_pool_threads_while_held(
     served: TestClient, app: Application, monkeypatch: pytest.MonkeyPatch, path: str
-) -> None:
-    """An export reads, hashes and holds its whole range: on threads of its own (it took one
-    of the API's, so a tenant's exports queued every other tenant's requests)."""
+) -> tuple[float, Any]:
+    """GET ``path`` with the journal's row read held: the API pool's threads in use then,
+    and the answer once released."""
     app.run("t.echo", {"n": 0}, actor="ana", tenant="acme")
     rows = CountedRows(monkeypatch, app.store)
     rows.hold = threading.Event()
@@ -157,8 +130,30 @@ def test_a_held_export_takes_no_thread_of_the_api_pool(
             return anyio.to_thread.current_default_thread_limiter().borrowed_tokens
 
         assert served.portal is not None
-        assert served.portal.call(borrowed) == 0  # was 1: the API's pool
+        in_use = served.portal.call(borrowed)
     finally:
         rows.hold.set()
         reader.join()
-    assert answers[0].status_code == 200 and b'"tenant":"acme"' in answers[0].content
+    return in_use, answers[0]
+
+
+def test_a_held_space_read_takes_no_thread_of_the_api_pool(
+    served: TestClient, app: Application, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    in_use, answer = api_pool_threads_while_held(
+        served, app, monkeypatch, "/v1/spaces/acme/journal"
+    )
+    assert in_use == 0  # was 1: the API's pool
+    assert answer.status_code == 200
+    assert answer.content == b"".join(acme_lines(app.store))
+
+
+@pytest.mark.parametrize("path", ["/v1/spaces/acme/journal/export", "/v1/journal/export"])
+def test_a_held_export_takes_no_thread_of_the_api_pool(
+    served: TestClient, app: Application, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """An export reads, hashes and holds its whole range: on threads of its own (it took one
+    of the API's, so a tenant's exports queued every other tenant's requests)."""
+    in_use, answer = api_pool_threads_while_held(served, app, monkeypatch, path)
+    assert in_use == 0  # was 1: the API's pool
+    assert answer.status_code == 200 and b'"tenant":"acme"' in answer.content
