@@ -150,6 +150,11 @@ class _Waiter:
     def __init__(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.event = asyncio.Event()
+        #: The tail's head when this stream opened (None: no window yet). The window serves
+        #: it only lines the tail read after that, while it was open: lines read before may
+        #: have been changed (F163) or purged since, which the stream must learn from the
+        #: store as any new reader does.
+        self.since: int | None = None
 
     def wake(self) -> None:
         with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
@@ -161,6 +166,11 @@ class _Page:
     lines: list[tuple[int, bytes]]  # (position, line) to send
     read_up_to: int  # the position the next page starts after
     full: bool  # a whole page was read: more may follow at once
+
+
+#: In a line, the end of a retention tombstone's type (`operation.purged`, `workflow.purged`):
+#: keys are sorted, and a string's quotes are escaped, so only the member ``type`` ends so.
+_PURGE_MARK = b'.purged","version":'
 
 
 class JournalTail:
@@ -243,6 +253,8 @@ class JournalTail:
                 self._store = store
                 self._clear_window()
             self._waiters.setdefault(space, set()).add(waiter)
+            if self._floor is not None:
+                waiter.since = self._head
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="blackops-stream-tail", daemon=True
@@ -257,12 +269,15 @@ class JournalTail:
                 if not waiters:
                     self._waiters.pop(space, None)
 
-    async def page(self, principal: str, after: int, space: str | None) -> _Page:
+    async def page(self, principal: str, after: int, space: str | None, waiter: _Waiter) -> _Page:
         """The lines after ``after`` (only ``space``'s, if given): from the window when it
-        holds everything after ``after``, else read from the store on ``STREAM_READS``."""
+        holds everything after ``after`` and the tail read all of it while ``waiter``'s
+        stream was open, else read from the store on ``STREAM_READS``."""
         with self._lock:
             store = self._store or self.application.store
             floor = self._floor
+            if floor is not None and waiter.since is not None:
+                floor = max(floor, waiter.since)
             if floor is not None and not self._broken and after >= floor:
                 return self._window_page(after, space)
         page = await STREAM_READS.run(principal, _page, store, after, space)
@@ -302,6 +317,16 @@ class JournalTail:
                     with self._lock:
                         if self._store is store and self._floor is None:
                             self._floor = self._head = seen
+                            woken = [w for ws in self._waiters.values() for w in ws]
+                            for waiter in woken:
+                                waiter.since = seen
+                        else:
+                            woken = []
+                    # A stream whose own read came before the floor was set saw nothing
+                    # new; a commit between its read and the floor would wake none of them
+                    # (the tail never reads below its floor): each looks again now.
+                    for waiter in woken:
+                        waiter.wake()
                     continue
                 poked = self._poke.wait(self.settings.poll_seconds)
                 self._poke.clear()  # a commit from now on pokes again: the read below is later
@@ -337,6 +362,10 @@ class JournalTail:
                 if self._store is not store or self._floor is None or self._head != after:
                     return  # the window was dropped meanwhile (a store reopened)
                 self._extend(lines, tenants)
+                if any(_PURGE_MARK in line for _, line in lines):
+                    # A retention purge deletes events the window may hold: from here on
+                    # every stream behind the head reads the store, which no longer has them.
+                    self._forget_before_head()
                 self._broken = failed
                 if failed:  # every stream: each reads for itself and meets it
                     woken = [w for waiters in self._waiters.values() for w in waiters]
@@ -348,6 +377,10 @@ class JournalTail:
                 waiter.wake()
             if failed or len(lines) < PAGE:
                 return
+
+    def _forget_before_head(self) -> None:
+        self._floor = self._head
+        self._positions, self._lines, self._tenants, self._bytes = [], [], [], 0
 
     def _extend(self, lines: list[tuple[int, bytes]], tenants: list[str | None]) -> None:
         """Append to the window, then drop its oldest lines past its bounds (keeping one)."""
@@ -594,7 +627,7 @@ async def _events(
         while True:
             waiter.event.clear()  # lines the tail reads from now on wake the wait below
             try:
-                page = await tail.page(principal, position, space)
+                page = await tail.page(principal, position, space, waiter)
             except BlackOpsError as error:
                 # Headers are sent: say why in a last event, and end the stream.
                 log.warning("stream after %d ended: %s", position, error)
