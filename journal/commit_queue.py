@@ -117,7 +117,11 @@ class CommitQueue:
             leads, self._leading = not self._leading, True
             self._arrived.notify()
         if not leads:
-            member.done.wait()  # answered, or handed the lead (no answer yet)
+            try:
+                member.done.wait()  # answered, or handed the lead (no answer yet)
+            except BaseException:  # KeyboardInterrupt, a signal handler's exception
+                self._leave(member)
+                raise
             leads = member.result is None and member.error is None
             member.done.clear()
         if leads:
@@ -126,6 +130,23 @@ class CommitQueue:
             raise member.error
         assert member.result is not None
         return member.result
+
+    def _leave(self, member: _Member) -> None:
+        """``member``'s caller stopped waiting (an interrupt). Not yet taken into a group, it
+        leaves the queue (nothing of it is committed); if it had been handed the lead, the
+        lead passes on. Left waiting, a member handed the lead led nobody, and every later
+        append of the process waited for ever (found by a defect hunt). Already taken into a
+        group, it is committed or refused with that group, as an interrupted commit is."""
+        with self._lock:
+            if member not in self._waiting:
+                return
+            handed = member.done.is_set() and member.result is None and member.error is None
+            self._waiting.remove(member)
+            if handed:
+                if self._waiting:
+                    self._waiting[0].done.set()
+                else:
+                    self._leading = False
 
     def _lead(self) -> None:
         """Commit one group (this thread's member first), then hand the lead on."""

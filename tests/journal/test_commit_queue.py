@@ -280,3 +280,68 @@ def test_a_leader_lingers_until_the_last_groups_company_is_back(
     check.close()
     assert sorted(gated.calls[2]) == ["s-0", "s-1", "s-2"]
     assert (queue.groups, queue.members) == (3, 7)
+
+
+class Interrupted(Exception):
+    """What a signal handler raises in the waiting thread (as Ctrl-C raises KeyboardInterrupt)."""
+
+
+def test_a_caller_interrupted_while_waiting_leaves_the_queue_and_others_go_on() -> None:
+    """A waiting caller interrupted (Ctrl-C, a signal handler's exception) stayed queued:
+    handed the lead later, it led nobody, and every later append of the process waited for
+    ever (found by a defect hunt). It leaves the queue now, uncommitted."""
+    import os
+    import signal
+
+    gate, committed = threading.Event(), list[str]()
+
+    def commit(appends: Sequence[Append]) -> list[list[int]]:
+        if appends[0].stream == "first":
+            gate.wait(10)
+        committed.extend(a.stream for a in appends)
+        return [[1] for _ in appends]
+
+    queue = CommitQueue(commit, linger=0)
+    leader = threading.Thread(target=lambda: queue.append([Append("first", 0, [ev(1)])]))
+    leader.start()
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    try:
+        while not queue._leading:  # the leader is in its commit
+            threading.Event().wait(0.01)
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+        with pytest.raises(Interrupted):
+            queue.append([Append("interrupted", 0, [ev(2)])])  # waits behind the leader
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    gate.set()
+    leader.join(10)
+    later: list[list[list[int]]] = []
+    after = threading.Thread(
+        target=lambda: later.append(queue.append([Append("later", 0, [ev(3)])])), daemon=True
+    )
+    after.start()
+    after.join(5)
+    assert later == [[[1]]], "a later append never returned"
+    assert committed == ["first", "later"] and queue.waiting == 0
+
+
+def test_a_caller_interrupted_once_handed_the_lead_hands_it_on() -> None:
+    """The same interrupt landing after the lead was handed to the caller: the next waiting
+    member leads, or nobody leads once nobody waits."""
+    from journal.commit_queue import _Member
+
+    queue = CommitQueue(lambda appends: [[1] for _ in appends], linger=0)
+    handed, next_one = (_Member([], frozenset({s}), 0) for s in ("a", "b"))
+    queue._waiting, queue._leading = [handed, next_one], True
+    handed.done.set()  # what a finished leader does to the first waiting member
+    queue._leave(handed)
+    assert queue._waiting == [next_one] and next_one.done.is_set() and queue._leading
+    next_one.done.clear()
+    queue._waiting = [next_one]
+    next_one.done.set()
+    queue._leave(next_one)
+    assert queue._waiting == [] and queue._leading is False
