@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REJECTED, EXIT_FAILED = 0, 1, 2, 3, 4
 #: Stopped by Ctrl-C (or an interrupted one-shot export): the shell's status for SIGINT.
 EXIT_INTERRUPTED = 130
+#: The reader of stdout closed it: the shell's status for a writer stopped by SIGPIPE.
+EXIT_BROKEN_PIPE = 141
 RESULT_EXIT = {"completed": EXIT_OK, "rejected": EXIT_REJECTED, "failed": EXIT_FAILED}
 #: The subparsers of a command group.
 Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"

@@ -14,6 +14,7 @@ from typing import Any
 
 from blackops.cli import audit
 from blackops.cli.common import (
+    EXIT_BROKEN_PIPE,
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -316,10 +317,6 @@ def _open_output(path: str) -> Any:
 
 #: The signals that stop an export (--follow: cleanly; otherwise: interrupted).
 _STOPPING = (signal.SIGINT, signal.SIGTERM)
-
-
-#: The reader of stdout closed it: the shell's status for a writer stopped by SIGPIPE.
-EXIT_BROKEN_PIPE = 141
 
 
 class _Interrupted(Exception):

@@ -10,37 +10,68 @@ prints exactly one JSON document on stdout, errors included.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
-from blackops.cli import (
-    access,
-    audit,
-    deploy,
-    instances,
-    journal,
-    operations,
-    retention,
-    serve,
-    witness,
-    workflow_resources,
-)
-from blackops.cli.common import EXIT_ERROR, EXIT_INTERRUPTED, OPENED
-from blackops.cli.journal import EXIT_BROKEN_PIPE
+from blackops.cli.common import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, OPENED
 
-#: Each group registers its own commands, in the order ``--help`` lists them.
-GROUPS = (
-    serve, operations, instances, access, deploy, workflow_resources, journal, retention, audit,
-    witness,
-)  # fmt: skip
+#: Every command, in the order ``--help`` lists them: the module of ``blackops.cli`` that
+#: registers it (with its neighbours) and its line in ``--help``. A command imports and
+#: builds only its own module's parsers, ``--help`` none (building every parser took about
+#: half of ``blackops --help``). tests/cli/test_start_up_imports.py pins this table to what
+#: the modules register.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("serve", "HTTP API on uvicorn"),
+    "worker": ("serve", "run a worker process; worker create|list: Worker resources"),
+    "op": ("operations", "operations"),
+    "projections": ("operations", "read models built from the journal"),
+    "wf": ("instances", "workflow instances"),
+    "space": ("access", "Spaces (tenants)"),
+    "principal": ("access", "principals and their roles per Space"),
+    "token": ("access", "bearer tokens (kept only as hashes)"),
+    "version": ("deploy", "Versions: immutable, content-addressed code of a Worker"),
+    "deploy": ("deploy", "upload a folder, verify it, optionally promote it to 100%%"),
+    "deployment": ("deploy", "a Worker's Deployment: which Versions, by weight"),
+    "workflow": ("workflow_resources", "Workflow resources (create/get/replace/delete)"),
+    "journal": ("journal", "the canonical journal"),
+    "verify": ("journal", "check the journal's integrity (exit 0 = ok)"),
+    "replay": (
+        "journal",
+        "feed Observed JSONL to an observer; with --check, run recorded workflow histories "
+        "through new code",
+    ),
+    "hold": ("retention", "keep an operation whatever its retention"),
+    "release": ("retention", "end a hold (privileged)"),
+    "purge": ("retention", "purge what is past retention (OL-10)"),
+    "keys": ("audit", "checkpoint signing keys (C2SP note keys)"),
+    "verify-receipt": ("audit", "check a receipt offline against the log's verifier key"),
+    "witness": ("witness", "run a C2SP tlog-witness for a log"),
+    "audit": ("witness", "the auditor's monitor"),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def group(name: str) -> ModuleType:
+    """The module of ``blackops.cli`` named ``name`` (one with ``register(commands)``)."""
+    return importlib.import_module(f"blackops.cli.{name}")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or (``command``) of that command's module only: the
+    others are listed by name and help, as ``--help`` shows them, and take no arguments."""
     parser = argparse.ArgumentParser(prog="blackops", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    for group in GROUPS:
-        group.register(commands)
+    chosen = COMMANDS[command][0] if command in COMMANDS else None
+    registered: set[str] = set()
+    for name, (module, line) in COMMANDS.items():
+        if command is None or module == chosen:
+            if module not in registered:
+                registered.add(module)
+                group(module).register(commands)
+        else:
+            commands.add_parser(name, help=line)
     return parser
 
 
@@ -57,8 +88,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    words = sys.argv[1:] if argv is None else list(argv)
+    command = next((word for word in words if not word.startswith("-")), "")
     try:
-        args = build_parser().parse_args(argv)
+        # Only the command's own parsers (none for ``--help`` or an unknown command).
+        args = build_parser(command if command in COMMANDS else "").parse_args(words)
     except SystemExit:  # --help, a usage error: what was printed is flushed in main's try
         sys.stdout.flush()
         raise

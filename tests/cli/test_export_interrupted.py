@@ -18,8 +18,7 @@ from cli_processes import BLACKOPS, ROOT
 
 from blackops.cli import journal as journal_commands
 from blackops.cli import progress as progress_module
-from blackops.cli.common import EXIT_INTERRUPTED
-from blackops.cli.journal import EXIT_BROKEN_PIPE
+from blackops.cli.common import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED
 from blackops.cli.main import main
 from domain.events import NewEvent
 from journal.store import Append, EventStore

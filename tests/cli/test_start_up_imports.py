@@ -24,7 +24,7 @@ HEAVY = (
 )
 
 
-def loaded_after(argv: list[str], cwd: Path) -> list[str]:
+def loaded_after(argv: list[str], cwd: Path, prefixes: tuple[str, ...] | str = HEAVY) -> list[str]:
     probe = (
         "import sys, contextlib, io, json\n"
         "from blackops.cli.main import main\n"
@@ -33,7 +33,7 @@ def loaded_after(argv: list[str], cwd: Path) -> list[str]:
         f"        main({argv!r})\n"
         "    except SystemExit:\n"
         "        pass\n"
-        f"print(json.dumps(sorted(m for m in sys.modules if m.startswith({HEAVY!r}))))\n"
+        f"print(json.dumps(sorted(m for m in sys.modules if m.startswith({prefixes!r}))))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=cwd
@@ -64,3 +64,32 @@ def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path}/j.sqlite3"
     found = loaded_after(["purge", "--dry-run", "--store", store, "--json"], tmp_path)
     assert "blackops.application" in found
+
+
+def test_help_and_each_command_build_only_their_own_parsers(tmp_path: Path) -> None:
+    """``--help`` imports no command module; a command, only its own (building every
+    parser was about half of ``blackops --help``)."""
+    assert loaded_after(["--help"], tmp_path, "blackops.cli.") == [
+        "blackops.cli.common",
+        "blackops.cli.main",
+    ]
+    op = loaded_after(["op", "--help"], tmp_path, "blackops.cli.")
+    assert "blackops.cli.operations" in op and "blackops.cli.serve" not in op
+
+
+def test_the_command_table_is_what_the_modules_register() -> None:
+    """``main.COMMANDS`` (names, order, help lines, modules) against every module's
+    ``register``, and ``blackops --help`` against the parser of every command."""
+    import argparse
+
+    from blackops.cli import main
+
+    registered: dict[str, tuple[str, str]] = {}
+    for module in dict.fromkeys(module for module, _ in main.COMMANDS.values()):
+        parser = argparse.ArgumentParser(prog="blackops")
+        commands = parser.add_subparsers(dest="command", required=True)
+        main.group(module).register(commands)
+        for action in commands._choices_actions:
+            registered[action.dest] = (module, str(action.help))
+    assert list(registered.items()) == list(main.COMMANDS.items())
+    assert main.build_parser("").format_help() == main.build_parser().format_help()
