@@ -54,6 +54,7 @@ class _Member:
     done: threading.Event = field(default_factory=threading.Event)
     result: list[list[int]] | None = None
     error: BaseException | None = None
+    handed: bool = False  # it leads (or is to lead) the next group
 
 
 class CommitQueue:
@@ -114,42 +115,45 @@ class CommitQueue:
             return member.result
         with self._lock:
             self._waiting.append(member)
-            leads, self._leading = not self._leading, True
+            member.handed, self._leading = not self._leading, True
             self._arrived.notify()
-        if not leads:
-            try:
+        try:
+            if not member.handed:
                 member.done.wait()  # answered, or handed the lead (no answer yet)
-            except BaseException:  # KeyboardInterrupt, a signal handler's exception
-                self._leave(member)
-                raise
-            leads = member.result is None and member.error is None
-            member.done.clear()
-        if leads:
-            self._lead()  # the first waiting member is always in the group it leads
+                member.done.clear()
+            if member.handed and member.result is None and member.error is None:
+                self._lead(member)  # the first waiting member is always in its group
+        except BaseException:  # KeyboardInterrupt, a signal handler's exception
+            self._leave(member)
+            raise
         if member.error is not None:
             raise member.error
         assert member.result is not None
         return member.result
 
     def _leave(self, member: _Member) -> None:
-        """``member``'s caller stopped waiting (an interrupt). Not yet taken into a group, it
-        leaves the queue (nothing of it is committed); if it had been handed the lead, the
-        lead passes on. Left waiting, a member handed the lead led nobody, and every later
-        append of the process waited for ever (found by a defect hunt). Already taken into a
-        group, it is committed or refused with that group, as an interrupted commit is."""
+        """``member``'s caller stopped (an interrupt) before its group was taken: it leaves
+        the queue, uncommitted, and a lead it had been handed passes on. Left waiting, a
+        member handed the lead led nobody, and every later append of the process waited for
+        ever (found by a defect hunt). Already taken into a group, it is committed or refused
+        with that group, as an interrupted commit is."""
         with self._lock:
-            if member not in self._waiting:
-                return
-            handed = member.done.is_set() and member.result is None and member.error is None
-            self._waiting.remove(member)
-            if handed:
-                if self._waiting:
-                    self._waiting[0].done.set()
-                else:
-                    self._leading = False
+            if member in self._waiting:
+                self._waiting.remove(member)
+                if member.handed:
+                    self._hand_on()
 
-    def _lead(self) -> None:
-        """Commit one group (this thread's member first), then hand the lead on."""
+    def _hand_on(self) -> None:
+        """The lead passes to the first waiting member (woken without an answer: it leads),
+        or nobody leads. Called with the lock held."""
+        if self._waiting:
+            self._waiting[0].handed = True
+            self._waiting[0].done.set()
+        else:
+            self._leading = False
+
+    def _lead(self, member: _Member) -> None:
+        """Commit one group (``member``, this thread's, first), then hand the lead on."""
         self._leader = threading.get_ident()
         try:
             if self._had_company and self.linger > 0:
@@ -161,10 +165,9 @@ class CommitQueue:
         finally:
             self._leader = None
             with self._lock:
-                if self._waiting:
-                    self._waiting[0].done.set()  # wakes it without an answer: it leads
-                else:
-                    self._leading = False
+                if member in self._waiting:  # interrupted before its group was taken
+                    self._waiting.remove(member)
+                self._hand_on()
 
     def _linger(self) -> None:
         """Wait for company: until as many members wait as the last group held (they are

@@ -298,15 +298,21 @@ class WorkflowRunner:
         return self
 
     def wake(self) -> None:
+        fd = self._wake_w
+        if fd < 0:  # stopped: its pipe is closed
+            return
         with contextlib.suppress(BlockingIOError, OSError):
-            os.write(self._wake_w, b"x")
+            os.write(fd, b"x")
 
     def request_stop(self, grace_seconds: float = 10.0) -> None:
-        """Claim nothing more and let running contexts end for ``grace_seconds`` (from now),
-        without waiting (safe from a signal handler: a worker's stop begins both drains at
+        """Claim nothing more and let running contexts end for ``grace_seconds`` (from the
+        loop's next turn), without waiting (safe from a signal handler: a worker's stop begins both drains at
         once, so a context is not claimed while its attempts drain)."""
-        if not self._stop.is_set():
-            self._grace = grace_seconds
+        if self._stop.is_set():
+            # Asked already: the loop knows, and once stopped its wake-up pipe is closed, so
+            # a write could land in whatever file took the descriptor since (found by review).
+            return
+        self._grace = grace_seconds
         self._stop.set()
         self.wake()
 
@@ -316,7 +322,8 @@ class WorkflowRunner:
             self._stopped.wait()
         elif self._early is not None:  # never started: its early executors end here
             self._early.close()
-        for fd in (self._wake_r, self._wake_w):
+        fds, (self._wake_r, self._wake_w) = (self._wake_r, self._wake_w), (-1, -1)
+        for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
 

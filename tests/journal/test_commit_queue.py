@@ -337,11 +337,38 @@ def test_a_caller_interrupted_once_handed_the_lead_hands_it_on() -> None:
     queue = CommitQueue(lambda appends: [[1] for _ in appends], linger=0)
     handed, next_one = (_Member([], frozenset({s}), 0) for s in ("a", "b"))
     queue._waiting, queue._leading = [handed, next_one], True
-    handed.done.set()  # what a finished leader does to the first waiting member
+    handed.handed = True  # what a finished leader does to the first waiting member
     queue._leave(handed)
-    assert queue._waiting == [next_one] and next_one.done.is_set() and queue._leading
-    next_one.done.clear()
-    queue._waiting = [next_one]
-    next_one.done.set()
+    assert queue._waiting == [next_one] and next_one.handed and next_one.done.is_set()
+    assert queue._leading
     queue._leave(next_one)
     assert queue._waiting == [] and queue._leading is False
+
+
+def test_a_leader_interrupted_while_it_lingers_leaves_and_hands_the_lead_on() -> None:
+    """A leader waiting for company (``linger``) when the interrupt lands had not taken its
+    group: it stayed queued as the next leader, and nobody led again (found by review)."""
+    import os
+    import signal
+
+    queue = CommitQueue(lambda appends: [[1] for _ in appends], linger=2.0)
+    queue._had_company, queue._last_size = True, 5  # as after a group that had company
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    try:
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+        with pytest.raises(Interrupted):
+            queue.append([Append("mine", 0, [ev(1)])])  # leads, lingers, is interrupted
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert queue.waiting == 0 and queue._leading is False
+    later: list[list[list[int]]] = []
+    after = threading.Thread(
+        target=lambda: later.append(queue.append([Append("later", 0, [ev(2)])])), daemon=True
+    )
+    after.start()
+    after.join(5)
+    assert later == [[[1]]]

@@ -308,3 +308,21 @@ def test_a_context_is_never_handed_over_later_than_its_claim_allows(store_url: s
     finally:
         worker.stop(1)
         app.close()
+
+
+def test_a_stopped_runner_writes_nothing_when_asked_to_stop_again(tmp_path: Path) -> None:
+    """A worker's stop asks its runner to stop again once it has (serve's second signal,
+    ``worker.stop()`` after ``join()``): the runner's wake-up pipe was closed by then, and the
+    wake-up byte went to whatever file had taken the descriptor since (found by review)."""
+    from blackops.workflows.executor import WorkflowRunner
+
+    runner = WorkflowRunner(engine=None)  # type: ignore[arg-type]  # never started
+    runner.stop(0)
+    opened = [os.open(tmp_path / f"f{n}", os.O_RDWR | os.O_CREAT) for n in range(2)]
+    try:
+        runner.request_stop(1)
+        runner.wake()
+    finally:
+        for fd in opened:
+            os.close(fd)
+    assert [(tmp_path / f"f{n}").read_bytes() for n in range(2)] == [b"", b""]
