@@ -85,6 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `journal export` does (P34); /dev/null on stdout: no flush error at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:  # before a command runs (its imports, its parser): as in one
+        sys.stderr.write("blackops: interrupted\n")
+        return EXIT_INTERRUPTED
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -122,14 +122,6 @@ def _set_up_logs(args: argparse.Namespace) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve until SIGTERM or SIGINT; then stop claiming, give running attempts and open
     connections ``--grace-seconds``, hand the rest back, exit 0."""
-    from domain.errors import InvalidRequest
-
-    if not 0 < args.heartbeat_seconds <= 3600:
-        raise InvalidRequest("--heartbeat-seconds must be more than 0 and at most 3600")
-    if not 0 <= args.grace_seconds <= 86_400:  # NaN too; as `worker` checks it
-        raise InvalidRequest("--grace-seconds must be a number of seconds from 0 to 86400")
-    port = _serve_port(args.port)
-    _set_up_logs(args)
     # SIGTERM stops as Ctrl-C does (decisions P16, H9). uvicorn takes both while it runs
     # and, once stopped, raises the signal again under the handler found before it: with
     # SIGTERM's default that killed the process before the worker drained (found by a
@@ -137,10 +129,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # Until uvicorn takes the signals (and again while it runs) a SIGTERM or Ctrl-C only
     # asks for the stop: a KeyboardInterrupt landing inside start-up or asyncio's runner
     # could be swallowed there, and serve then ran on for ever (found by CI: Ctrl-C right
-    # after the started line). Once started, uvicorn stops at once if one was asked.
+    # after the started line). Once started, uvicorn stops at once if one was asked. First
+    # thing: a KeyboardInterrupt raised while a C extension initialises on import (orjson,
+    # for the logs) crashed the interpreter (SIGSEGV), or hung it under load (found by the
+    # suite, stop 34, once the CLI imported less before this point).
     _STOP_ASKED.clear()
     previous = {sig: signal.signal(sig, _ask_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
+        from domain.errors import InvalidRequest
+
+        if not 0 < args.heartbeat_seconds <= 3600:
+            raise InvalidRequest("--heartbeat-seconds must be more than 0 and at most 3600")
+        if not 0 <= args.grace_seconds <= 86_400:  # NaN too; as `worker` checks it
+            raise InvalidRequest("--grace-seconds must be a number of seconds from 0 to 86400")
+        port = _serve_port(args.port)
+        _set_up_logs(args)
         handed_back = _serve(args, port)
     finally:
         for sig, handler in previous.items():
@@ -387,6 +390,18 @@ def cmd_worker(args: argparse.Namespace) -> int:
     """Run a worker until SIGTERM/SIGINT, then drain for the grace period and exit."""
     from blackops.observability.hub import observe
 
+    # A signal only asks for the stop, from the start: one landing while a C extension
+    # initialised on import crashed the interpreter (see `cmd_serve`).
+    asked: list[Callable[[], None]] = []
+    _STOP_ASKED.clear()
+
+    def on_signal(signum: int, _: object) -> None:
+        _STOP_ASKED.set()
+        for stop in asked:
+            stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     tokens = _metrics_tokens(args)
     _set_up_logs(args)
     # Without --app it still runs the control plane's operations (verification, deployment
@@ -402,12 +417,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
         workflow_processes=args.workflow_processes,
         contexts_per_process=args.contexts_per_process,
     )
-
-    def on_signal(signum: int, _: object) -> None:
+    asked.append(worker.request_stop)
+    if _STOP_ASKED.is_set():  # asked while it was being built
         worker.request_stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
     service, _ = start_signer(application, args, dev=False)  # only with --signing-key / the env
     start_witnesses(service, args, publish=False)  # pushes only with --witness
     worker.start()

@@ -269,7 +269,10 @@ def test_a_stop_right_after_the_started_line_or_before_it_ends_serve(
     )  # fmt: skip
     time.sleep(0.3)  # still starting (loading the app, opening the journal)
     err, took = _stop(early, signum)
-    assert early.returncode == 0 and took < 30, err[-2000:]
+    # 130 if the signal came before `serve` could take it (its imports, under load: P16);
+    # never a hang, a crash or a traceback. Once it runs: test_a_signal_during_start_up_....
+    assert early.returncode in (0, 130) and took < 30, err[-2000:]
+    assert "Traceback" not in err
 
 
 def test_the_in_process_worker_claims_nothing_while_requests_drain(tmp_path: Path) -> None:
@@ -299,3 +302,30 @@ def test_the_in_process_worker_claims_nothing_while_requests_drain(tmp_path: Pat
     status = _blackops(tmp_path, "op", "status", operation_id, "--store", store, "--json")
     answer = json.loads(status.stdout)
     assert answer["status"] == "accepted" and answer["attempt"] == 0, answer
+
+
+@pytest.mark.parametrize("command", ["serve", "worker"])
+def test_a_signal_during_start_up_only_asks_for_the_stop(tmp_path: Path, command: str) -> None:
+    """A Ctrl-C that lands while `serve` or `worker` is still starting (here: while it sets up
+    its logs, which imports orjson) stops it cleanly, exit 0: a KeyboardInterrupt raised while
+    orjson's extension initialised crashed the interpreter (SIGSEGV) or hung it under load
+    (found by the suite, stop 34, once the CLI imported less before that point)."""
+    driver = tmp_path / "driver.py"
+    driver.write_text(
+        "import os, signal, sys\n"
+        "import blackops.cli.serve as serve\n"
+        "real = serve._set_up_logs\n"
+        "def interrupted(args):\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return real(args)\n"
+        "serve._set_up_logs = interrupted\n"
+        "from blackops.cli.main import main\n"
+        f"sys.exit(main([{command!r}, '--json', '--store', 'sqlite:///{tmp_path}/j.db']\n"
+        "              + (['--port', '0', '--no-worker'] if sys.argv[1] == 'serve' else [])))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(driver), command], cwd=tmp_path, env=_env(tmp_path),
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
