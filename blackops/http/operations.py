@@ -105,7 +105,7 @@ async def run_operation(
     who: Caller = Depends(caller),
     app: Application = Depends(application),
 ) -> Response:
-    return await _run(app, who, space, type, request, prefer, traceparent)
+    return await _run(app, who, space, type, request, _prefer(request), traceparent)
 
 
 async def run_operation_lean(request: Request) -> Response:
@@ -120,9 +120,16 @@ async def run_operation_lean(request: Request) -> Response:
         raise InvalidRequest("invalid request: header.Idempotency-Key")
     params = request.path_params
     return await _run(
-        app, who, params["space"], params["type"], request, headers.get("prefer"),
+        app, who, params["space"], params["type"], request, _prefer(request),
         headers.get("traceparent"),
     )  # fmt: skip
+
+
+def _prefer(request: Request) -> str:
+    """Every ``Prefer`` field line as one value (RFC 9110 5.3, RFC 7240): the first line alone
+    was read, so a proxy's own ``Prefer`` line before the client's turned a Deferred submit
+    into an Inline run (found by a defect hunt, stop 34)."""
+    return ", ".join(request.headers.getlist("prefer"))
 
 
 async def _run(
