@@ -27,7 +27,7 @@ from blackops.http.models import (
     ReleaseAnswer,
 )
 from blackops.http.openapi import document_body, errors, request_body
-from blackops.http.params import SPACE_PATTERN, SpacePath, TypePath
+from blackops.http.params import QUERY_INTEGER, SPACE_PATTERN, SpacePath, TypePath
 from blackops.http.responses import JSON, result_response
 from blackops.operations.contexts import IDEMPOTENCY_KEY
 from blackops.operations.results import OperationResult
@@ -233,7 +233,7 @@ Until = Annotated[
     str | None,
     Query(json_schema_extra=_INSTANT, description="created before this RFC 3339 instant"),
 ]
-Limit = Annotated[int, Query(ge=1, le=1000, description="items per page")]
+Limit = Annotated[int, Query(ge=1, le=1000, description="items per page"), QUERY_INTEGER]
 Cursor = Annotated[
     str | None, Query(pattern=CURSOR.pattern, description="the `next` of the previous page")
 ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Path
+from pydantic import BeforeValidator
 from starlette.convertors import Convertor, register_url_convertor
 
 from domain.access import PRINCIPAL_ID, SPACE_NAME, TOKEN_ID
@@ -41,3 +42,27 @@ class AnyPath(Convertor[str]):
 #: A path parameter that may hold any character (instance ids: the API's and the console's routes).
 ANY_PATH = "any_path"
 register_url_convertor(ANY_PATH, AnyPath())
+
+
+def _decimal_digits(value: object) -> object:
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+        raise ValueError("must be written in decimal digits")
+    return value
+
+
+def _decimal_number(value: object) -> object:
+    if isinstance(value, str):
+        whole, _, fraction = value.partition(".")
+        if not (whole.isascii() and whole.isdigit() and (fraction == "" or fraction.isdigit())):
+            raise ValueError("must be written as decimal digits, with an optional fraction")
+        if "." in value and not fraction:
+            raise ValueError("must be written as decimal digits, with an optional fraction")
+    return value
+
+
+#: Query integers as the schema says, ``type: integer``: decimal ASCII digits, nothing else.
+#: Python's reading let ``1_0``, ``+3``, ``4.0``, `` 5 `` through (found by a defect hunt,
+#: stop 34), where a ``Last-Event-ID`` and dates are digits only.
+QUERY_INTEGER = BeforeValidator(_decimal_digits)
+#: Query numbers (``max_seconds``): digits with an optional decimal fraction.
+QUERY_NUMBER = BeforeValidator(_decimal_number)

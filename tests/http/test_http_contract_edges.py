@@ -98,3 +98,26 @@ def test_a_head_of_a_receipt_writes_nothing(tmp_path: Path) -> None:
         )
         assert status.status_code == 200
     app.close()
+
+
+def test_query_integers_are_decimal_digits(tmp_path: Path) -> None:
+    """``type: integer`` in the schema; Python's reading let ``1_0``, ``+3``, ``4.0`` and
+    `` 5`` through as 10, 3, 4 and 5."""
+    app = with_space(Application(f"sqlite:///{tmp_path}/j.sqlite3"))
+    with TestClient(create_http_app(app, "systok")) as client:
+        for bad in ("1_0", "+3", "4.0", " 5", "5 ", "٥", "1e1"):
+            for path in ("/v1/journal", "/v1/operations", "/v1/journal/stream"):
+                answer = client.get(path, params={"limit": bad, "max_seconds": 1}, headers=AUTH)
+                assert answer.status_code == 400, (path, bad, answer.text)
+                assert answer.json()["error"]["code"] == "invalid_request"
+            proof = client.get(
+                "/v1/proofs/consistency", params={"from": bad, "to": 2}, headers=AUTH
+            )
+            assert proof.status_code == 400, (bad, proof.text)
+        for bad in ("1_0", "+1", "1.", ".5", "1e0", "inf"):
+            answer = client.get("/v1/journal/stream", params={"max_seconds": bad}, headers=AUTH)
+            assert answer.status_code == 400, (bad, answer.text)
+        assert client.get("/v1/journal", params={"limit": "05"}, headers=AUTH).status_code == 200
+        ended = client.get("/v1/journal/stream", params={"max_seconds": "0.2"}, headers=AUTH)
+        assert ended.status_code == 200
+    app.close()
