@@ -121,3 +121,23 @@ def test_query_integers_are_decimal_digits(tmp_path: Path) -> None:
         ended = client.get("/v1/journal/stream", params={"max_seconds": "0.2"}, headers=AUTH)
         assert ended.status_code == 200
     app.close()
+
+
+def test_a_whole_number_written_with_a_zero_fraction_is_an_integer() -> None:
+    """JSON Schema counts ``100.0`` as an integer (and RFC 8785 writes it ``100``): a weight
+    or ``terminalHistories`` so written was refused as "must be an integer" (found by the
+    contract's fuzzer)."""
+    import pytest
+
+    from domain.errors import InvalidRequest
+    from domain.resources import check_allocation, whole_number
+
+    version = "sha256:" + "0" * 64
+    assert check_allocation([{"version": version, "weight": 100.0}]) == [
+        {"version": version, "weight": 100}
+    ]
+    assert [whole_number(v) for v in (5, 5.0, -0.0, 5.5, True, "5", None)] == [
+        5, 5, 0, None, None, None, None,
+    ]  # fmt: skip
+    with pytest.raises(InvalidRequest):
+        check_allocation([{"version": version, "weight": 99.5}])
