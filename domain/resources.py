@@ -162,6 +162,18 @@ def version_id(content: dict[str, Any]) -> str:
     return sha256_digest(canonical_document(content))
 
 
+def whole_number(value: object) -> int | None:
+    """``value`` as an int if JSON calls it an integer (``5`` or ``5.0``: JSON Schema counts
+    a number with a zero fraction as one, and RFC 8785 writes both ``5``), else None. Bools
+    are not numbers here. ``weight: 100.0`` was refused as "must be an integer" (found by
+    the contract's fuzzer, stop 34)."""
+    if type(value) is int:
+        return value
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return None
+
+
 def check_allocation(allocation: object) -> list[dict[str, Any]]:
     """``[{version, weight}]``: distinct Version ids, integer weights 0-100 summing to 100
     (or an empty list: no code selected)."""
@@ -170,10 +182,10 @@ def check_allocation(allocation: object) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for index, entry in enumerate(allocation):
         item = _exact_keys(entry, {"version", "weight"}, f"allocation[{index}]")
-        version, weight = item["version"], item["weight"]
+        version, weight = item["version"], whole_number(item["weight"])
         if type(version) is not str or not VERSION_ID.fullmatch(version):
             raise InvalidRequest(f"allocation[{index}].version must be a Version id (sha256:…)")
-        if type(weight) is not int or not 0 <= weight <= 100:
+        if weight is None or not 0 <= weight <= 100:
             raise InvalidRequest(f"allocation[{index}].weight must be an integer 0-100")
         out.append({"version": version, "weight": weight})
     if len({e["version"] for e in out}) != len(out):

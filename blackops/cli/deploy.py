@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -135,10 +136,14 @@ def read_modules(folder: str) -> dict[str, str]:
     """Every ``*.py`` file under ``folder``, recursively, as ``{module: source}``:
     ``a/b.py`` is ``a.b``, ``a/__init__.py`` is ``a``; ``__pycache__``, hidden folders
     and hidden files are skipped."""
+    from blackops.control.bundles import MAX_SOURCE_BYTES
+
     root = Path(folder)
     if not root.is_dir():
         raise InvalidRequest(f"{folder} is not a folder")
+    inside = root.resolve()
     modules: dict[str, str] = {}
+    size = 0
     for directory, subdirs, files in os.walk(root):
         subdirs[:] = sorted(d for d in subdirs if d not in _SKIPPED_DIRS and d[0] != ".")
         for name in sorted(files):
@@ -151,6 +156,21 @@ def read_modules(folder: str) -> dict[str, str]:
             if not parts:
                 raise InvalidRequest(
                     f"{path} makes {folder} itself a package; deploy the folder that holds it"
+                )
+            # Found by a defect hunt (stop 34): a FIFO hung the upload for ever, a link
+            # uploaded a file from outside the folder, and a huge file was read whole.
+            try:
+                info = path.stat()
+            except OSError as error:
+                raise InvalidRequest(f"cannot read {path}: {error.strerror}") from None
+            if not stat.S_ISREG(info.st_mode):
+                raise InvalidRequest(f"{path} is not a regular file")
+            if path.is_symlink() and not path.resolve().is_relative_to(inside):
+                raise InvalidRequest(f"{path} links to a file outside {folder}")
+            size += info.st_size
+            if size > MAX_SOURCE_BYTES:
+                raise InvalidRequest(
+                    f"the .py files under {folder} exceed {MAX_SOURCE_BYTES} bytes"
                 )
             try:
                 modules[".".join(parts)] = path.read_text(encoding="utf-8")

@@ -100,7 +100,7 @@ async def operation_action(
     return RedirectResponse(f"/ui/operations/{shown}", status_code=303, headers=SECURITY_HEADERS)
 
 
-@router.get("/ui/spaces/{space}/workflows/{uid}/terminate/{instance_id:path}")
+@router.get("/ui/spaces/{space}/workflows/{uid}/terminate/{instance_id:any_path}")
 def confirm_terminate(
     request: Request, space: Name, uid: Name, instance_id: str, query_id: QueryId = None
 ) -> Response:
@@ -118,7 +118,7 @@ def confirm_terminate(
     )  # fmt: skip
 
 
-@router.post("/ui/spaces/{space}/workflows/{uid}/terminate/{instance_id:path}")
+@router.post("/ui/spaces/{space}/workflows/{uid}/terminate/{instance_id:any_path}")
 async def terminate(
     request: Request, space: Name, uid: Name, instance_id: str, query_id: QueryId = None
 ) -> Response:

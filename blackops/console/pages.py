@@ -367,7 +367,7 @@ def workflow(
 QueryId = Annotated[str | None, Query(alias="id", max_length=256)]
 
 
-@router.get("/ui/spaces/{space}/workflows/{uid}/instances/{instance_id:path}")
+@router.get("/ui/spaces/{space}/workflows/{uid}/instances/{instance_id:any_path}")
 def instance(
     request: Request, space: Space, uid: Uid, instance_id: str, query_id: QueryId = None
 ) -> Response:
@@ -389,7 +389,7 @@ def instance(
     )  # fmt: skip
 
 
-@router.get("/ui/spaces/{space}/workflows/{uid}/receipts/{instance_id:path}")
+@router.get("/ui/spaces/{space}/workflows/{uid}/receipts/{instance_id:any_path}")
 def instance_receipt_file(
     request: Request, space: Space, uid: Uid, instance_id: str, query_id: QueryId = None
 ) -> Response:

@@ -141,7 +141,12 @@ def install(plane: ControlPlane, provider: ResourceProvider) -> None:
             with contextlib.suppress(FencingError):  # verified concurrently: first one stands
                 plane.store.append(Append(version_stream(vid), state.version, [event]))
             state = load_version(plane.store, vid)
-        assert state.verification is not None
+            if state.verification is None:  # the stream moved: not by a verdict
+                if state.deleted:  # deleted while it was verified (was an AssertionError)
+                    raise OperationRejected(
+                        "conflict", "version_deleted", f"version {vid} was deleted unverified"
+                    )
+                raise Retryable(f"version {vid} changed while it was verified")
         classes = state.verification.get("classes", {})
         return {
             "version": vid,
@@ -151,6 +156,10 @@ def install(plane: ControlPlane, provider: ResourceProvider) -> None:
         }
 
     def version_delete(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        # Workers read allocations and Versions at most ``ttl`` old: once this is waited out
+        # none picks the deleted Version for a new context (found by a defect hunt: one did).
+        provider.refresh()
+        time.sleep(provider.ttl * 1.5)
         return {"version": params["version"], "deleted": True}
 
     def deployment_update(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
@@ -190,6 +199,11 @@ def install(plane: ControlPlane, provider: ResourceProvider) -> None:
                 raise OperationRejected(
                     "conflict", "version_deleted", f"version {refused[0]} was deleted"
                 )
+            # Completed only once no worker can still read the allocation it replaced (they
+            # cache it ``ttl``): a Version it dropped may then be deleted, and no new context
+            # picks it (a context started 0.25 s later ran the deleted Version).
+            provider.refresh()
+            time.sleep(provider.ttl * 1.5)
             return {
                 "worker": worker,
                 "allocation": params["allocation"],

@@ -25,7 +25,7 @@ from blackops.http.capacity import EXPORT_READS
 from blackops.http.journal import tenant_of
 from blackops.http.openapi import errors
 from blackops.http.operations import OperationId, operation_of
-from blackops.http.params import SpacePath
+from blackops.http.params import QUERY_INTEGER, SpacePath
 from blackops.http.responses import JSON
 from domain.access import Action
 from domain.errors import InvalidRequest, NotFound
@@ -33,8 +33,12 @@ from journal.store import MAX_POSITION
 from replay.observed import observed_line
 
 router = APIRouter(tags=["audit"])
-Size = Annotated[int, Query(ge=1, le=MAX_POSITION, description="a tree size (leaf count)")]
-Position = Annotated[int, Query(ge=1, le=MAX_POSITION, description="an event's position")]
+Size = Annotated[
+    int, Query(ge=1, le=MAX_POSITION, description="a tree size (leaf count)"), QUERY_INTEGER
+]
+Position = Annotated[
+    int, Query(ge=1, le=MAX_POSITION, description="an event's position"), QUERY_INTEGER
+]
 _TEXT: dict[int | str, dict[str, Any]] = {
     200: {"description": "text/plain", "content": {"text/plain": {"schema": {"type": "string"}}}}
 }
@@ -88,7 +92,9 @@ async def checkpoint(
     responses={**_TEXT, **errors(400, 404)},
 )
 async def consistency(
-    from_: Annotated[int, Query(alias="from", ge=1, le=MAX_POSITION, description="old size")],
+    from_: Annotated[
+        int, Query(alias="from", ge=1, le=MAX_POSITION, description="old size"), QUERY_INTEGER
+    ],
     to: Size,
     who: Caller = Depends(caller),
     service: CheckpointService = Depends(checkpoints),
@@ -191,9 +197,13 @@ _EXPORT: dict[int | str, dict[str, Any]] = {
     }
 }
 Until = Annotated[
-    int | None, Query(ge=0, le=MAX_POSITION, description="stop at this position (inclusive)")
+    int | None,
+    Query(ge=0, le=MAX_POSITION, description="stop at this position (inclusive)"),
+    QUERY_INTEGER,
 ]
-After = Annotated[int, Query(ge=0, le=MAX_POSITION, description="start after this position")]
+After = Annotated[
+    int, Query(ge=0, le=MAX_POSITION, description="start after this position"), QUERY_INTEGER
+]
 _MANIFESTS_KEPT = 256
 
 

@@ -34,7 +34,7 @@ from blackops.http.models import (
 )
 from blackops.http.openapi import errors, request_body
 from blackops.http.operations import Cursor, Limit, Since, Until
-from blackops.http.params import SpacePath
+from blackops.http.params import SpacePath  # also registers the any_path convertor
 from blackops.http.responses import JSON
 from blackops.workflows.code import WorkflowResource
 from domain.access import Action
@@ -157,7 +157,7 @@ async def create_instance(
 
 
 @router.get(
-    INSTANCES + "/{instance_id:path}/receipt",
+    INSTANCES + "/{instance_id:any_path}/receipt",
     summary="The receipt of the instance's terminal event (tlog-proof@v1 to a signed checkpoint)",
     response_model=Receipt,
     responses=errors(400, 403, 404, 409),
@@ -189,7 +189,7 @@ async def instance_receipt(
 
 
 @router.get(
-    INSTANCES + "/{instance_id:path}",
+    INSTANCES + "/{instance_id:any_path}",
     summary="An instance's status(): {status, output?, error?}",
     response_model=InstanceStatusView,
     responses=errors(400, 403, 404),
@@ -208,7 +208,7 @@ async def instance_status(
 
 
 @router.post(
-    INSTANCES + "/{instance_id:path}/events",
+    INSTANCES + "/{instance_id:any_path}/events",
     status_code=202,
     openapi_extra=_EVENT_BODY,
     summary="Accept an event durably (202 with its per-instance sequence number)",
@@ -240,7 +240,7 @@ async def send_instance_event(
 
 
 @router.post(
-    INSTANCES + "/{instance_id:path}/terminate",
+    INSTANCES + "/{instance_id:any_path}/terminate",
     openapi_extra=_TERMINATE_BODY,
     summary="Terminate an instance; answers once its code has provably stopped",
     response_model=Terminated,

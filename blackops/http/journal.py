@@ -21,7 +21,7 @@ from blackops.application import Application
 from blackops.http.auth import Caller, application, caller, check_space
 from blackops.http.capacity import SPACE_READS
 from blackops.http.openapi import errors
-from blackops.http.params import SpacePath
+from blackops.http.params import QUERY_INTEGER, SpacePath
 from domain.access import Action, check_system
 from domain.json_text import JSONTextError, parse_json
 from journal.store import MAX_POSITION, PAGE_LIMIT_MAX
@@ -29,9 +29,13 @@ from replay.export import observed_lines
 
 router = APIRouter(tags=["journal"])
 After = Annotated[
-    int, Query(ge=0, le=MAX_POSITION, description="lines with positions after this one")
+    int,
+    Query(ge=0, le=MAX_POSITION, description="lines with positions after this one"),
+    QUERY_INTEGER,
 ]
-PageLimit = Annotated[int, Query(ge=1, le=PAGE_LIMIT_MAX, description="at most this many lines")]
+PageLimit = Annotated[
+    int, Query(ge=1, le=PAGE_LIMIT_MAX, description="at most this many lines"), QUERY_INTEGER
+]
 #: Rows a Space's page reads at most, among every Space's (one page of an export): its cost
 #: no longer grows with other tenants' data (it was 50 x 10,000 rows a request).
 SPACE_SCAN_ROWS = 2_000

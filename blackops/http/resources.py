@@ -34,6 +34,7 @@ from blackops.http.params import SpacePath
 from blackops.http.responses import JSON, accepted
 from domain.access import Action
 from domain.errors import InvalidRequest
+from domain.resources import whole_number
 
 router = APIRouter(tags=["control plane"])
 SPACE = "/v1/spaces/{space}"
@@ -268,8 +269,8 @@ async def check_deployment(
         raise InvalidRequest(
             'the body must be {"allocation": [{"version", "weight"}], "terminalHistories"?}'
         )
-    terminal = body.get("terminalHistories", 100)
-    if type(terminal) is not int or not 0 <= terminal <= 100_000:
+    terminal = whole_number(body.get("terminalHistories", 100))
+    if terminal is None or not 0 <= terminal <= 100_000:
         raise InvalidRequest("terminalHistories must be an integer from 0 to 100000")
     allocation = body["allocation"]
     return JSON(

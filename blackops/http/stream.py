@@ -54,7 +54,7 @@ from blackops.http.auth import Caller, application, check_space, served, stream_
 from blackops.http.capacity import STREAM_READS
 from blackops.http.journal import After, tenant_of
 from blackops.http.openapi import errors
-from blackops.http.params import SpacePath
+from blackops.http.params import QUERY_INTEGER, QUERY_NUMBER, SpacePath
 from blackops.jsonbody import render_json
 from domain.access import Action, check_system
 from domain.errors import BlackOpsError, InvalidRequest, ResourceBusy
@@ -75,11 +75,12 @@ WINDOW_BYTES = 8 << 20
 #: The longest ``max_seconds`` a request may ask for (a day).
 MAX_SECONDS = 86_400.0
 StreamLimit = Annotated[
-    int | None, Query(ge=1, description="end the stream after this many events")
+    int | None, Query(ge=1, description="end the stream after this many events"), QUERY_INTEGER
 ]
 MaxSeconds = Annotated[
     float | None,
     Query(gt=0, le=MAX_SECONDS, description="end the stream after this many seconds"),
+    QUERY_NUMBER,
 ]
 #: Checked by the service after the access check (its pattern is documentation only).
 LastEventId = Annotated[

@@ -1,0 +1,143 @@
+"""Where the service did something its contract does not say (found by a defect hunt against
+the OpenAPI document, stop 34): an instance id holding a line feed was created and listed but
+every route of it answered 404 (P42: every scalar value works); a ``Prefer`` header sent as
+two field lines was read as its first line only, so a proxy's own line turned a Deferred
+submit into an Inline run (RFC 9110 5.3: one comma-joined value); a HEAD of a receipt signed
+a checkpoint on the spot (H11: a GET that writes is not run for a HEAD)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from blackops import Application
+from blackops.http.app import create_http_app
+
+AUTH = {"Authorization": "Bearer systok"}
+
+
+def with_space(app: Application) -> Application:
+    context = app.access_context({"id": "root", "kind": "system"}, "default")
+    app.access.create_space("default", context)
+    return app
+
+
+class Wait:
+    def __init__(self, env: Any) -> None:
+        self.env = env
+
+    async def run(self, event: Any, step: Any) -> dict[str, Any]:
+        await step.wait_for_event("go", {"type": "go", "timeoutSeconds": 3600})
+        return {}
+
+
+def test_an_instance_id_with_a_line_feed_is_reached_by_every_route(store_url: str) -> None:
+    app = with_space(Application(store_url))
+    binding = app.register_workflow(Wait)
+    instance = "nl-1\nx"
+    asyncio.run(binding.create(id=instance))
+    base = f"/v1/spaces/default/workflows/Wait/instances/{instance.replace(chr(10), '%0A')}"
+    with TestClient(create_http_app(app, "systok")) as client:
+        status = client.get(base, headers=AUTH)
+        assert status.status_code == 200 and status.json()["status"] == "queued"
+        sent = client.post(f"{base}/events", headers=AUTH, json={"type": "other"})
+        assert sent.status_code in (200, 201, 202), sent.text
+        stopped = client.post(f"{base}/terminate", headers=AUTH)
+        assert stopped.status_code == 200, stopped.text
+        receipt = client.get(f"{base}/receipt", headers=AUTH)
+        assert receipt.json().get("error", {}).get("message") != "Not Found", receipt.text
+    app.close()
+
+
+def test_prefer_sent_as_two_lines_is_one_value(tmp_path: Path) -> None:
+    app = with_space(Application(f"sqlite:///{tmp_path}/j.sqlite3"))
+
+    @app.operation("t.ok")
+    def ok(ctx: object, params: dict[str, object]) -> dict[str, object]:
+        return {}
+
+    with TestClient(create_http_app(app, "systok")) as client:
+        answer = client.post(
+            "/v1/spaces/default/operations/t.ok",
+            headers=[
+                ("Authorization", "Bearer systok"),
+                ("Prefer", "wait=5"),  # a proxy's line first
+                ("Prefer", "respond-async"),
+                ("Idempotency-Key", "two-lines-1"),
+            ],
+            json={},
+        )
+    app.close()
+    assert answer.status_code == 202, answer.text  # Deferred: accepted, not run
+
+
+def test_a_head_of_a_receipt_writes_nothing(tmp_path: Path) -> None:
+    app = with_space(Application(f"sqlite:///{tmp_path}/j.sqlite3"))
+
+    @app.operation("t.ok")
+    def ok(ctx: object, params: dict[str, object]) -> dict[str, object]:
+        return {}
+
+    binding = app.register_workflow(Wait)
+    asyncio.run(binding.create(id="a/receipt"))  # its status, not a receipt
+    operation = app.run("t.ok", {}, actor="a", tenant="default").operation_id
+    with TestClient(create_http_app(app, "systok")) as client:
+        before = app.store.last_position()
+        for path in (
+            f"/v1/operations/{operation}/receipt",
+            "/v1/spaces/default/workflows/Wait/instances/x/receipt",
+        ):
+            refused = client.head(path, headers=AUTH)
+            assert refused.status_code == 405 and refused.headers["allow"] == "GET", path
+        assert app.store.last_position() == before  # no checkpoint signed for a HEAD
+        status = client.head(
+            "/v1/spaces/default/workflows/Wait/instances/a%2Freceipt", headers=AUTH
+        )
+        assert status.status_code == 200
+    app.close()
+
+
+def test_query_integers_are_decimal_digits(tmp_path: Path) -> None:
+    """``type: integer`` in the schema; Python's reading let ``1_0``, ``+3``, ``4.0`` and
+    `` 5`` through as 10, 3, 4 and 5."""
+    app = with_space(Application(f"sqlite:///{tmp_path}/j.sqlite3"))
+    with TestClient(create_http_app(app, "systok")) as client:
+        for bad in ("1_0", "+3", "4.0", " 5", "5 ", "٥", "1e1"):
+            for path in ("/v1/journal", "/v1/operations", "/v1/journal/stream"):
+                answer = client.get(path, params={"limit": bad, "max_seconds": 1}, headers=AUTH)
+                assert answer.status_code == 400, (path, bad, answer.text)
+                assert answer.json()["error"]["code"] == "invalid_request"
+            proof = client.get(
+                "/v1/proofs/consistency", params={"from": bad, "to": 2}, headers=AUTH
+            )
+            assert proof.status_code == 400, (bad, proof.text)
+        for bad in ("1_0", "+1", "1.", ".5", "1e0", "inf"):
+            answer = client.get("/v1/journal/stream", params={"max_seconds": bad}, headers=AUTH)
+            assert answer.status_code == 400, (bad, answer.text)
+        assert client.get("/v1/journal", params={"limit": "05"}, headers=AUTH).status_code == 200
+        ended = client.get("/v1/journal/stream", params={"max_seconds": "0.2"}, headers=AUTH)
+        assert ended.status_code == 200
+    app.close()
+
+
+def test_a_whole_number_written_with_a_zero_fraction_is_an_integer() -> None:
+    """JSON Schema counts ``100.0`` as an integer (and RFC 8785 writes it ``100``): a weight
+    or ``terminalHistories`` so written was refused as "must be an integer" (found by the
+    contract's fuzzer)."""
+    import pytest
+
+    from domain.errors import InvalidRequest
+    from domain.resources import check_allocation, whole_number
+
+    version = "sha256:" + "0" * 64
+    assert check_allocation([{"version": version, "weight": 100.0}]) == [
+        {"version": version, "weight": 100}
+    ]
+    assert [whole_number(v) for v in (5, 5.0, -0.0, 5.5, True, "5", None)] == [
+        5, 5, 0, None, None, None, None,
+    ]  # fmt: skip
+    with pytest.raises(InvalidRequest):
+        check_allocation([{"version": version, "weight": 99.5}])
