@@ -306,8 +306,8 @@ class WorkflowRunner:
 
     def request_stop(self, grace_seconds: float = 10.0) -> None:
         """Claim nothing more and let running contexts end for ``grace_seconds`` (from the
-        loop's next turn), without waiting (safe from a signal handler: a worker's stop begins both drains at
-        once, so a context is not claimed while its attempts drain)."""
+        loop's next turn), without waiting (safe from a signal handler: a worker's stop
+        begins both drains at once, so a context is not claimed while its attempts drain)."""
         if self._stop.is_set():
             # Asked already: the loop knows, and once stopped its wake-up pipe is closed, so
             # a write could land in whatever file took the descriptor since (found by review).
