@@ -4,6 +4,7 @@ it, not even that a name in its path is malformed (decisions R1)."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from fastapi import Path
@@ -50,13 +51,13 @@ def _decimal_digits(value: object) -> object:
     return value
 
 
+#: A JSON number's spelling (RFC 8259 6): what `type: number` admits in a query string.
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+
+
 def _decimal_number(value: object) -> object:
-    if isinstance(value, str):
-        whole, _, fraction = value.partition(".")
-        if not (whole.isascii() and whole.isdigit() and (fraction == "" or fraction.isdigit())):
-            raise ValueError("must be written as decimal digits, with an optional fraction")
-        if "." in value and not fraction:
-            raise ValueError("must be written as decimal digits, with an optional fraction")
+    if isinstance(value, str) and not (value.isascii() and _JSON_NUMBER.fullmatch(value)):
+        raise ValueError("must be written as a JSON number")
     return value
 
 
@@ -64,5 +65,6 @@ def _decimal_number(value: object) -> object:
 #: Python's reading let ``1_0``, ``+3``, ``4.0``, `` 5 `` through (found by a defect hunt,
 #: stop 34), where a ``Last-Event-ID`` and dates are digits only.
 QUERY_INTEGER = BeforeValidator(_decimal_digits)
-#: Query numbers (``max_seconds``): digits with an optional decimal fraction.
+#: Query numbers (``max_seconds``): a JSON number's spelling (``5e-324`` too; no ``_``, ``+``,
+#: spaces, ``inf``).
 QUERY_NUMBER = BeforeValidator(_decimal_number)

@@ -159,16 +159,16 @@ UI = {
     ("GET", "/ui/workflows"): "/ui/workflows",
     ("GET", "/ui/spaces/{space}/workflows"): "/ui/spaces/acme/workflows",
     ("GET", "/ui/spaces/{space}/workflows/{uid}"): "/ui/spaces/acme/workflows/Flow",
-    ("GET", "/ui/spaces/{space}/workflows/{uid}/instances/{instance_id:path}"): (
+    ("GET", "/ui/spaces/{space}/workflows/{uid}/instances/{instance_id:any_path}"): (
         "/ui/spaces/acme/workflows/Flow/instances/i1"
     ),
-    ("GET", "/ui/spaces/{space}/workflows/{uid}/receipts/{instance_id:path}"): (
+    ("GET", "/ui/spaces/{space}/workflows/{uid}/receipts/{instance_id:any_path}"): (
         "/ui/spaces/acme/workflows/Flow/receipts/i1"
     ),
-    ("GET", "/ui/spaces/{space}/workflows/{uid}/terminate/{instance_id:path}"): (
+    ("GET", "/ui/spaces/{space}/workflows/{uid}/terminate/{instance_id:any_path}"): (
         "/ui/spaces/acme/workflows/Flow/terminate/i1"
     ),
-    ("POST", "/ui/spaces/{space}/workflows/{uid}/terminate/{instance_id:path}"): (
+    ("POST", "/ui/spaces/{space}/workflows/{uid}/terminate/{instance_id:any_path}"): (
         "/ui/spaces/acme/workflows/Flow/terminate/i1"
     ),
     ("GET", "/ui/journal"): "/ui/journal",

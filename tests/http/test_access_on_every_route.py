@@ -281,6 +281,8 @@ JOURNALED_READS = {
 JOURNALED_READ_TYPES = {"journal.exported", "journal.checkpoint"}
 
 #: Ordered: the success sequence runs these in this order, destructive ones last.
+INSTANCE_ROUTE = "/v1/spaces/{space}/workflows/{uid}/instances/{instance_id:any_path}"
+
 ROUTES: dict[tuple[str, str], Route] = {
     ("POST", "/v1/spaces/{space}/operations/{type}"): Route(
         "operator",
@@ -478,21 +480,21 @@ ROUTES: dict[tuple[str, str], Route] = {
         201,
         lambda w: Call("POST", _space(f"/workflows/{w.uid}/instances"), {"bogus": 1}),
     ),
-    ("GET", "/v1/spaces/{space}/workflows/{uid}/instances/{instance_id:path}/receipt"): Route(
+    ("GET", "/v1/spaces/{space}/workflows/{uid}/instances/{instance_id:any_path}/receipt"): Route(
         "reader",
         lambda w: Call("GET", _space(f"/workflows/{w.uid}/instances/{w.ended}/receipt")),
         200,
     ),
-    ("GET", "/v1/spaces/{space}/workflows/{uid}/instances/{instance_id:path}"): Route(
+    ("GET", "/v1/spaces/{space}/workflows/{uid}/instances/{instance_id:any_path}"): Route(
         "reader", lambda w: Call("GET", _instance(w)), 200
     ),
-    ("POST", "/v1/spaces/{space}/workflows/{uid}/instances/{instance_id:path}/events"): Route(
+    ("POST", "/v1/spaces/{space}/workflows/{uid}/instances/{instance_id:any_path}/events"): Route(
         "operator",
         lambda w: Call("POST", _instance(w, "/events"), {"type": "ping", "payload": {"n": 1}}),
         202,
         lambda w: Call("POST", _instance(w, "/events"), {}),
     ),
-    ("POST", "/v1/spaces/{space}/workflows/{uid}/instances/{instance_id:path}/terminate"): Route(
+    ("POST", INSTANCE_ROUTE + "/terminate"): Route(
         "operator",
         lambda w: Call("POST", _instance(w, "/terminate"), {}),
         200,
@@ -846,8 +848,8 @@ def test_reader_and_operator_refusals_match_the_brief(world: World) -> None:
         ("POST", "/v1/operations/{operation_id}/redrive"),
         ("POST", "/v1/operations/{operation_id}/hold"),
         ("POST", "/v1/spaces/{space}/workflows/{uid}/instances"),
-        ("POST", "/v1/spaces/{space}/workflows/{uid}/instances/{instance_id:path}/events"),
-        ("POST", "/v1/spaces/{space}/workflows/{uid}/instances/{instance_id:path}/terminate"),
+        ("POST", "/v1/spaces/{space}/workflows/{uid}/instances/{instance_id:any_path}/events"),
+        ("POST", "/v1/spaces/{space}/workflows/{uid}/instances/{instance_id:any_path}/terminate"),
     }
     deploy = {k for k, r in ROUTES.items() if r.need == "deployer"}
     assert {t for _, t in deploy} >= {
@@ -1092,9 +1094,9 @@ def test_principal_admin_answers_name_no_other_space(world: World) -> None:
 
 
 def _documented(w: World, method: str, template: str) -> set[int]:
-    """The statuses the OpenAPI document gives a route (``:path`` is FastAPI's, not OpenAPI's)."""
+    """The statuses the OpenAPI document gives a route (``:any_path`` is the router's)."""
     paths = w.api.openapi()["paths"]
-    operation = paths[template.replace(":path", "")][method.lower()]
+    operation = paths[template.replace(":any_path", "")][method.lower()]
     return {int(status) for status in operation["responses"]}
 
 

@@ -114,12 +114,13 @@ def test_query_integers_are_decimal_digits(tmp_path: Path) -> None:
                 "/v1/proofs/consistency", params={"from": bad, "to": 2}, headers=AUTH
             )
             assert proof.status_code == 400, (bad, proof.text)
-        for bad in ("1_0", "+1", "1.", ".5", "1e0", "inf"):
+        for bad in ("1_0", "+1", "1.", ".5", " 1", "inf", "0x1"):
             answer = client.get("/v1/journal/stream", params={"max_seconds": bad}, headers=AUTH)
             assert answer.status_code == 400, (bad, answer.text)
         assert client.get("/v1/journal", params={"limit": "05"}, headers=AUTH).status_code == 200
-        ended = client.get("/v1/journal/stream", params={"max_seconds": "0.2"}, headers=AUTH)
-        assert ended.status_code == 200
+        for good in ("0.2", "2e-1", "5e-324"):  # JSON numbers, as schemathesis sends them
+            ended = client.get("/v1/journal/stream", params={"max_seconds": good}, headers=AUTH)
+            assert ended.status_code == 200, (good, ended.text)
     app.close()
 
 
