@@ -21,6 +21,10 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REJECTED, EXIT_FAILED = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
 #: The reader of stdout closed it: the shell's status for a writer stopped by SIGPIPE.
 EXIT_BROKEN_PIPE = 141
+#: A Ctrl-C (SIGINT) came while the command was loading: the KeyboardInterrupt it raises
+#: can be swallowed (raised inside a finaliser, "Exception ignored"), and `serve` then ran
+#: on for ever (found by CI, stop 34); `serve` and `worker` read this as a stop asked.
+INTERRUPTED: list[bool] = []
 RESULT_EXIT = {"completed": EXIT_OK, "rejected": EXIT_REJECTED, "failed": EXIT_FAILED}
 #: The subparsers of a command group.
 Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"

@@ -12,11 +12,18 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from blackops.cli.common import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, OPENED
+from blackops.cli.common import (
+    EXIT_BROKEN_PIPE,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    INTERRUPTED,
+    OPENED,
+)
 
 #: Every command, in the order ``--help`` lists them: the module of ``blackops.cli`` that
 #: registers it (with its neighbours) and its line in ``--help``. A command imports and
@@ -75,7 +82,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    INTERRUPTED.append(True)  # kept even if the KeyboardInterrupt below is swallowed
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.default_int_handler:  # not under a host that chose its own
+        signal.signal(signal.SIGINT, _interrupted)
     try:
         code = _main(argv)
         sys.stdout.flush()  # here, not at exit: a reader gone is found below
@@ -88,6 +103,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # before a command runs (its imports, its parser): as in one
         sys.stderr.write("blackops: interrupted\n")
         return EXIT_INTERRUPTED
+    finally:
+        if signal.getsignal(signal.SIGINT) is _interrupted:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _main(argv: Sequence[str] | None) -> int:

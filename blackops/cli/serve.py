@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from blackops.cli import control
 from blackops.cli.common import (
     EXIT_OK,
+    INTERRUPTED,
     OPENED,
     Commands,
     add_common,
@@ -135,6 +136,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # suite, stop 34, once the CLI imported less before this point).
     _STOP_ASKED.clear()
     previous = {sig: signal.signal(sig, _ask_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    if INTERRUPTED:  # a Ctrl-C while the command loaded, its KeyboardInterrupt swallowed
+        _STOP_ASKED.set()
     try:
         from domain.errors import InvalidRequest
 
@@ -402,6 +405,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    if INTERRUPTED:  # a Ctrl-C while the command loaded, its KeyboardInterrupt swallowed
+        _STOP_ASKED.set()
     tokens = _metrics_tokens(args)
     _set_up_logs(args)
     # Without --app it still runs the control plane's operations (verification, deployment
