@@ -1,8 +1,10 @@
-"""A call bounded in time for tests of code that used to hang (a stream that never ended)."""
+"""Time bounds for tests: a call bounded in time (code that used to hang: a stream that never
+ended), and a wait for a condition."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,3 +24,12 @@ def within(seconds: float, target: Callable[[], Any]) -> list[Any]:
     thread.start()
     thread.join(seconds)
     return outcome
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``condition`` every 20 ms; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)

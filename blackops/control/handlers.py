@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -156,10 +155,9 @@ def install(plane: ControlPlane, provider: ResourceProvider) -> None:
         }
 
     def version_delete(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
-        # Workers read allocations and Versions at most ``ttl`` old: once this is waited out
-        # none picks the deleted Version for a new context (found by a defect hunt: one did).
-        provider.refresh()
-        time.sleep(provider.ttl * 1.5)
+        # Once every worker's allocation is newer than the delete, none picks the deleted
+        # Version for a new context (found by a defect hunt: one did).
+        provider.outlast_caches()
         return {"version": params["version"], "deleted": True}
 
     def deployment_update(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
@@ -199,11 +197,10 @@ def install(plane: ControlPlane, provider: ResourceProvider) -> None:
                 raise OperationRejected(
                     "conflict", "version_deleted", f"version {refused[0]} was deleted"
                 )
-            # Completed only once no worker can still read the allocation it replaced (they
-            # cache it ``ttl``): a Version it dropped may then be deleted, and no new context
-            # picks it (a context started 0.25 s later ran the deleted Version).
-            provider.refresh()
-            time.sleep(provider.ttl * 1.5)
+            # Completed only once no worker can still read the allocation it replaced: a
+            # Version it dropped may then be deleted, and no new context picks it (a context
+            # started 0.25 s later ran the deleted Version).
+            provider.outlast_caches()
             return {
                 "worker": worker,
                 "allocation": params["allocation"],
@@ -254,10 +251,10 @@ def install(plane: ControlPlane, provider: ResourceProvider) -> None:
             if not streams:
                 if grace:
                     break
-                # Workers read the catalog at most ``ttl`` old: after waiting that out no
-                # worker can claim an instance of this UID any more, and a create that
-                # raced the close purges itself; one more scan then finds everything.
-                time.sleep(provider.ttl * 1.5)
+                # Once every worker's catalog is newer than the close, none can claim an
+                # instance of this UID any more, and a create that raced the close purges
+                # itself; one more scan then finds everything.
+                provider.outlast_caches()
                 grace = True
                 continue
             unstopped = 0

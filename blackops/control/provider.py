@@ -152,6 +152,13 @@ class ResourceProvider:
             self._catalog_read = float("-inf")
             self._allocations.clear()
 
+    def outlast_caches(self) -> None:
+        """Forget this process's cached reads and wait until every worker's are newer than
+        now (they are at most ``ttl`` old): a change committed before this call is then what
+        every new context sees. Control-plane operations call it before they complete."""
+        self.refresh()
+        time.sleep(self.ttl * 1.5)
+
     def _allocation(self, workflow: str) -> tuple[str, list[dict[str, Any]]]:
         now = time.monotonic()
         with self._lock:

@@ -79,18 +79,15 @@ def open_in_thread(url: str) -> tuple[threading.Thread, dict[str, Any]]:
     return thread, outcome
 
 
-def test_a_projection_opens_while_a_catch_up_holds_it_without_a_deadlock(
-    caught_up: tuple[str, str],
-) -> None:
-    """Made tables: the set-up only reads the catalog, so it is done while the catch-up
-    holds the position row, and the catch-up's write goes through (before: the set-up
-    locked the table, waited for the row, and the catch-up's write deadlocked with it)."""
-    url, schema = caught_up
+def open_beside_a_catch_up(url: str, schema: str, wait: float) -> tuple[bool, str, dict[str, Any]]:
+    """Open a runner in a thread while another connection holds the catch-up's position
+    row; after ``wait`` seconds the catch-up writes its table. Whether the opening was still
+    going then, what the write met ("ok" or the deadlock), and how the opening ended."""
     other = catching_up(url, schema)
     try:
         thread, outcome = open_in_thread(url)
-        thread.join(10)
-        finished = not thread.is_alive()
+        thread.join(wait)
+        opening = thread.is_alive()
         write = "ok"
         try:
             write_row(other, schema)
@@ -100,9 +97,20 @@ def test_a_projection_opens_while_a_catch_up_holds_it_without_a_deadlock(
         thread.join(30)
     finally:
         other.close()
+    return opening, write, outcome
+
+
+def test_a_projection_opens_while_a_catch_up_holds_it_without_a_deadlock(
+    caught_up: tuple[str, str],
+) -> None:
+    """Made tables: the set-up only reads the catalog, so it is done while the catch-up
+    holds the position row, and the catch-up's write goes through (before: the set-up
+    locked the table, waited for the row, and the catch-up's write deadlocked with it)."""
+    url, schema = caught_up
+    opening, write, outcome = open_beside_a_catch_up(url, schema, 10)
     assert write == "ok"
     assert "error" not in outcome, outcome
-    assert finished, "the set-up waited for the catch-up's position row"
+    assert not opening, "the set-up waited for the catch-up's position row"
     assert outcome["runner"] > 0  # the position the catch-up left: nothing reset
 
 
@@ -116,20 +124,8 @@ def test_a_set_up_with_work_to_do_waits_for_the_catch_up_without_a_deadlock(
     url, schema = caught_up
     with psycopg.connect(url.split("?")[0], autocommit=True) as admin:
         admin.execute(f"DROP INDEX {schema}.blackops_operation_status_by_type")
-    other = catching_up(url, schema)
-    try:
-        thread, outcome = open_in_thread(url)
-        thread.join(1.5)  # past deadlock_timeout (1 s): a cycle would be found by now
-        waiting = thread.is_alive()
-        write = "ok"
-        try:
-            write_row(other, schema)
-        except psycopg.errors.DeadlockDetected as error:
-            write = str(error)
-        other.rollback()
-        thread.join(30)
-    finally:
-        other.close()
+    # Past deadlock_timeout (1 s): a cycle would be found by then.
+    waiting, write, outcome = open_beside_a_catch_up(url, schema, 1.5)
     assert write == "ok"
     assert waiting, "the set-up did not wait for the position row"
     assert "error" not in outcome, outcome

@@ -13,12 +13,11 @@ and in executor processes alike, and each as a fresh object:
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from in_time import wait_until
 from workflow_cases import create, history, send, status, work
 
 from blackops import Application, canonical_document
@@ -156,14 +155,6 @@ def test_an_integral_float_is_the_recorded_int_on_the_first_run_in_process(
         "status": "complete",
         "output": {"first": LABELS, "replayed": LABELS},
     }
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def test_an_integral_float_is_the_recorded_int_on_the_first_run_in_executors(

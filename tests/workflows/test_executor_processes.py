@@ -13,10 +13,11 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+from in_time import wait_until
 
 from blackops import Application
 
@@ -56,14 +57,6 @@ class Holding:
             return {"pid": os.getpid()}
 
         return await step.do("held", effect)  # type: ignore[no-any-return]
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def run_leaky(store_url: str, contexts_per_process: int | None) -> dict[str, Any]:
