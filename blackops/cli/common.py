@@ -25,6 +25,15 @@ EXIT_BROKEN_PIPE = 141
 #: can be swallowed (raised inside a finaliser, "Exception ignored"), and `serve` then ran
 #: on for ever (found by CI, stop 34); `serve` and `worker` read this as a stop asked.
 INTERRUPTED: list[bool] = []
+
+
+def record_interrupt(signum: int, frame: object) -> None:
+    """SIGINT's handler while the CLI runs: Python's own, plus a record that outlives a
+    KeyboardInterrupt swallowed where it was raised."""
+    INTERRUPTED.append(True)
+    raise KeyboardInterrupt
+
+
 RESULT_EXIT = {"completed": EXIT_OK, "rejected": EXIT_REJECTED, "failed": EXIT_FAILED}
 #: The subparsers of a command group.
 Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"

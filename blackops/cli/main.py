@@ -21,8 +21,8 @@ from blackops.cli.common import (
     EXIT_BROKEN_PIPE,
     EXIT_ERROR,
     EXIT_INTERRUPTED,
-    INTERRUPTED,
     OPENED,
+    record_interrupt,
 )
 
 #: Every command, in the order ``--help`` lists them: the module of ``blackops.cli`` that
@@ -82,15 +82,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _interrupted(signum: int, frame: object) -> None:
-    INTERRUPTED.append(True)  # kept even if the KeyboardInterrupt below is swallowed
-    raise KeyboardInterrupt
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.getsignal(signal.SIGINT)
-    if previous is signal.default_int_handler:  # not under a host that chose its own
-        signal.signal(signal.SIGINT, _interrupted)
+    # Not under a host that chose its own (``python -m blackops`` installs it first).
+    if previous is signal.default_int_handler:
+        signal.signal(signal.SIGINT, record_interrupt)
     try:
         code = _main(argv)
         sys.stdout.flush()  # here, not at exit: a reader gone is found below
@@ -104,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("blackops: interrupted\n")
         return EXIT_INTERRUPTED
     finally:
-        if signal.getsignal(signal.SIGINT) is _interrupted:
+        if previous is signal.default_int_handler:
             signal.signal(signal.SIGINT, previous)
 
 
