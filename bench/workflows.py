@@ -17,10 +17,10 @@ that exactly what the run claims was persisted.
               read the ~1,000-event stream, fold, commit context_started, plan) + run_context
               with the engine as host (commits the sleep's completion) until the effect runs.
   memory      M instances of a workflow that sleeps for a day at its first step; a separate
-              worker process (this script with --worker-child) runs until the journal shows
-              all M step_suspended; its peak RSS (VmHWM) and its executors' are read from
-              /proc, plus PSS (shared pages divided among the processes) and USS (private
-              pages) from smaps_rollup.
+              worker process (`blackops worker --app workflows:WORKER_APP`, what users run)
+              runs until the journal shows all M step_suspended; its peak RSS (VmHWM), its
+              executors' and their group reapers' are read from /proc, plus PSS (shared
+              pages divided among the processes) and USS (private pages) from smaps_rollup.
   --peers     DBOS Transact's bench (/tmp/peers/dbos_bench.py, see ../shared/peers/README.md)
               with the same N and K on sqlite_wal and postgres, each right after our
               throughput scenarios on that store: wf_seq (one thread), wf_threads (T client
@@ -43,7 +43,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections import Counter
@@ -147,7 +146,7 @@ def build(store: str | None, clock: Clock | None = None) -> Application:
     return app
 
 
-#: What --worker-child runs (its store is chosen with use_store, or $BLACKOPS_STORE).
+#: What the memory scenario's `blackops worker --app workflows:WORKER_APP` runs (on --store).
 WORKER_APP = build(None)
 
 
@@ -499,23 +498,6 @@ def resume(stores: Stores, kind: str, instances: int, repeats: int, timeout: flo
 # -- memory ----------------------------------------------------------------------------------
 
 
-def worker_child(url: str, processes: int) -> None:
-    """--worker-child: a worker process of WORKER_APP on ``url`` until SIGTERM."""
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    WORKER_APP.use_store(url)
-    # Built before anything opens the store, as `blackops worker` does: its executors are
-    # forked before the store's client library is imported (decisions F80).
-    worker = WORKER_APP.worker(workflow_processes=processes)
-    baseline = proc_status(os.getpid()).get("VmRSS", 0)
-    worker.start()
-    print(json.dumps({"pid": os.getpid(), "baseline_rss_kb": baseline}), flush=True)
-    while not stop.wait(0.2):
-        pass
-    worker.stop(1)
-    WORKER_APP.close()
-
-
 def memory(
     stores: Stores, kind: str, n: int, processes: int, timeout: float, logs: Path
 ) -> Figures:
@@ -529,17 +511,27 @@ def memory(
         out["creates_per_s"] = n / (time.perf_counter() - start)
         app.close()
         path = logs / f"worker-{uuid.uuid4().hex[:8]}.log"
-        command = [sys.executable, __file__, "--worker-child", url, "--worker-processes"]
+        # What users run: `blackops worker` on this module's application. Its state dir
+        # is fresh (no signing key: it signs nothing, as a worker without --signing-key).
+        here = Path(__file__).resolve().parent
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(here.parent), str(here)]),
+            "BLACKOPS_HOME": str(logs / f"home-{uuid.uuid4().hex[:8]}"),
+        }
+        command = [sys.executable, "-m", "blackops", "worker", "--app", "workflows:WORKER_APP",
+                   "--store", url, "--workflow-processes", str(processes), "--json"]  # fmt: skip
         with path.open("wb") as err:
             child = subprocess.Popen(
-                [*command, str(processes)], stdout=subprocess.PIPE, stderr=err, text=True
+                command, stdout=subprocess.PIPE, stderr=err, text=True, cwd=here.parent, env=env
             )
         try:
             assert child.stdout is not None
-            line = child.stdout.readline()
+            line = child.stdout.readline()  # its started document
             if not line:
                 raise Failure(f"worker process exited: {path.read_text()[-400:]}")
-            ready = json.loads(line)
+            json.loads(line)
+            baseline = proc_status(child.pid).get("VmRSS", 0)
             start = time.perf_counter()
             peak_total = 0
             suspended = 0
@@ -561,7 +553,7 @@ def memory(
             out["reapers_hwm_mb"] = sum(proc_status(p).get("VmHWM", 0) for p in reapers) / 1024
             out["sleep_contexts_per_s"] = n / elapsed
             out["executors"] = len(executors)
-            out["baseline_rss_mb"] = ready["baseline_rss_kb"] / 1024
+            out["baseline_rss_mb"] = baseline / 1024
             out["worker_hwm_mb"] = own.get("VmHWM", 0) / 1024
             out["worker_rss_mb"] = own.get("VmRSS", 0) / 1024
             out["executors_hwm_mb"] = sum(s.get("VmHWM", 0) for s in theirs) / 1024
@@ -707,8 +699,6 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--peer-backends", default="sqlite_wal,postgres")
     parser.add_argument("--dbos-threads", type=int, default=4, help="DBOS wf_threads (4)")
     parser.add_argument("--timeout", type=float, default=300.0, help="per wait, seconds")
-    parser.add_argument("--worker-child", metavar="STORE", help=argparse.SUPPRESS)
-    parser.add_argument("--worker-processes", type=int, default=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.stores = [s for s in args.stores.split(",") if s]
     args.processes = [int(p) for p in args.processes.split(",") if p]
@@ -725,9 +715,6 @@ PEER_BACKEND = {"sqlite": "sqlite_wal", "postgresql": "postgres"}
 
 def main() -> None:
     args = parse()
-    if args.worker_child:
-        worker_child(args.worker_child, args.worker_processes)
-        return
     python = peer_python() if args.peers else None
     if args.peers and python is None:
         log(
@@ -826,7 +813,7 @@ def report(
         f"\nMemory: a worker process (workflow_processes={args.memory_processes}) until "
         f"{args.memory_n:,} instances sleep (a day, at their first step); MB",
         [
-            ("worker process before start (VmRSS)", "baseline_rss_mb", 1),
+            ("worker process once started (VmRSS)", "baseline_rss_mb", 1),
             ("worker process peak (VmHWM)", "worker_hwm_mb", 1),
             ("executor processes, sum of their peaks (VmHWM)", "executors_hwm_mb", 1),
             ("executors' group reapers, sum of their peaks (VmHWM)", "reapers_hwm_mb", 1),

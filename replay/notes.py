@@ -27,10 +27,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-
 NOTE_KEY = 0x01
 """Ed25519 signature over the note text (c2sp.org/signed-note)."""
 COSIGNATURE_KEY = 0x04
@@ -109,6 +105,11 @@ class VerifierKey:
         """Ed25519 (RFC 8032) over ``message``; ``signature`` is the raw 64 bytes."""
         if len(signature) != 64:
             return False
+        # cryptography (~6 MB resident) is imported when a key is used, not with the module:
+        # a worker that signs nothing and verifies nothing never loads it.
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
         try:
             Ed25519PublicKey.from_public_bytes(self.public).verify(signature, message)
         except InvalidSignature:
@@ -166,6 +167,8 @@ class SigningKey:
 
     def sign(self, message: bytes) -> bytes:
         """The raw 64-byte Ed25519 signature of ``message``."""
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
         return Ed25519PrivateKey.from_private_bytes(self.seed).sign(message)
 
     def _public(self) -> bytes:
@@ -367,6 +370,9 @@ def _b64(text: str, code: str) -> bytes:
 
 
 def _public_of(seed: bytes) -> bytes:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
     private = Ed25519PrivateKey.from_private_bytes(seed)
     return private.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
 

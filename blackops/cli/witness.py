@@ -174,6 +174,8 @@ def start_witnesses(
 ) -> WitnessPusher | None:
     """The pusher of this process: with ``--witness``, or (``publish``: the HTTP server) to
     publish the cosignatures another process collected. None when there is nothing to do."""
+    if not args.witness and not publish:
+        return None  # before the imports: the pusher's HTTP client is ~7 MB resident
     from blackops.witness.push import WitnessTarget
     from blackops.witness.service import start_witnessing
     from domain.errors import InvalidRequest

@@ -6,6 +6,7 @@ lands in ``sys.modules``."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,3 +94,35 @@ def test_the_command_table_is_what_the_modules_register() -> None:
             registered[action.dest] = (module, str(action.help))
     assert list(registered.items()) == list(main.COMMANDS.items())
     assert main.build_parser("").format_help() == main.build_parser().format_help()
+
+
+WORKER_START = """
+import argparse, json, sys
+from blackops.application import Application
+from blackops.cli.serve import start_signer
+from blackops.cli.witness import start_witnesses
+app = Application(sys.argv[1])
+args = argparse.Namespace(checkpoint_seconds=0, signing_key=None, witness=[])
+service, _ = start_signer(app, args, dev=sys.argv[2] == "dev")
+start_witnesses(service, args, publish=False)
+print(json.dumps(sorted(m for m in sys.modules if m.startswith(("cryptography", "httpx")))))
+"""
+
+
+@pytest.mark.parametrize("dev", [False, True])
+def test_a_worker_that_signs_and_pushes_nothing_loads_no_crypto_or_http_client(
+    tmp_path: Path, dev: bool
+) -> None:
+    """`blackops worker` without a signing key or --witness starts its checkpoint service
+    and witness pusher as no-ops: they imported cryptography and httpx (with its rich and
+    pygments) anyway, 13 MB of the worker's 51 MB resident. With the development key
+    (`serve`, dev) it signs, so cryptography is loaded: the probe sees it."""
+    store = f"sqlite:///{tmp_path}/j.sqlite3"
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER_START, store, "dev" if dev else "worker"],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+        env={**os.environ, "BLACKOPS_HOME": str(tmp_path / "home")},
+    )  # fmt: skip
+    loaded: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not any(m.startswith("httpx") for m in loaded)
+    assert any(m.startswith("cryptography") for m in loaded) is dev, loaded
