@@ -146,6 +146,33 @@ def test_the_checkpoint_history_reads_only_new_checkpoints(
         app.close()
 
 
+def test_a_checkpoint_of_the_empty_journal_is_shown_and_proves_nothing(store_url: str) -> None:
+    """A signer started on an empty journal signs a size-0 checkpoint first; the history
+    asked for a consistency proof from it, which the tree refuses, and the journal page
+    answered 500 until 51 newer checkpoints pushed it out (found by a defect hunt, stop 35).
+    A size-0 checkpoint matches when its root is the empty tree's; nothing is proven from it."""
+    from blackops import Application
+    from blackops.audit.checkpoints import CheckpointService
+    from blackops.console.views import checkpoint_history
+    from blackops.testing import FakeClock
+    from replay.notes import SigningKey
+
+    app = Application(store_url, clock=FakeClock())
+    app.operation("t.ok")(lambda ctx, params: {})
+    try:
+        service = CheckpointService(app.store, SigningKey.generate("console.test/log"), app.clock)
+        service.sign(force=True)  # the journal is empty
+        for _ in range(2):
+            app.run("t.ok", {}, actor="a", tenant="default")
+            service.sign(force=True)
+        newest, middle, empty = checkpoint_history(service)
+        assert empty.size == 0 and empty.matches_tree and empty.signature_ok
+        assert middle.consistent is None  # from the empty tree: nothing to prove
+        assert newest.consistent is True and newest.matches_tree
+    finally:
+        app.close()
+
+
 def test_every_server_on_one_journal_shows_the_same_history_reading_only_new_ones(
     store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

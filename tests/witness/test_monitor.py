@@ -198,6 +198,10 @@ def test_run_watch_retries_a_proof_it_cannot_fetch_under_follow(
         '{"origin": "example.com/log", "size": 5, "root": "short"}',
         '{"origin": 7, "size": 5, "root": "' + "A" * 43 + '="}',
         "\udcff",
+        # Right types, values no checkpoint holds (a NoteError escaped: stop 35's hunt).
+        '{"origin": "example.com/log", "size": 18446744073709551616, "root": "' + "A" * 43 + '="}',
+        '{"origin": "example.com/log\\nx", "size": 5, "root": "' + "A" * 43 + '="}',
+        '{"origin": "example.com/\\u0007log", "size": 5, "root": "' + "A" * 43 + '="}',
     ],
 )
 def test_a_damaged_state_file_is_invalid_request_and_stops_even_under_follow(
