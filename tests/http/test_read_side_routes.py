@@ -106,6 +106,29 @@ def test_time_filters_refuse_anything_but_rfc_3339(client: TestClient, bad: str)
         assert answer.json()["error"]["code"] == "invalid_request"
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        "tenant=acme&status=completed&status=rejected",
+        "tenant=acme&status=completed&st%61tus=rejected",  # the name as the router decodes it
+        "tenant=acme&tenant=globex",
+        "tenant=acme&limit=1&limit=",
+    ],
+)
+def test_a_query_parameter_named_twice_is_refused_not_cut_to_its_last_value(
+    client: TestClient, app: Application, query: str
+) -> None:
+    """FastAPI keeps the last value of a repeated name: a filter given twice answered the
+    last one's page alone (found by a defect hunt, stop 35; decisions H15)."""
+    app.run("t.echo", {}, actor="a", tenant="acme")
+    for path in ("/v1/operations", "/v1/operation-counts"):
+        answer = client.get(f"{path}?{query}", headers=SYSTEM)
+        assert answer.status_code == 400, (path, query, answer.text)
+        assert answer.json()["error"]["code"] == "invalid_request"
+    once = client.get("/v1/operations?tenant=acme&status=completed", headers=SYSTEM)
+    assert once.status_code == 200 and len(once.json()["items"]) == 1
+
+
 def test_time_filters_compare_instants_whatever_the_offset(
     client: TestClient, app: Application, clock: FakeClock
 ) -> None:
