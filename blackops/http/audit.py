@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import threading
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
@@ -279,6 +280,14 @@ def _manifests(request: Request) -> _Manifests:
     return found
 
 
+def _manifest_link(request: Request, export_id: str) -> dict[str, str]:
+    """The export's ``Link`` to its manifest, under the prefix the API is served at (a
+    proxy's ``--root-path``): without it, a client whose base URL has a path was sent to a
+    404 and lost the export (found by a defect hunt, stop 35)."""
+    prefix = quote(str(request.scope.get("root_path", "")), safe="/")
+    return {"Link": f'<{prefix}/v1/journal/exports/{export_id}/manifest>; rel="describedby"'}
+
+
 @router.get(
     "/v1/journal/export",
     summary="Export the whole journal (Observed JSONL) with a signed manifest; journaled",
@@ -302,8 +311,9 @@ async def journal_export(
     body, export_id = await EXPORT_READS.run(
         who.principal.id, _export, app, service, who, after, until, None, manifests
     )
-    link = f'</v1/journal/exports/{export_id}/manifest>; rel="describedby"'
-    return Response(body, media_type="application/jsonl", headers={"Link": link})
+    return Response(
+        body, media_type="application/jsonl", headers=_manifest_link(request, export_id)
+    )
 
 
 @router.get(
@@ -328,8 +338,9 @@ async def space_journal_export(
     body, export_id = await EXPORT_READS.run(
         who.principal.id, _export, app, service, who, after, until, space, manifests
     )
-    link = f'</v1/journal/exports/{export_id}/manifest>; rel="describedby"'
-    return Response(body, media_type="application/jsonl", headers={"Link": link})
+    return Response(
+        body, media_type="application/jsonl", headers=_manifest_link(request, export_id)
+    )
 
 
 @router.get(

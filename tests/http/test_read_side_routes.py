@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -220,3 +221,28 @@ def test_tokens_are_revoked_over_http_with_the_clis_rights(
     )
     assert client.delete(tokens + wide_record["tokenId"], headers=SYSTEM).status_code == 200
     assert client.get("/v1/spaces/globex/journal", headers=as_reader).status_code == 401
+
+
+def test_an_export_through_a_prefixed_base_url_links_its_manifest_under_the_prefix(
+    app: Application, tmp_path: Path
+) -> None:
+    """Behind a proxy that serves the API under a path (root_path), the export's Link named
+    /v1/... without it: the client's manifest request was a 404 and the export was lost
+    (found by a defect hunt, stop 35)."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from blackops.client import Client
+
+    app.operation("t.echo")(lambda ctx, params: params)
+    spaces(app, "acme")
+    app.run("t.echo", {}, actor="a", tenant="acme")
+    outer = Starlette(routes=[Mount("/blackops", app=create_http_app(app, TOKEN))])
+    target = tmp_path / "acme.jsonl"
+    with TestClient(outer) as http:
+        answer = http.get("/blackops/v1/spaces/acme/journal/export", headers=SYSTEM)
+        assert answer.headers["Link"].startswith("</blackops/v1/journal/exports/")
+        with Client("http://testserver/blackops", TOKEN, transport=http._transport) as client:
+            manifest = client.export(str(target), space="acme")
+    assert manifest is not None and manifest["count"] == target.read_bytes().count(b"\n")
+    assert Path(f"{target}.manifest.json").exists()
