@@ -246,9 +246,10 @@ def parse_note(note: str) -> Note:
 def open_note(note: str, keys: Sequence[VerifierKey]) -> tuple[Note, tuple[VerifierKey, ...]]:
     """Parse ``note`` and verify every signature made by one of ``keys``.
 
-    Signatures by other keys are ignored (signed-note: verifiers MUST ignore unknown keys).
-    Raises ``bad_signature`` when a known key's signature fails, ``unknown_key`` when none of
-    ``keys`` signed the note, ``ambiguous_key`` when two of ``keys`` share name and key ID.
+    Signatures by other keys are ignored (signed-note: verifiers MUST ignore unknown keys), and
+    so are a known key's after its first. Raises ``bad_signature`` when a known key's first
+    signature fails, ``unknown_key`` when none of ``keys`` signed the note, ``ambiguous_key``
+    when two of ``keys`` share name and key ID.
     Returns the note and the keys whose signatures verified, in signature order.
     """
     parsed = parse_note(note)
@@ -259,17 +260,23 @@ def open_note(note: str, keys: Sequence[VerifierKey]) -> tuple[Note, tuple[Verif
             raise NoteError("ambiguous_key", f"two keys are named {key.name}+{key.key_id.hex()}")
         known[slot] = key
     verified: list[VerifierKey] = []
+    seen: set[tuple[str, bytes]] = set()
     message = parsed.text.encode()
     for signature in parsed.signatures:
-        signer = known.get((signature.name, signature.key_id))
+        slot = (signature.name, signature.key_id)
+        signer = known.get(slot)
         if signer is None:
             continue
+        # As Go's note.Open: a known key's first signature decides, later lines by it are
+        # dropped (one appended junk line made a genuine note refused: stop 35's hunt).
+        if slot in seen:
+            continue
+        seen.add(slot)
         if not _verify(signer, message, signature.signature):
             raise NoteError(
                 "bad_signature", f"invalid signature for key {signer.name}+{signer.key_id.hex()}"
             )
-        if signer not in verified:
-            verified.append(signer)
+        verified.append(signer)
     if not verified:
         raise NoteError("unknown_key", "no signature on the note is by a known key")
     return parsed, tuple(verified)

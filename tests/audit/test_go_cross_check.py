@@ -19,7 +19,7 @@ from blackops import Application
 from blackops.audit.checkpoints import CheckpointService
 from blackops.audit.receipts import OPERATION_TERMINAL, receipt_for, terminal_position
 from blackops.testing import FakeClock
-from replay.notes import SigningKey
+from replay.notes import NoteError, SigningKey, open_note
 from replay.receipts import TlogProof
 
 GOCODE = Path("/usr/share/gocode")
@@ -94,3 +94,15 @@ def test_go_verifies_our_note_receipt_and_consistency_proof(
     assert forged.returncode == 1 and "CheckRecord" in forged.stdout
     other = SigningKey.generate("example.com/go-cross-check").verifier().encode()
     assert "note.Open" in check(gocheck, {**document, "vkey": other}).stdout
+    # A junk line appended under the log's own name and key ID: Go's note.Open verifies a
+    # key's first signature and drops the rest, and so does ours (it refused the note:
+    # stop 35's hunt); a junk line first is refused by both.
+    junk = "— example.com/go-cross-check " + base64.b64encode(key.key_id + bytes(64)).decode()
+    after = new_note + junk + "\n"
+    assert check(gocheck, {**document, "note": after}).returncode == 0
+    assert open_note(after, [key.verifier()])[1] == (key.verifier(),)
+    head, signatures = new_note.split("\n\n", 1)
+    before = f"{head}\n\n{junk}\n{signatures}"
+    assert "note.Open" in check(gocheck, {**document, "note": before}).stdout
+    with pytest.raises(NoteError, match="invalid signature"):
+        open_note(before, [key.verifier()])
