@@ -188,3 +188,71 @@ def test_a_manifest_with_a_number_for_a_hash_is_refused_not_a_traceback(
     checked = verify(target, key.verifier().encode())
     assert checked.returncode == 1 and "Traceback" not in checked.stderr
     assert json.loads(checked.stdout)["firstProblem"]["kind"] == "signature"
+
+
+@pytest.mark.parametrize("route", ["/v1/journal/export", "/v1/spaces/default/journal/export"])
+def test_a_server_without_the_key_exports_through_the_newest_checkpoint(
+    store_url: str, tmp_path: Path, route: str
+) -> None:
+    """A server without the signing key attests with what another process signed, and a
+    checkpoint is journaled after the events it signs: the newest never covered the
+    journal's end, so every whole-journal export was journaled and then refused with 404
+    (found by a defect hunt, stop 35). It now ends at the newest checkpoint, verifies with
+    the signer's key, and a range past it is refused (409) before anything is journaled."""
+    filled(store_url)
+    from blackops.audit.checkpoints import CheckpointService
+    from blackops.runtime import SystemClock
+
+    key = SigningKey.generate(ORIGIN)
+    with Application(store_url) as signer, Application(store_url) as app:
+        system = {"Authorization": "Bearer systok"}
+        client = TestClient(create_http_app(app, "systok"))  # no key in this process
+        assert client.post("/v1/spaces", json={"name": "default"}, headers=system).is_success
+        CheckpointService(signer.store, key, SystemClock()).sign()  # another process signs
+        signed_end = app.store.last_position() - 1  # the checkpoint is the last event
+        answer = client.get(route, headers=system)
+        assert answer.status_code == 200, answer.text
+        link = answer.headers["link"]
+        manifest = client.get(link[1 : link.index(">")], headers=system).json()
+        assert manifest["journalTreeSize"] == signed_end and manifest["attestation"]
+        before = app.store.last_position()
+        past = client.get(f"{route}?until={before}", headers=system)
+        assert past.status_code == 409, past.text
+        assert past.json()["error"]["code"] == "conflict" and str(signed_end) in past.text
+        assert app.store.last_position() == before  # nothing journaled
+    jsonl = tmp_path / "keyless.jsonl"
+    jsonl.write_bytes(answer.content)
+    Path(f"{jsonl}.manifest.json").write_text(json.dumps(manifest))
+    good = verify(jsonl, key.verifier().encode())
+    assert good.returncode == 0, good.stdout
+
+
+def test_a_receipt_asked_while_another_process_signs_names_its_checkpoint(
+    store_url: str,
+) -> None:
+    """The tree is synced, then the newest checkpoint read: one another process appended and
+    signed in between is larger than the tree, whose proofs then raised ValueError (a 500;
+    found by a defect hunt, stop 35). The interleaving is forced: the other process commits
+    and signs when the server reads the newest checkpoint."""
+    from blackops.audit.checkpoints import CheckpointService
+    from blackops.audit.receipts import receipt_for
+    from blackops.runtime import SystemClock
+    from replay.receipts import verify_receipt
+
+    key = SigningKey.generate(ORIGIN)
+    with Application(store_url) as app, Application(store_url) as other:
+        app.operation("t.ok")(lambda ctx, params: {})
+        app.run("t.ok", {}, actor="a", tenant="default")
+        signer = CheckpointService(other.store, key, SystemClock())
+        signer.sign()
+        server = CheckpointService(app.store, None, SystemClock())
+        newest = server.latest
+
+        def signed_meanwhile() -> str | None:
+            app.run("t.ok", {}, actor="a", tenant="default")
+            signer.sign()
+            return newest()
+
+        server.latest = signed_meanwhile  # type: ignore[method-assign]
+        receipt = receipt_for(server, 1)
+    assert verify_receipt(receipt, [key.verifier()])
