@@ -8,6 +8,7 @@ end. Under ``CI=true`` an unreachable PostgreSQL fails the run instead of skippi
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -27,6 +28,12 @@ from blackops.testing import FakeClock
 # example, which it then reports as a flaky test: time is the machine's, not the test's.
 settings.register_profile("blackops", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("blackops")
+
+# The CLI keeps its tokens and development signing key in $BLACKOPS_HOME, else ./.blackops:
+# a checkout where `make run` had served holds a signing key there, and tests running the
+# CLI from the checkout then signed checkpoints their journals did not expect. Each test
+# process gets its own state dir; tests about the state dir set it themselves.
+os.environ["BLACKOPS_HOME"] = tempfile.mkdtemp(prefix="blackops-home-")
 
 POSTGRES_URL = os.environ.get(
     "BLACKOPS_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
