@@ -19,6 +19,7 @@ from blackops.client.client import (
     manifest_document,
     passed,
     pause,
+    served_its_ask,
     stream_params,
     stream_timeout,
     streamed_lines,
@@ -172,6 +173,7 @@ class AsyncClient:
                 return
             params, headers = stream_params(after, remaining, ends)
             timeout = stream_timeout(self._http.timeout.connect, self.stream_read_timeout, ends)
+            connected = time.monotonic()
             try:
                 async with self._http.stream(
                     "GET", path, params=params, headers=headers, timeout=timeout
@@ -212,6 +214,8 @@ class AsyncClient:
                 await asyncio.sleep(pause(wait, ends))
                 wait = min(wait * 2, 30.0)
             else:
+                if served_its_ask(params, connected):
+                    continue
                 if not reconnect:
                     return
                 await asyncio.sleep(pause(retry_seconds, ends))  # ended by the server
@@ -228,11 +232,10 @@ class AsyncClient:
         local writes, as any async file writer would do)."""
         params = {"after": after, "until": until}
         query = {k: v for k, v in params.items() if v is not None}
+        route = calls.journal_path(space, "/export")  # refused before a file is opened
         try:
             with ExportFiles(path) as files:
-                async with self._http.stream(
-                    "GET", calls.journal_path(space, "/export"), params=query
-                ) as response:
+                async with self._http.stream("GET", route, params=query) as response:
                     if not response.is_success:
                         await response.aread()
                         raise calls.error_from(response)

@@ -206,10 +206,7 @@ class Call(Generic[T]):
     headers: dict[str, str] = field(default_factory=dict)
 
     def request_args(self) -> dict[str, Any]:
-        args: dict[str, Any] = {
-            "params": {k: v for k, v in self.params.items() if v is not None},
-            "headers": self.headers,
-        }
+        args: dict[str, Any] = {"params": query(self.params), "headers": self.headers}
         if self.body is not None:
             args["content"] = self.body
             args["headers"] = {**self.headers, "Content-Type": "application/json"}
@@ -232,13 +229,34 @@ def json_body(members: dict[str, object], documents: tuple[str, ...] = ()) -> by
 
 def text_json(name: str, value: object) -> bytes:
     """A text member as JSON: a ``str`` (no subclass, nothing converted) that is Unicode
-    text (a lone surrogate has no UTF-8)."""
+    text (:func:`unicode_text`)."""
     if type(value) is not str:
         raise InvalidRequest(f"{name} must be a str, not {type(value).__name__}")
+    return json.dumps(unicode_text(name, value), ensure_ascii=False).encode("utf-8")
+
+
+def unicode_text(name: str, value: str, code: str = "invalid_request") -> str:
+    """``value`` if it is Unicode text. A lone surrogate has no UTF-8, so no URL or body
+    can carry it (httpx would raise a raw UnicodeEncodeError): refused before any request
+    with the class the in-process API raises for the same input, ``code``'s (an id that
+    names nothing is ``not_found`` there, a bad filter or name ``invalid_request``). The
+    message names the parameter, never the value (it could not be printed)."""
     try:
-        return json.dumps(value, ensure_ascii=False).encode("utf-8")
+        value.encode("utf-8")
     except UnicodeEncodeError:
-        raise InvalidRequest(f"{name} holds a lone surrogate (not Unicode text)") from None
+        raise error_of(code, f"{name} holds a lone surrogate (not Unicode text)") from None
+    return value
+
+
+def query(params: dict[str, Any]) -> dict[str, Any]:
+    """A request's query: ``params`` without the None ones, each name and text value
+    :func:`unicode_text` (a filter's refusal is ``invalid_request``, as in process)."""
+    for name, value in params.items():
+        unicode_text("a query parameter's name", name)
+        for item in value if isinstance(value, list | tuple) else (value,):
+            if isinstance(item, str):
+                unicode_text(name, item)
+    return {k: v for k, v in params.items() if v is not None}
 
 
 #: A header value httpx can send: visible ASCII and spaces (no CR, LF or other controls).
@@ -253,13 +271,14 @@ def header_value(name: str, value: str) -> str:
     return value
 
 
-def segment(text: str) -> str:
+def segment(text: str, name: str, code: str = "invalid_request") -> str:
     """One percent-encoded path segment (decisions P42): ``/`` as ``%2F``, ``.`` and
     ``..`` as ``%2E`` / ``%2E%2E`` (clients drop dot segments). An empty one names
-    nothing and would make another route's URL (``/v1/operations/`` is the list)."""
+    nothing and would make another route's URL (``/v1/operations/`` is the list). ``name``
+    and ``code``: how text that is no Unicode is refused (:func:`unicode_text`)."""
     if not text:
         raise InvalidRequest("an empty name or id names nothing")
-    quoted = quote(text, safe="")
+    quoted = quote(unicode_text(name, text, code), safe="")
     return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
 
 
@@ -296,11 +315,15 @@ def document_body(params: dict[str, Any] | None) -> bytes:
     return canonical_document({} if params is None else params)
 
 
+def operations_path(tenant: str, type: str) -> str:
+    return f"/v1/spaces/{segment(tenant, 'tenant')}/operations/{segment(type, 'type')}"
+
+
 def run(
     type: str, params: dict[str, Any] | None, tenant: str, traceparent: str | None
 ) -> Call[OperationResult]:
     headers = {"traceparent": header_value("traceparent", traceparent)} if traceparent else {}
-    path = f"/v1/spaces/{segment(tenant)}/operations/{segment(type)}"
+    path = operations_path(tenant, type)
     return Call("POST", path, _result, body=document_body(params), headers=headers)
 
 
@@ -316,7 +339,7 @@ def submit(
         headers["Idempotency-Key"] = header_value("idempotency_key", idempotency_key)
     if traceparent:
         headers["traceparent"] = header_value("traceparent", traceparent)
-    path = f"/v1/spaces/{segment(tenant)}/operations/{segment(type)}"
+    path = operations_path(tenant, type)
     return Call(
         "POST",
         path,
@@ -329,7 +352,8 @@ def submit(
 def _operation(operation_id: str, tail: str = "") -> str:
     if not operation_id:  # as in process, without a request
         raise NotFound("operation '' does not exist")
-    return f"/v1/operations/{segment(operation_id)}{tail}"
+    # As in process: an id that is no Unicode names no operation (not_found).
+    return f"/v1/operations/{segment(operation_id, 'operation_id', 'not_found')}{tail}"
 
 
 def status(operation_id: str) -> Call[dict[str, Any]]:
@@ -383,8 +407,14 @@ def receipt(operation_id: str) -> Call[dict[str, Any]]:
 # -- workflow instances ------------------------------------------------------------------------
 
 
+def workflow_path(space: str, uid: str, tail: str) -> str:
+    space = segment(space, "space")  # checked first, as the server does
+    # As in process: a uid that is no Unicode names no workflow (not_found).
+    return f"/v1/spaces/{space}/workflows/{segment(uid, 'uid', 'not_found')}{tail}"
+
+
 def instances_path(space: str, uid: str) -> str:
-    return f"/v1/spaces/{segment(space)}/workflows/{segment(uid)}/instances"
+    return workflow_path(space, uid, "/instances")
 
 
 def create_instance(
@@ -397,7 +427,8 @@ def create_instance(
 def instance_path(space: str, uid: str, instance_id: str, tail: str = "") -> str:
     if not instance_id:  # "…/instances/" is the listing: as in process, without a request
         raise UnknownInstance(instance_id)
-    return f"{instances_path(space, uid)}/{segment(instance_id)}{tail}"
+    instance = segment(instance_id, "instance id", "unknown_instance")  # as in process
+    return f"{instances_path(space, uid)}/{instance}{tail}"
 
 
 def instance_status(space: str, uid: str, instance_id: str) -> Call[dict[str, Any]]:
@@ -422,8 +453,7 @@ def list_instances(space: str, uid: str, filters: dict[str, Any]) -> Call[dict[s
 
 
 def instance_counts(space: str, uid: str) -> Call[dict[str, Any]]:
-    path = f"/v1/spaces/{segment(space)}/workflows/{segment(uid)}/instance-counts"
-    return Call("GET", path, json_of)
+    return Call("GET", workflow_path(space, uid, "/instance-counts"), json_of)
 
 
 # -- the journal -------------------------------------------------------------------------------
@@ -439,7 +469,7 @@ class JournalPage:
 
 
 def journal_path(space: str | None, tail: str = "") -> str:
-    return f"/v1/spaces/{segment(space)}/journal{tail}" if space else f"/v1/journal{tail}"
+    return f"/v1/spaces/{segment(space, 'space')}/journal{tail}" if space else f"/v1/journal{tail}"
 
 
 def _page(response: httpx.Response) -> JournalPage:

@@ -21,6 +21,12 @@ from blackops.operations.results import OperationResult
 T = TypeVar("T")
 #: What ``space=`` defaults to (the Space ``blackops serve`` bootstraps).
 DEFAULT_SPACE = "default"
+#: The longest ``max_seconds`` the server grants one connection (a day: ``MAX_SECONDS`` of
+#: blackops/http/stream.py, refused above it); a longer deadline takes several connections.
+CONNECTION_SECONDS = 86_400.0
+#: How much sooner than asked a connection may end and still have served its whole ask (the
+#: server's clock timed it, and it started later than ours).
+CONNECTION_SLACK = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,12 +42,14 @@ def stream_params(
     after: int, limit: int | None, ends: float | None
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """The query and headers of one (re)connection: Last-Event-ID is the last position
-    received (the server resumes after it: positions have gaps, never ``id + 1``)."""
+    received (the server resumes after it: positions have gaps, never ``id + 1``);
+    ``max_seconds`` what is left of the deadline, at most :data:`CONNECTION_SECONDS`."""
     params: dict[str, Any] = {"after": after}
     if limit is not None:
         params["limit"] = limit
     if ends is not None:
-        params["max_seconds"] = max(0.001, round(ends - time.monotonic(), 3))
+        left = round(ends - time.monotonic(), 3)
+        params["max_seconds"] = max(0.001, min(CONNECTION_SECONDS, left))
     return params, {"Last-Event-ID": str(after), "Accept": "text/event-stream"}
 
 
@@ -70,6 +78,16 @@ def stream_timeout(connect: float | None, read: float, ends: float | None) -> ht
         left = max(0.001, ends - time.monotonic())
         connect = left if connect is None else min(connect, left)
     return httpx.Timeout(connect, read=read)
+
+
+def served_its_ask(params: dict[str, Any], connected: float) -> bool:
+    """Whether a connection (made at ``connected``) that ended normally asked for
+    :data:`CONNECTION_SECONDS` of a longer deadline and had them: the client split the
+    deadline, nothing dropped, so the next connection follows at once, ``reconnect`` or not."""
+    return (
+        params.get("max_seconds") == CONNECTION_SECONDS
+        and time.monotonic() - connected >= CONNECTION_SECONDS - CONNECTION_SLACK
+    )
 
 
 def pause(wait: float, ends: float | None) -> float:
@@ -279,7 +297,8 @@ class Client:
 
         A dropped connection is resumed with ``Last-Event-ID`` (after ``retry_seconds``,
         doubling up to 30 s while the server cannot be reached), unless ``reconnect`` is
-        false. It ends when ``limit`` lines were received or ``max_seconds`` passed, and
+        false. It ends when ``limit`` lines were received or ``max_seconds`` passed (past a
+        day, what the server grants one connection, over several connections), and
         otherwise never; if the server cannot be reached when ``max_seconds`` passes (the
         last attempt failed), that failure is raised instead: an outage is not an empty
         journal. Refusals (a revoked token, an answer that is no event stream) raise."""
@@ -294,6 +313,7 @@ class Client:
                 return
             params, headers = stream_params(after, remaining, ends)
             timeout = stream_timeout(self._http.timeout.connect, self.stream_read_timeout, ends)
+            connected = time.monotonic()
             try:
                 with self._http.stream(
                     "GET", path, params=params, headers=headers, timeout=timeout
@@ -334,6 +354,8 @@ class Client:
                 time.sleep(pause(wait, ends))
                 wait = min(wait * 2, 30.0)
             else:
+                if served_its_ask(params, connected):
+                    continue
                 if not reconnect:
                     return
                 time.sleep(pause(retry_seconds, ends))  # ended by the server: no tight loop
@@ -353,11 +375,10 @@ class Client:
         files are replaced together once both arrived; a failure leaves the old ones."""
         params = {"after": after, "until": until}
         query = {k: v for k, v in params.items() if v is not None}
+        route = calls.journal_path(space, "/export")  # refused before a file is opened
         try:
             with ExportFiles(path) as files:
-                with self._http.stream(
-                    "GET", calls.journal_path(space, "/export"), params=query
-                ) as response:
+                with self._http.stream("GET", route, params=query) as response:
                     if not response.is_success:
                         response.read()
                         raise calls.error_from(response)
