@@ -114,8 +114,8 @@ class Cosigned:
 
 
 def cosignatures(note: str, keys: Sequence[VerifierKey]) -> Cosigned:
-    """Check the cosignature lines on ``note`` against each of ``keys`` (other lines are
-    ignored, as signed-note requires of unknown keys)."""
+    """Check each of ``keys``' first cosignature line on ``note`` (other lines are ignored,
+    as signed-note requires of unknown keys and Go's note.Open does of a key's repeats)."""
     parsed = parse_note(note)
     valid: dict[str, int] = {}
     invalid: list[str] = []
@@ -123,13 +123,14 @@ def cosignatures(note: str, keys: Sequence[VerifierKey]) -> Cosigned:
     for key in keys:
         verifier = cosigner_verifier(key)
         label = f"{verifier.name}+{verifier.key_id.hex()}"
-        lines = [
-            s for s in parsed.signatures if (s.name, s.key_id) == (verifier.name, verifier.key_id)
-        ]
-        if not lines:
+        slot = (verifier.name, verifier.key_id)
+        first = next((s for s in parsed.signatures if (s.name, s.key_id) == slot), None)
+        # A key's first line decides, later ones are dropped, as `open_note` and Go's
+        # note.Open do (a junk line appended after a genuine cosignature made it `invalid`).
+        if first is None:
             missing.append(label)
-        elif all(verify(parsed.text, s, verifier) for s in lines):
-            valid[label] = max(timestamp_of(s) for s in lines)
+        elif verify(parsed.text, first, verifier):
+            valid[label] = timestamp_of(first)
         else:
             invalid.append(label)
     return Cosigned(valid=valid, invalid=tuple(invalid), missing=tuple(missing))

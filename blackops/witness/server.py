@@ -88,11 +88,15 @@ class Witness:
         return line
 
     def _kept_note(self, note: str, checkpoint: Checkpoint) -> str:
-        """The log's signature lines by trusted keys (the ones just verified)."""
+        """The log's signature lines by trusted keys: each key's first, the one just verified
+        (a later line by it is dropped unverified, as Go's note.Open drops it)."""
         trusted = {(k.name, k.key_id) for k in self.logs[checkpoint.origin]}
         parsed = parse_note(note)
-        lines = [s.line() for s in parsed.signatures if (s.name, s.key_id) in trusted]
-        return parsed.text + "\n" + "".join(lines)
+        lines: dict[tuple[str, bytes], str] = {}
+        for s in parsed.signatures:
+            if (s.name, s.key_id) in trusted:
+                lines.setdefault((s.name, s.key_id), s.line())
+        return parsed.text + "\n" + "".join(lines.values())
 
     def _keep_evidence(self, origin: str, signed: str, body: bytes) -> None:
         """Keep the first refused body of each checkpoint (``signed``: its signed text) once

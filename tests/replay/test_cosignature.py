@@ -135,6 +135,24 @@ def test_cosignatures_names_valid_invalid_and_missing_witnesses() -> None:
     assert found.missing == (f"w3.example+{three.key_id.hex()}",)
 
 
+def test_a_witness_first_cosignature_decides_and_later_lines_by_it_are_dropped() -> None:
+    """As `open_note` and Go's note.Open: a junk line after a genuine cosignature made the
+    witness `invalid` (and `audit watch` report bad_signature; found by review, stop 35);
+    a junk line first is still invalid, and the first line's time is the one reported."""
+    from replay.notes import sign_note
+
+    log = SigningKey.generate("example.com/log")
+    one = SigningKey.generate("w1.example", COSIGNATURE_KEY)
+    label = f"w1.example+{one.key_id.hex()}"
+    good = cosignature.cosign(BODY, one, 5).line()
+    later = cosignature.cosign(BODY, one, 9).line()
+    junk = f"\u2014 w1.example {base64.b64encode(one.key_id + bytes(72)).decode()}\n"
+    note = sign_note(BODY, log)
+    assert cosignature.cosignatures(note + good + junk, [one.verifier()]).valid == {label: 5}
+    assert cosignature.cosignatures(note + good + later, [one.verifier()]).valid == {label: 5}
+    assert cosignature.cosignatures(note + junk + good, [one.verifier()]).invalid == (label,)
+
+
 @pytest.mark.parametrize("timestamp", [-1, 2**63, True, 1.5])
 def test_times_outside_u63_are_refused(timestamp: object) -> None:
     with pytest.raises(NoteError):

@@ -78,6 +78,20 @@ def test_first_checkpoint_then_consistent_growth_is_cosigned_and_kept(tmp_path: 
     assert names == [log.origin, "w1.example"]
 
 
+def test_a_junk_line_after_the_log_signature_is_neither_kept_nor_served(tmp_path: Path) -> None:
+    """The note opener drops a key's lines after its first (decisions A1), so the witness
+    cosigns such a note; it then kept and served every line under the log's key, the
+    unverified junk too (found by review, stop 35)."""
+    log = ToyLog().grow(3)
+    witness = witness_of(log, tmp_path)
+    junk = f"\u2014 {log.origin} {base64.b64encode(log.key.key_id + bytes(64)).decode()}\n"
+    witness.add_checkpoint(tlog_witness.encode(0, [], log.note() + junk), now=1_700_000_000)
+    kept = witness.state.note(log.origin)
+    assert kept is not None
+    assert parse_note(kept).signatures[0].line() == parse_note(log.note()).signatures[0].line()
+    assert [s.name for s in parse_note(kept).signatures] == [log.origin, "w1.example"]
+
+
 def test_the_same_checkpoint_again_is_cosigned_again(tmp_path: Path) -> None:
     log = ToyLog().grow(3)
     witness = witness_of(log, tmp_path)
