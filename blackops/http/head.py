@@ -14,6 +14,8 @@ import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from blackops.http.scopes import raw_route_path
+
 #: GET routes that journal something: no HEAD for them. Exports record themselves; a
 #: receipt signs a checkpoint on the spot when none covers its event yet (A3: a HEAD of one
 #: wrote `journal.checkpoint`, found by a defect hunt, stop 34). Matched on the path as sent,
@@ -35,9 +37,12 @@ class HeadAsGet:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        raw = scope.get("raw_path")
-        path = raw.decode("latin-1") if isinstance(raw, bytes) else scope.get("path", "")
-        if scope["type"] != "http" or scope["method"] != "HEAD" or not answers_head(path):
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+        # Below the prefix the API is served under: with the whole path, a HEAD of an export
+        # behind a proxy ran the GET and journaled it (found by review, stop 35).
+        if not answers_head(raw_route_path(scope)):
             await self.app(scope, receive, send)  # a writing GET's HEAD: 405 from the router
             return
         ended = False

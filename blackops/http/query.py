@@ -11,6 +11,7 @@ from urllib.parse import parse_qsl
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from blackops.http.responses import error_response
+from blackops.http.scopes import route_path
 from domain.errors import InvalidRequest
 
 #: Names are quoted in the refusal up to this length.
@@ -36,7 +37,7 @@ class OneValueEach:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         query = scope.get("query_string", b"") if scope["type"] == "http" else b""
-        name = repeated_name(query) if query and scope["path"].startswith("/v1/") else None
+        name = repeated_name(query) if query and route_path(scope).startswith("/v1/") else None
         if name is None:
             await self.app(scope, receive, send)
             return

@@ -246,3 +246,28 @@ def test_an_export_through_a_prefixed_base_url_links_its_manifest_under_the_pref
             manifest = client.export(str(target), space="acme")
     assert manifest is not None and manifest["count"] == target.read_bytes().count(b"\n")
     assert Path(f"{target}.manifest.json").exists()
+
+
+def test_behind_a_prefix_the_middleware_sees_the_routes_the_router_sees(
+    app: Application,
+) -> None:
+    """Served under a prefix (a Mount here; a proxy's --root-path alike), the path holds the
+    prefix: a filter named twice was cut to its last value again, a HEAD of an export ran
+    the GET and journaled it, and a 405 named no allowed method (found by review, stop 35)."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    app.operation("t.echo")(lambda ctx, params: params)
+    spaces(app, "acme", "globex")
+    app.run("t.echo", {}, actor="a", tenant="acme")
+    outer = Starlette(routes=[Mount("/blackops", app=create_http_app(app, TOKEN))])
+    before = app.store.last_position()
+    with TestClient(outer) as http:
+        repeated = http.get("/blackops/v1/operations?tenant=acme&tenant=globex", headers=SYSTEM)
+        assert repeated.status_code == 400, repeated.text
+        head = http.head("/blackops/v1/journal/export", headers=SYSTEM)
+        assert head.status_code == 405 and "GET" in head.headers["Allow"]
+        assert "HEAD" not in head.headers["Allow"]
+        listed = http.head("/blackops/v1/operations?tenant=acme", headers=SYSTEM)
+        assert listed.status_code == 200 and listed.content == b""
+    assert app.store.last_position() == before  # no journal.exported
