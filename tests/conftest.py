@@ -7,7 +7,9 @@ end. Under ``CI=true`` an unreachable PostgreSQL fails the run instead of skippi
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -34,6 +36,7 @@ settings.load_profile("blackops")
 # CLI from the checkout then signed checkpoints their journals did not expect. Each test
 # process gets its own state dir; tests about the state dir set it themselves.
 os.environ["BLACKOPS_HOME"] = tempfile.mkdtemp(prefix="blackops-home-")
+atexit.register(shutil.rmtree, os.environ["BLACKOPS_HOME"], ignore_errors=True)
 
 POSTGRES_URL = os.environ.get(
     "BLACKOPS_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"

@@ -255,7 +255,7 @@ def _attestable_end(service: CheckpointService, after: int, until: int | None) -
     if signed is None:  # this server signs, or nothing is signed: as before
         return until
     end = signed if until is None else until
-    if signed == 0 or max(after, end) > signed:
+    if max(after, end) > signed:
         covered = f"through position {signed}" if signed else "no event"
         raise Conflict(
             f"no signed checkpoint covers position {max(after, end, 1)} yet (the newest covers "

@@ -256,3 +256,22 @@ def test_a_receipt_asked_while_another_process_signs_names_its_checkpoint(
         server.latest = signed_meanwhile  # type: ignore[method-assign]
         receipt = receipt_for(server, 1)
     assert verify_receipt(receipt, [key.verifier()])
+
+
+def test_a_server_without_the_key_and_only_an_empty_checkpoint_exports_nothing_signed(
+    store_url: str,
+) -> None:
+    """Only the empty journal's checkpoint (a signer's first on a fresh store): the empty
+    range needs no checkpoint and is answered (it was refused 409: found by review, stop
+    35); a range with an event in it is refused."""
+    from blackops.audit.checkpoints import CheckpointService
+    from blackops.runtime import SystemClock
+
+    with Application(store_url) as signer, Application(store_url) as app:
+        CheckpointService(signer.store, SigningKey.generate(ORIGIN), SystemClock()).sign()
+        client = TestClient(create_http_app(app, "systok"))
+        system = {"Authorization": "Bearer systok"}
+        for query in ("?until=0", ""):
+            answer = client.get(f"/v1/journal/export{query}", headers=system)
+            assert answer.status_code == 200 and answer.content == b"", answer.text
+        assert client.get("/v1/journal/export?until=1", headers=system).status_code == 409

@@ -126,3 +126,40 @@ def test_a_worker_that_signs_and_pushes_nothing_loads_no_crypto_or_http_client(
     loaded: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
     assert not any(m.startswith("httpx") for m in loaded)
     assert any(m.startswith("cryptography") for m in loaded) is dev, loaded
+
+
+SIGINT_PROBE = """
+import runpy, signal, sys
+import blackops.cli.main as entry
+sys.argv = ["blackops", "--help"]
+def spy(argv=None):
+    handler = signal.getsignal(signal.SIGINT)
+    print("ignored" if handler == signal.SIG_IGN else getattr(handler, "__name__", handler))
+    return 0
+entry.main = spy
+try:
+    runpy.run_module("blackops", run_name="__main__")
+except SystemExit:
+    pass
+"""
+
+
+@pytest.mark.parametrize("ignored", [False, True])
+def test_python_m_blackops_records_ctrl_c_unless_its_host_chose_otherwise(
+    tmp_path: Path, ignored: bool
+) -> None:
+    """`python -m blackops` records a Ctrl-C from its first import (a KeyboardInterrupt
+    swallowed while the command loads still stops serve); a host that started it with
+    SIGINT ignored (`cmd &` in a script) keeps that choice (it was overridden: found by
+    review, stop 35)."""
+    import signal
+
+    def ignore() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    done = subprocess.run(
+        [sys.executable, "-c", SIGINT_PROBE], capture_output=True, text=True, check=True,
+        cwd=Path(__file__).resolve().parents[2], preexec_fn=ignore if ignored else None,
+    )  # fmt: skip
+    handler = done.stdout.strip().splitlines()[-1]
+    assert handler == ("ignored" if ignored else "record_interrupt"), handler
