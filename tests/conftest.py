@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -37,6 +38,13 @@ settings.load_profile("blackops")
 # process gets its own state dir; tests about the state dir set it themselves.
 os.environ["BLACKOPS_HOME"] = tempfile.mkdtemp(prefix="blackops-home-")
 atexit.register(shutil.rmtree, os.environ["BLACKOPS_HOME"], ignore_errors=True)
+
+# A runner started in the background (CI's, `make test &`) has SIGINT ignored, which every
+# process it starts inherits: Python then leaves SIGINT ignored, and a test's Ctrl-C to a
+# command before that command took the signal itself was lost (serve ran on for ever: the
+# CI timeouts of stop 34). The commands under test get SIGINT as from a terminal.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 POSTGRES_URL = os.environ.get(
     "BLACKOPS_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
