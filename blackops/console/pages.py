@@ -274,10 +274,14 @@ def operation(request: Request, operation_id: OperationId) -> Response:
     tombstones = [e for e in events if e["type"].endswith(".purged")]
     space = status["tenant"]
     held = "hold" in status  # an active hold (the status view drops it on release)
+    # A purged operation can be neither held nor redriven (its params are gone): not offered.
+    kept = not status.get("purged")
     actions = {
-        "hold": may(who, space, Action.OPERATE) and not held,
+        "hold": may(who, space, Action.OPERATE) and not held and kept,
         "release": may(who, space, Action.ADMINISTER) and held,
-        "redrive": may(who, space, Action.OPERATE) and status.get("status") == "dead_letter",
+        "redrive": may(who, space, Action.OPERATE)
+        and status.get("status") == "dead_letter"
+        and kept,
     }
     return page(
         request, "operation.html", session, op=status, events=events, stages=STAGES,

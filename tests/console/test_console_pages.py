@@ -258,3 +258,22 @@ def test_console_posts_look_tokens_up_off_the_event_loop(
     gone.cookies.set("blackops_session", "bo_" + "y" * 43)
     assert gone.post("/ui/logout", data={"csrf": csrf}).status_code == 401
     assert on_loop and not any(on_loop), on_loop
+
+
+def test_a_purged_operation_offers_neither_hold_nor_redrive(world: World) -> None:
+    """A purged Dead Letter operation still reads `dead_letter`, so its page offered
+    Redrive… (whose POST answered 500) and Hold… (refused 409); neither can work once its
+    params are gone (found by a defect hunt, stop 35). A refusal, not a 500, if posted."""
+    from domain.retention import Retention
+
+    system = world.signed_in("system")
+    page = system.get(f"/ui/operations/{world.dead}").text
+    assert "Redrive…" in page and "Hold…" in page  # the control: offered before the purge
+    world.app._runtime.retention = Retention(journal_seconds=1)
+    world.app._runtime.clock.advance(10)  # type: ignore[attr-defined]
+    assert world.dead in {i.operation_id for i in world.app.purge(actor="janitor").items}
+    page = system.get(f"/ui/operations/{world.dead}").text
+    assert "Redrive…" not in page and "Hold…" not in page
+    csrf = csrf_of(page)
+    answer = system.post(f"/ui/operations/{world.dead}/actions/redrive", data={"csrf": csrf})
+    assert answer.status_code == 409, answer.status_code

@@ -285,3 +285,44 @@ def test_a_tombstone_written_before_it_kept_created_at_answers_null() -> None:
             "tenant": "t", "versions": 5, "reason": "policy"}  # fmt: skip
     view = status_view(Operation.from_tombstone("op-1", "2026-01-01T00:00:00.000000Z", data))
     assert (view["createdAt"], view["attempt"], view["status"]) == (None, 0, "completed")
+
+
+def test_a_purged_dead_letter_is_not_redriven_and_a_redrive_before_the_purge_stands(
+    store_url: str, clock: FakeClock
+) -> None:
+    """A Dead Letter operation that retention purged has lost its params: its redrive
+    raised KeyError (HTTP 500, a traceback from the CLI; found by a defect hunt, stop 35).
+    It is refused with `conflict`; one redriven before the purge answers that redrive."""
+    from blackops import Retryable, Supervision
+
+    app = Application(store_url, clock=clock, retention=Retention(journal_seconds=DAY))
+    try:
+
+        @app.operation(
+            "mail.send", supervision=Supervision(max_attempts=1, exhausted="dead_letter")
+        )
+        def send(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+            raise Retryable("busy")
+
+        lost = app.submit("mail.send", {"n": 1}, actor="a", tenant="t")
+        redriven = app.submit("mail.send", {"n": 2}, actor="a", tenant="t")
+        settle(app)
+        copy = app.redrive(redriven, actor="ops")
+        settle(app)
+        clock.advance(2 * DAY)
+        purged = {item.operation_id for item in app.purge(actor="janitor").items}
+        assert {lost, redriven} <= purged
+        with pytest.raises(BlackOpsError) as refused:
+            app.redrive(lost, actor="ops")
+        assert refused.value.code == "conflict" and "purged" in refused.value.message
+        assert app.redrive(redriven, actor="ops") == copy  # the redrive made before
+        http = TestClient(create_http_app(app, "tok"))
+        answer = http.post(
+            f"/v1/operations/{lost}/redrive", headers={"Authorization": "Bearer tok"}
+        )
+        assert answer.status_code == 409 and answer.json()["error"]["code"] == "conflict"
+    finally:
+        app.close()
+    cli = run("op", "redrive", lost, "--json", store=store_url)
+    assert cli.returncode == 1 and json.loads(cli.stdout)["error"]["code"] == "conflict"
+    assert "Traceback" not in cli.stderr
