@@ -50,11 +50,36 @@ OPENED: list[Closable] = []
 def emit(document: Any, as_json: bool, human: Callable[[], str]) -> None:
     """``--json``: exactly one JSON document on stdout; else the human lines."""
     if as_json:
-        from blackops.jsonbody import render_json
-
-        sys.stdout.write(render_json(document).decode() + "\n")
+        sys.stdout.write(json_line(document) + "\n")
     else:
         sys.stdout.write(human() + "\n")
+
+
+def json_line(document: Any) -> str:
+    """``document`` as one line of compact JSON. Text that is no Unicode (a file name of
+    non-UTF-8 bytes, which Python reads with surrogateescape) is spelled out as ``\\udXXX``,
+    as HTTP answers spell it in messages: such a document could not be written, so an
+    error's own answer raised a traceback and a finished export was reported as failed
+    (found by a defect hunt, stop 35)."""
+    from blackops.jsonbody import render_json
+    from domain.errors import BlackOpsError
+
+    try:
+        return render_json(document).decode()
+    except BlackOpsError:  # canonical_json's refusal of a lone surrogate
+        return render_json(_spelled_out(document)).decode()
+
+
+def _spelled_out(value: Any) -> Any:
+    from domain.json_text import scalar_text
+
+    if isinstance(value, str):
+        return scalar_text(value)
+    if isinstance(value, dict):
+        return {_spelled_out(key): _spelled_out(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_spelled_out(item) for item in value]
+    return value
 
 
 def app_of(args: argparse.Namespace) -> Application:

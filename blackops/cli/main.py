@@ -22,6 +22,7 @@ from blackops.cli.common import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     OPENED,
+    json_line,
     record_interrupt,
 )
 
@@ -119,9 +120,7 @@ def _main(argv: Sequence[str] | None) -> int:
         code: int = args.handler(args)
     except BlackOpsError as error:
         if getattr(args, "json", False):
-            import orjson
-
-            sys.stdout.write(orjson.dumps(error.to_body()).decode() + "\n")
+            sys.stdout.write(json_line(error.to_body()) + "\n")
         else:
             detail = getattr(error, "detail", "")  # the operator may see the driver's words
             suffix = f" ({detail.strip()})" if detail else ""
