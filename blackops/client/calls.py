@@ -250,12 +250,16 @@ def unicode_text(name: str, value: str, code: str = "invalid_request") -> str:
 
 def query(params: dict[str, Any]) -> dict[str, Any]:
     """A request's query: ``params`` without the None ones, each name and text value
-    :func:`unicode_text` (a filter's refusal is ``invalid_request``, as in process)."""
+    :func:`unicode_text` (a filter's refusal is ``invalid_request``, as in process). A filter
+    takes one value (decisions H15): a list or tuple is refused as in process (httpx sent one
+    parameter per item, so ``[x]`` was answered as ``x`` and ``[]`` unfiltered: found by a
+    defect hunt, stop 35)."""
     for name, value in params.items():
         unicode_text("a query parameter's name", name)
-        for item in value if isinstance(value, list | tuple) else (value,):
-            if isinstance(item, str):
-                unicode_text(name, item)
+        if isinstance(value, list | tuple):
+            raise InvalidRequest(f"{name} takes one value, not a {type(value).__name__}")
+        if isinstance(value, str):
+            unicode_text(name, value)
     return {k: v for k, v in params.items() if v is not None}
 
 
@@ -276,6 +280,8 @@ def segment(text: str, name: str, code: str = "invalid_request") -> str:
     ``..`` as ``%2E`` / ``%2E%2E`` (clients drop dot segments). An empty one names
     nothing and would make another route's URL (``/v1/operations/`` is the list). ``name``
     and ``code``: how text that is no Unicode is refused (:func:`unicode_text`)."""
+    if type(text) is not str:  # as in process: an id that is no text names nothing
+        raise error_of(code, f"{name} must be a str, not {type(text).__name__}")
     if not text:
         raise InvalidRequest("an empty name or id names nothing")
     quoted = quote(unicode_text(name, text, code), safe="")

@@ -202,20 +202,35 @@ def test_unicode_text_is_still_sent_percent_encoded() -> None:
         with pytest.raises(NotFound, match="sent"):
             client.status("é/1")
         with pytest.raises(NotFound, match="sent"):
-            client.list_operations(type="é.x", tenant=["a", "b"])
+            client.list_operations(type="é.x", tenant="a")
     paths = [request.url.raw_path for request in recorder.requests]
-    assert paths == [
-        b"/v1/operations/%C3%A9%2F1",
-        b"/v1/operations?type=%C3%A9.x&tenant=a&tenant=b",
-    ]
+    assert paths == [b"/v1/operations/%C3%A9%2F1", b"/v1/operations?type=%C3%A9.x&tenant=a"]
 
 
-def test_a_lone_surrogate_among_repeated_filter_values_is_refused() -> None:
+@pytest.mark.parametrize("value", [["a", BAD], ["a", "b"], ["a"], [], ("a",)], ids=range(5))
+def test_a_list_as_a_filter_is_refused_before_sending(value: Any, in_process: Application) -> None:
+    """A filter takes one value (decisions H15), as in process: httpx sent one parameter per
+    item, so ``["a"]`` was answered as ``"a"`` and ``[]`` unfiltered (found by a defect hunt,
+    stop 35)."""
+    with pytest.raises(InvalidRequest):
+        in_process.list_operations(tenant=value)
     recorder = Recorder()
     transport = httpx.MockTransport(recorder)
     with (
         Client("http://x", "t", transport=transport) as client,
         pytest.raises(InvalidRequest, match="tenant"),
     ):
-        client.list_operations(tenant=["a", BAD])
+        client.list_operations(tenant=value)
+    assert recorder.requests == []
+
+
+def test_an_id_that_is_no_text_is_refused_as_in_process() -> None:
+    """``workflow(...).get(5)`` raised AttributeError from the client (found by a defect
+    hunt, stop 35); in process it is UnknownInstance."""
+    recorder = Recorder()
+    with Client("http://x", "t", transport=httpx.MockTransport(recorder)) as client:
+        with pytest.raises(UnknownInstance):
+            client.workflow("Flow", space="acme").get(5).status()  # type: ignore[arg-type]
+        with pytest.raises(NotFound):
+            client.status(7)  # type: ignore[arg-type]
     assert recorder.requests == []
