@@ -35,6 +35,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import NamedTuple
 
 from blackops.operations.deferred import Attempt, DeferredEngine, Ending
 from blackops.runtime import Runtime
@@ -61,6 +62,59 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
+class CheckedOptions(NamedTuple):
+    worker_id: str
+    lease_seconds: float
+    heartbeat_seconds: float
+    prefetch: int
+
+
+def check_options(
+    *,
+    concurrency: int = 4,
+    lease_seconds: float = 30.0,
+    heartbeat_seconds: float | None = None,
+    poll_seconds: float | None = None,
+    prefetch: int | None = None,
+    grace_seconds: float = 30.0,
+    worker_id: str | None = None,
+    wake_delay: float = 0.005,
+    gather_seconds: float = 0.02,
+    workflow_processes: int = 4,
+    contexts_per_process: int | None = None,
+) -> CheckedOptions:
+    """A worker's options checked (``invalid_request`` for any it would refuse), before
+    anything is forked, opened or started: `Worker` checks with it first, and ``serve`` and
+    ``worker`` call it before they create anything (decisions P16)."""
+    if type(concurrency) is not int or not 1 <= concurrency <= 1024:
+        raise InvalidRequest("concurrency must be an integer from 1 to 1024")
+    if type(grace_seconds) not in (int, float) or not 0 <= grace_seconds <= 86_400:
+        raise InvalidRequest("grace_seconds must be a number of seconds from 0 to 86400")
+    for name, value in (
+        ("poll_seconds", poll_seconds),
+        ("heartbeat_seconds", heartbeat_seconds),
+        ("wake_delay", wake_delay),
+        ("gather_seconds", gather_seconds),
+    ):
+        if value is not None and (type(value) not in (int, float) or not 0 < value <= 86_400):
+            raise InvalidRequest(f"{name} must be a positive number of seconds")
+    worker_id = check_worker_id(default_worker_id() if worker_id is None else worker_id)
+    lease = check_lease_seconds(lease_seconds)
+    heartbeat = heartbeat_seconds or lease / 3
+    if heartbeat > lease / 2:
+        raise InvalidRequest("heartbeat_seconds must be at most half of lease_seconds")
+    if type(workflow_processes) is not int or not 1 <= workflow_processes <= 256:
+        raise InvalidRequest("workflow_processes must be an integer from 1 to 256")
+    if contexts_per_process is not None and (
+        type(contexts_per_process) is not int or not 1 <= contexts_per_process <= 10**9
+    ):
+        raise InvalidRequest("contexts_per_process must be a positive integer")
+    prefetch = concurrency if prefetch is None else prefetch
+    if type(prefetch) is not int or not 0 <= prefetch <= 10_000:
+        raise InvalidRequest("prefetch must be an integer from 0 to 10000")
+    return CheckedOptions(worker_id, lease, heartbeat, prefetch)
+
+
 class Worker:
     def __init__(
         self,
@@ -78,32 +132,21 @@ class Worker:
         workflow_processes: int = 4,
         contexts_per_process: int | None = None,
     ) -> None:
-        if type(concurrency) is not int or not 1 <= concurrency <= 1024:
-            raise InvalidRequest("concurrency must be an integer from 1 to 1024")
-        if type(grace_seconds) not in (int, float) or not 0 <= grace_seconds <= 86_400:
-            raise InvalidRequest("grace_seconds must be a number of seconds from 0 to 86400")
-        for name, value in (
-            ("poll_seconds", poll_seconds),
-            ("heartbeat_seconds", heartbeat_seconds),
-            ("wake_delay", wake_delay),
-            ("gather_seconds", gather_seconds),
-        ):
-            if value is not None and (type(value) not in (int, float) or not 0 < value <= 86_400):
-                raise InvalidRequest(f"{name} must be a positive number of seconds")
-        self.id = check_worker_id(default_worker_id() if worker_id is None else worker_id)
-        self.lease_seconds = check_lease_seconds(lease_seconds)
-        self.heartbeat_seconds = heartbeat_seconds or self.lease_seconds / 3
-        if self.heartbeat_seconds > self.lease_seconds / 2:
-            raise InvalidRequest("heartbeat_seconds must be at most half of lease_seconds")
-        if type(workflow_processes) is not int or not 1 <= workflow_processes <= 256:
-            raise InvalidRequest("workflow_processes must be an integer from 1 to 256")
-        if contexts_per_process is not None and (
-            type(contexts_per_process) is not int or not 1 <= contexts_per_process <= 10**9
-        ):
-            raise InvalidRequest("contexts_per_process must be a positive integer")
-        self.prefetch = concurrency if prefetch is None else prefetch
-        if type(self.prefetch) is not int or not 0 <= self.prefetch <= 10_000:
-            raise InvalidRequest("prefetch must be an integer from 0 to 10000")
+        checked = check_options(
+            concurrency=concurrency,
+            lease_seconds=lease_seconds,
+            heartbeat_seconds=heartbeat_seconds,
+            poll_seconds=poll_seconds,
+            prefetch=prefetch,
+            grace_seconds=grace_seconds,
+            worker_id=worker_id,
+            wake_delay=wake_delay,
+            gather_seconds=gather_seconds,
+            workflow_processes=workflow_processes,
+            contexts_per_process=contexts_per_process,
+        )
+        self.id, self.lease_seconds = checked.worker_id, checked.lease_seconds
+        self.heartbeat_seconds, self.prefetch = checked.heartbeat_seconds, checked.prefetch
         # Everything is checked: only now may the store open, and just before it does, the
         # executors of the workflows registered here are forked (decisions F80).
         early = _early_executors(runtime, workflow_processes)

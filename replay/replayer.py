@@ -9,6 +9,7 @@ can prove that something is missing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
@@ -224,9 +225,35 @@ def read_state(state_file: Path) -> int:
     return int(text)
 
 
+class StateNotSaved(Exception):
+    """The state file could not be written (a full disk, a folder where its temporary or
+    itself goes, a name too long): the events up to ``position`` were delivered, and the
+    file still holds what it held before."""
+
+    def __init__(self, state_file: Path, position: int, error: OSError) -> None:
+        reason = error.strerror or str(error)
+        super().__init__(
+            f"the replay state {state_file} could not be saved ({reason}); "
+            f"events were delivered up to position {position}"
+        )
+        self.state_file = state_file
+        self.position = position
+
+
+def state_temporary(state_file: Path) -> Path:
+    """Where the state is written first, then renamed onto ``state_file``."""
+    return state_file.with_name(state_file.name + ".tmp")
+
+
 def _save_state(state_file: Path | None, position: int) -> None:
     if state_file is None:
         return
-    temporary = state_file.with_name(state_file.name + ".tmp")
-    temporary.write_text(f"{position}\n")
-    os.replace(temporary, state_file)  # atomic: a crash leaves the old or the new one
+    temporary = state_temporary(state_file)
+    try:
+        temporary.write_text(f"{position}\n")
+        os.replace(temporary, state_file)  # atomic: a crash leaves the old or the new one
+    except OSError as error:
+        if os.path.isfile(temporary):  # written, not renamed: no stray temporary is left
+            with contextlib.suppress(OSError):
+                os.remove(temporary)
+        raise StateNotSaved(state_file, position, error) from None

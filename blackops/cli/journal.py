@@ -123,6 +123,13 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
         raise InvalidRequest(f"--until {args.until} is before --after {args.after}")
     if args.json and not args.output:
         raise InvalidRequest("--json needs --output: stdout carries the JSONL")
+    if args.json and _same_file(args.output, None) and not _same_file(args.output, os.devnull):
+        # --output /dev/stdout (or the file stdout goes to): the lines and the summary
+        # document would share stdout (found by a defect hunt, stop 35).
+        raise InvalidRequest(
+            f"--json needs an --output other than stdout: {args.output} is where stdout "
+            "goes, and it carries the JSONL"
+        )
     if args.manifest and args.no_manifest:
         raise InvalidRequest("--manifest and --no-manifest contradict each other")
     manifest_path = args.manifest or (f"{args.output}.manifest.json" if args.output else None)
@@ -144,8 +151,8 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
         if final is None:
             _check_writable("--output", args.output)
         else:  # its folder takes the .partial
-            _check_writable("--output", final, beside=True)
             partial = f"{final}.partial"
+            _check_writable("--output", final, beside=partial)
     if manifest_path is not None:
         _check_writable("--manifest", manifest_path)
         if _same_file(manifest_path, args.output):
@@ -253,17 +260,19 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _check_writable(flag: str, path: str, *, beside: bool = False) -> None:
+def _check_writable(flag: str, path: str, *, beside: str | None = None) -> None:
     """``path`` can be written as a file: not a folder nor a broken link; an existing regular
     file opens for writing (tried without truncating it), a pipe or a device is taken as it
-    is (trying would use it up), a new file has a writable folder. ``beside``: written next
-    to it first, then renamed over it, so its folder must be writable even when it exists."""
+    is (trying would use it up), a new file is created and removed again (its folder is
+    writable and its name not too long). ``beside``: the file written next to it first,
+    then renamed over it; that one is tried too, so its folder must be writable even when
+    ``path`` exists."""
     if os.path.isdir(path):
         raise InvalidRequest(f"{flag} {path} is a folder: name a file")
     if os.path.lexists(path) and not os.path.exists(path):
         raise InvalidRequest(f"{flag} {path} is a link to nothing")
     folder = os.path.dirname(os.path.abspath(path))
-    if os.path.exists(path) and not beside:
+    if os.path.exists(path) and beside is None:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return  # a pipe or a device (/dev/stdout): opening it to try would use it up
         try:
@@ -275,6 +284,39 @@ def _check_writable(flag: str, path: str, *, beside: bool = False) -> None:
         raise InvalidRequest(f"{flag} {path}: no folder {folder}")
     if not os.access(folder, os.W_OK):
         raise InvalidRequest(f"{flag} {path}: the folder {folder} is not writable")
+    # Tried, not reasoned about: a name too long for the file system (NAME_MAX counts the
+    # ".manifest.json" or ".partial" added to a name that fits), a read-only mount. Checking
+    # the folder only let such an export record itself and then fail (found by a defect
+    # hunt, stop 35).
+    if beside is not None:
+        _try_create(flag, path, beside)
+    if not os.path.exists(path):
+        _try_create(flag, path, path)
+
+
+def _try_create(flag: str, path: str, name: str) -> None:
+    """Create ``name`` (written for ``flag`` ``path``) and remove it again; one that exists
+    already must be a file that opens for writing."""
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        if os.path.isdir(name):
+            raise InvalidRequest(f"{flag} {path}: {name} is a folder") from None
+        if not os.path.exists(name):
+            raise InvalidRequest(f"{flag} {path}: {name} is a link to nothing") from None
+        if stat.S_ISREG(os.stat(name).st_mode):
+            try:
+                open(name, "ab").close()  # only tried: nothing is truncated
+            except OSError as error:
+                raise InvalidRequest(
+                    f"{flag} {path}: cannot write {name} ({error.strerror})"
+                ) from None
+        return
+    except OSError as error:
+        shown = path if name == path else f"{path}: {name}"
+        raise InvalidRequest(f"{flag} {shown}: cannot create it ({error.strerror})") from None
+    os.close(fd)
+    os.remove(name)
 
 
 def _replaced(output: str) -> str | None:
@@ -396,9 +438,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
         Observer,
         OnDuplicate,
         ReplayStopped,
+        StateNotSaved,
         deliver_to,
         read_state,
         replay,
+        state_temporary,
     )
 
     if args.check:
@@ -421,7 +465,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     state = Path(args.state) if args.state else None
     saved = 0
     if state is not None:  # before anything is delivered: its position must be keepable
-        _check_writable("--state", str(state), beside=True)  # saved as .tmp, then renamed
+        # saved as .tmp, then renamed: both names are tried
+        _check_writable("--state", str(state), beside=str(state_temporary(state)))
         try:
             saved = read_state(state)
         except ValueError as unreadable:
@@ -464,6 +509,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     except ObservedLineError as bad:
         raise InvalidRequest(str(bad)) from None
+    except StateNotSaved as unsaved:  # a full disk, a folder put where it goes meanwhile
+        raise InvalidRequest(f"--state: {unsaved}") from None
     except Exception:
         if not failures:
             raise

@@ -24,7 +24,7 @@ from blackops.cli.common import (
     cli_actor,
     emit,
 )
-from blackops.cli.witness import start_witnesses, witness_options
+from blackops.cli.witness import start_witnesses, witness_options, witness_targets
 
 if TYPE_CHECKING:
     import socket
@@ -147,6 +147,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise InvalidRequest("--grace-seconds must be a number of seconds from 0 to 86400")
         port = _serve_port(args.port)
         _set_up_logs(args)
+        check_start_options(args, worker_options=_serve_worker_options(args))
         handed_back = _serve(args, port)
     finally:
         for sig, handler in previous.items():
@@ -195,17 +196,13 @@ def _serve(args: argparse.Namespace, port: int) -> bool:
     observe(application.runtime)  # before the worker: it takes runtime.signals
     admin = bootstrap_dev_admin(application, cli_actor(args))
     pusher = signer = worker = None
+    worker_options = _serve_worker_options(args)
     try:
         checkpoints, signer = start_signer(application, args, dev=True)
         pusher = start_witnesses(checkpoints, args, publish=True)
         verifier = checkpoints.key.verifier().encode() if checkpoints.key else None
-        if args.worker:  # also runs the control plane's operations and Workflow resources
-            worker = application.worker(
-                concurrency=args.concurrency,
-                grace_seconds=args.grace_seconds,
-                workflow_processes=args.workflow_processes,
-                contexts_per_process=args.contexts_per_process,
-            ).start()
+        if worker_options is not None:  # also the control plane's operations and resources
+            worker = application.worker(**worker_options).start()
         started = {
             "url": url,
             "openapi": f"{url}/openapi.json",
@@ -284,6 +281,42 @@ def _serve(args: argparse.Namespace, port: int) -> bool:
         if worker is not None:
             worker.stop(args.grace_seconds)
     return worker is not None and _handlers_left(worker.id)
+
+
+def _serve_worker_options(args: argparse.Namespace) -> dict[str, Any] | None:
+    """What ``serve``'s in-process worker is built with; None with ``--no-worker``."""
+    if not args.worker:
+        return None
+    return {
+        "concurrency": args.concurrency,
+        "grace_seconds": args.grace_seconds,
+        "workflow_processes": args.workflow_processes,
+        "contexts_per_process": args.contexts_per_process,
+    }
+
+
+def check_start_options(args: argparse.Namespace, *, worker_options: dict[str, Any] | None) -> None:
+    """Refuse now, before anything is created (the state dir's tokens and keys, the journal
+    and its bootstrap events): every flag ``serve`` and ``worker`` check only later, when
+    they start the worker, the signer and the witnesses. A refused ``serve`` had written
+    the development secrets and bootstrapped the journal (found by a defect hunt, stop 35).
+    The checks are those the later steps make, called here, not copies of their rules."""
+    check_checkpoint_seconds(args)
+    if getattr(args, "signing_key", None):
+        from blackops.audit.keys import read_signing_key
+
+        read_signing_key(args.signing_key)  # refused (invalid_request) if it is not one
+    witness_targets(args)
+    if worker_options is not None:
+        check_worker_options(worker_options)
+
+
+def check_worker_options(options: dict[str, Any]) -> None:
+    """``invalid_request`` for options ``application.worker(**options)`` would refuse: the
+    worker's own checks (`blackops.worker.check_options`), before anything is created."""
+    from blackops.worker import check_options
+
+    check_options(**options)
 
 
 def _handlers_left(worker_id: str) -> bool:
@@ -409,19 +442,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
         _STOP_ASKED.set()
     tokens = _metrics_tokens(args)
     _set_up_logs(args)
+    check_start_options(args, worker_options=_worker_options(args))
     # Without --app it still runs the control plane's operations (verification, deployment
     # updates, reconciling, deleting) and the instances of Workflow resources.
     application = app_of(args)
     observer = observe(application.runtime)  # before the worker: it takes runtime.signals
     metrics_server = _metrics_server(observer, args, tokens)
-    worker = application.worker(
-        concurrency=args.concurrency,
-        lease_seconds=args.lease_seconds,
-        grace_seconds=args.grace_seconds,
-        poll_seconds=args.poll_seconds,
-        workflow_processes=args.workflow_processes,
-        contexts_per_process=args.contexts_per_process,
-    )
+    worker = application.worker(**_worker_options(args))
     asked.append(worker.request_stop)
     if _STOP_ASKED.is_set():  # asked while it was being built
         worker.request_stop()
@@ -446,6 +473,18 @@ def cmd_worker(args: argparse.Namespace) -> int:
     # Handler threads still running after the grace period were handed back (their
     # attempts are interrupted and fenced); do not wait for them.
     os._exit(EXIT_OK)
+
+
+def _worker_options(args: argparse.Namespace) -> dict[str, Any]:
+    """What ``blackops worker`` builds its worker with."""
+    return {
+        "concurrency": args.concurrency,
+        "lease_seconds": args.lease_seconds,
+        "grace_seconds": args.grace_seconds,
+        "poll_seconds": args.poll_seconds,
+        "workflow_processes": args.workflow_processes,
+        "contexts_per_process": args.contexts_per_process,
+    }
 
 
 def _metrics_tokens(args: argparse.Namespace) -> list[str]:
@@ -496,14 +535,19 @@ def checkpoint_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def check_checkpoint_seconds(args: argparse.Namespace) -> None:
+    from domain.errors import InvalidRequest
+
+    if not 0 <= args.checkpoint_seconds <= 3600:  # NaN too
+        raise InvalidRequest("--checkpoint-seconds must be from 0 to 3600")
+
+
 def start_signer(application: Application, args: argparse.Namespace, *, dev: bool) -> Any:
     """The checkpoint service of this process and, unless disabled, its automatic signer."""
     from blackops.audit.checkpoints import AutoCheckpointer
     from blackops.cli.audit import checkpoint_service
-    from domain.errors import InvalidRequest
 
-    if not 0 <= args.checkpoint_seconds <= 3600:
-        raise InvalidRequest("--checkpoint-seconds must be from 0 to 3600")
+    check_checkpoint_seconds(args)
     service = checkpoint_service(application.store, args, dev=dev)
     signer = None
     if service.key is not None:

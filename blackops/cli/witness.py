@@ -13,7 +13,7 @@ from blackops.cli.common import EXIT_OK, Commands, emit
 
 if TYPE_CHECKING:
     from blackops.audit.checkpoints import CheckpointService
-    from blackops.witness.push import WitnessPusher
+    from blackops.witness.push import WitnessPusher, WitnessTarget
     from replay.notes import SigningKey, VerifierKey
 
 
@@ -79,7 +79,7 @@ def _verifier(value: str) -> VerifierKey:
 
     try:
         return VerifierKey.parse(read_key_text(value))
-    except (NoteError, OSError) as error:
+    except (NoteError, OSError, UnicodeDecodeError) as error:  # as `verify-receipt --key`
         raise InvalidRequest(f"{value!r} is not a verifier key: {error}") from None
 
 
@@ -89,7 +89,7 @@ def _signing_key(path: str) -> SigningKey:
 
     try:
         return SigningKey.parse(Path(path).read_text(encoding="utf-8"))
-    except (NoteError, OSError) as error:
+    except (NoteError, OSError, UnicodeDecodeError) as error:  # as `keys rotate` reads keys
         raise InvalidRequest(f"{path} is not a private key file: {error}") from None
 
 
@@ -136,19 +136,20 @@ def cmd_key(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    """As ``keys generate``, with its checks and its writing: a name no key may carry (one
+    not UTF-8, from a non-UTF-8 argv) and an --output that cannot be created are
+    ``invalid_request`` (they were tracebacks: found by a defect hunt, stop 35)."""
+    from blackops.audit.keys import write_signing_key
     from domain.errors import InvalidRequest
-    from replay.notes import COSIGNATURE_KEY, NoteError, SigningKey
+    from replay.notes import COSIGNATURE_KEY, NoteError, SigningKey, valid_key_name
 
+    if not valid_key_name(args.name):
+        raise InvalidRequest("a key name is non-empty, without spaces or '+' (e.g. w1.example)")
     try:
         key = SigningKey.generate(args.name, COSIGNATURE_KEY)
     except NoteError as error:
         raise InvalidRequest(str(error)) from None
-    output: Path = args.output
-    if output.exists():
-        raise InvalidRequest(f"{output} exists; a key is never overwritten")
-    fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="ascii") as handle:
-        handle.write(key.encode() + "\n")
+    write_signing_key(args.output, key)  # never over an existing file; mode 0600
     verifier = key.verifier()
     document = {"name": key.name, "verifierKey": verifier.encode(), "keyId": key.key_id.hex()}
     emit(document, args.json, lambda: verifier.encode())
@@ -176,14 +177,23 @@ def start_witnesses(
     publish the cosignatures another process collected. None when there is nothing to do."""
     if not args.witness and not publish:
         return None  # before the imports: the pusher's HTTP client is ~7 MB resident
-    from blackops.witness.push import WitnessTarget
     from blackops.witness.service import start_witnessing
-    from domain.errors import InvalidRequest
 
-    try:
-        targets = [WitnessTarget.parse(text) for text in args.witness]
-    except ValueError as error:
-        raise InvalidRequest(f"--witness: {error}") from None
+    targets = witness_targets(args)
     if not targets and not publish:
         return None
     return start_witnessing(checkpoints, targets)
+
+
+def witness_targets(args: argparse.Namespace) -> list[WitnessTarget]:
+    """The ``--witness`` targets; ``invalid_request`` for one that is not URL=VERIFIER_KEY
+    (checked before ``serve`` or ``worker`` creates anything)."""
+    if not args.witness:
+        return []  # before the import: the pusher's HTTP client is ~7 MB resident
+    from blackops.witness.push import WitnessTarget
+    from domain.errors import InvalidRequest
+
+    try:
+        return [WitnessTarget.parse(text) for text in args.witness]
+    except ValueError as error:
+        raise InvalidRequest(f"--witness: {error}") from None
