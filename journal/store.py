@@ -8,12 +8,13 @@ events in the same transactions (the due-work index, Merkle leaves, wake-ups).
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from eventsourcing.persistence import (
     InfrastructureFactory,
@@ -142,7 +143,17 @@ def _sqlite_files(location: StoreLocation) -> Iterator[None]:
         yield
     except OSError as error:
         reason = error.strerror or str(error)
-        raise InvalidRequest(f"cannot create the journal {location.display}: {reason}") from None
+        if error.errno in _NAMING_ERRORS:
+            raise InvalidRequest(f"cannot make the journal {location.display}: {reason}") from None
+        # A lock the file system refuses now, a full or failing disk: the store's, not the
+        # caller's (found by review, stop 35).
+        raise BackendUnavailable("the journal store cannot be reached", str(error)) from None
+
+
+#: What is wrong with the place the caller named, not with the store.
+_NAMING_ERRORS: Final = frozenset(
+    {errno.ENAMETOOLONG, errno.ENOTDIR, errno.EEXIST, errno.EACCES, errno.EPERM, errno.EISDIR}
+)
 
 
 class EventStore:

@@ -311,6 +311,9 @@ def _try_create(flag: str, path: str, name: str) -> None:
                 raise InvalidRequest(
                     f"{flag} {path}: cannot write {name} ({error.strerror})"
                 ) from None
+        elif name != path:  # a pipe or device where a temporary goes: it hung the export,
+            # then was renamed onto the output (found by review, stop 35)
+            raise InvalidRequest(f"{flag} {path}: {name} is not a regular file") from None
         return
     except OSError as error:
         shown = path if name == path else f"{path}: {name}"

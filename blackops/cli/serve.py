@@ -185,12 +185,14 @@ def _serve(args: argparse.Namespace, port: int) -> bool:
     OPENED.append(listener)
     port = listener.getsockname()[1]  # --port 0: the one the system chose
     application = app_of(args)
+    # Opened (and created) before the state dir is written: a store refused here leaves no
+    # token behind (found by review, stop 35); and before taking requests.
+    application.store  # noqa: B018
     token = load_or_create_token()
     url = f"http://{_url_host(args.host)}:{port}"
     types = application.operation_types
     workflows = [resource.uid for resource in application.workflows()]
     example = types[0] if types else "TYPE"
-    application.store  # open (and create) the journal before taking requests  # noqa: B018
     from blackops.observability.hub import observe
 
     observe(application.runtime)  # before the worker: it takes runtime.signals

@@ -180,7 +180,7 @@ class InstanceService:
         deadline = time.monotonic() + _RACE_SECONDS
         for lost in itertools.count():
             if lost:  # another append won: let the winners through before reading again
-                time.sleep(random.uniform(0, min(_RACE_PAUSE_MAX, 0.0005 * 2**lost)))
+                time.sleep(random.uniform(0, min(_RACE_PAUSE_MAX, 0.0005 * 2 ** min(lost, 10))))
                 refresh(self.store, state)
             if state.purged or not state.exists:
                 raise UnknownInstance(instance_id)  # purged meanwhile (retention, DELETE)

@@ -67,4 +67,49 @@ def test_a_sqlite_journal_that_cannot_be_made_is_refused(tmp_path: Path, where: 
     assert done.returncode == 1
     error = one_document(done)["error"]
     assert isinstance(error, dict) and error["code"] == "invalid_request"
-    assert "cannot create the journal" in str(error["message"])
+    assert "cannot make the journal" in str(error["message"])
+
+
+def test_a_lock_the_file_system_refuses_is_the_stores_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An existing journal whose setup lock fails now (ENOLCK on NFS, EIO) is
+    backend_unavailable, not the caller's invalid_request (found by review, stop 35)."""
+    import errno
+    import fcntl
+
+    from domain.errors import BlackOpsError
+    from journal.store import EventStore
+
+    url = f"sqlite:///{tmp_path}/j.db"
+    EventStore(url).close()
+
+    def refused(*args: object) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", refused)
+    with pytest.raises(BlackOpsError) as error:
+        EventStore(url, create=False)
+    assert error.value.code == "backend_unavailable"
+
+
+def test_a_serve_refused_for_its_store_writes_no_token(tmp_path: Path) -> None:
+    """The dev token was written before the journal opened (found by review, stop 35)."""
+    (tmp_path / "afile").write_text("")
+    done = blackops(tmp_path, "serve", "--port", "0", "--json", "--no-worker",
+                    "--store", f"sqlite:///{tmp_path}/afile/j.db")  # fmt: skip
+    assert done.returncode == 1 and one_document(done)["error"]
+    assert not (tmp_path / "home" / "dev-token").exists()
+
+
+def test_an_export_whose_partial_is_a_pipe_is_refused(tmp_path: Path) -> None:
+    """A FIFO where the export's `.partial` goes hung the export, then was renamed onto the
+    output and the export recorded (found by review, stop 35)."""
+    store = f"sqlite:///{tmp_path}/j.db"
+    assert blackops(tmp_path, "space", "create", "acme", "--store", store).returncode == 0
+    os.mkfifo(tmp_path / "out.jsonl.partial")
+    done = blackops(tmp_path, "journal", "export", "--output", str(tmp_path / "out.jsonl"),
+                    "--json", "--store", store)  # fmt: skip
+    assert done.returncode == 1
+    assert "not a regular file" in str(one_document(done)["error"])
+    assert not (tmp_path / "out.jsonl").exists()

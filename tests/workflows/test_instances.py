@@ -721,6 +721,31 @@ def test_dw_evt_1_many_threads_sending_to_one_instance_are_all_accepted(
     assert [e.data["seq"] for e in accepted] == list(range(1, 321))
 
 
+def test_dw_evt_1_a_sender_that_always_loses_is_told_backend_unavailable(
+    app: Application, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past a thousand lost races (pauses skipped here) the backoff's 2**lost overflowed a
+    float: a traceback where `backend_unavailable` is due at the deadline (found by review,
+    stop 35)."""
+    import blackops.workflows.instances as instances
+    from domain.errors import FencingError
+
+    binding = app.register_workflow(Sleeper)
+    create(binding, "busy")
+    work(app)
+    clock = iter(range(10**9))
+    monkeypatch.setattr(instances.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(instances.time, "monotonic", lambda: next(clock) / 50)  # 60 s: 3,000
+
+    def lose(*appends: Any) -> Any:
+        raise FencingError("raced", 1)
+
+    monkeypatch.setattr(app.instances.store, "append", lose)
+    with pytest.raises(BlackOpsError) as refused:
+        app.instances.send_event(binding.resource, "busy", "t", None, binding._actor)
+    assert refused.value.code == "backend_unavailable"
+
+
 @pytest.mark.parametrize(
     "event_type", ["", "x" * 257, "😀" * 257, "a\ud800", 7, None], ids=range(6)
 )
