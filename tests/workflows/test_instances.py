@@ -727,15 +727,16 @@ def test_dw_evt_1_a_sender_that_always_loses_is_told_backend_unavailable(
     """Past a thousand lost races (pauses skipped here) the backoff's 2**lost overflowed a
     float: a traceback where `backend_unavailable` is due at the deadline (found by review,
     stop 35)."""
-    import blackops.workflows.instances as instances
+    import time
+
     from domain.errors import FencingError
 
     binding = app.register_workflow(Sleeper)
     create(binding, "busy")
     work(app)
     clock = iter(range(10**9))
-    monkeypatch.setattr(instances.time, "sleep", lambda seconds: None)
-    monkeypatch.setattr(instances.time, "monotonic", lambda: next(clock) / 50)  # 60 s: 3,000
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(time, "monotonic", lambda: next(clock) / 50)  # 60 s: 3,000 tries
 
     def lose(*appends: Any) -> Any:
         raise FencingError("raced", 1)
