@@ -7,39 +7,12 @@ document, no file, no ``journal.exported``, nothing appended."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from cli_processes import ROOT
+from cli_refusals import journal_types, refused, run_in
 from rich_journal import inline_runs
-
-from journal.store import EventStore
-
-
-def _run(tmp: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "BLACKOPS_HOME": str(tmp / "home"), "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "blackops", *argv],
-        cwd=tmp, capture_output=True, text=True, timeout=60, env=env, check=False,
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-
-
-def _events(store_url: str) -> list[str]:
-    with EventStore(store_url, create=False) as store:
-        return [event.type for event in store.iter_after(0)]
-
-
-def _refused(done: subprocess.CompletedProcess[str]) -> str:
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "Traceback" not in done.stderr, done.stderr
-    error = json.loads(done.stdout)["error"]  # exactly one document
-    assert error["code"] == "invalid_request", error
-    return str(error["message"])
 
 
 @pytest.mark.parametrize("where", ["default-manifest-name", "manifest-flag"])
@@ -47,7 +20,7 @@ def test_a_manifest_name_that_cannot_be_created_is_refused_before_the_record(
     store_url: str, tmp_path: Path, where: str
 ) -> None:
     inline_runs(store_url, ["t"] * 2)
-    before = _events(store_url)
+    before = journal_types(store_url)
     work = tmp_path / "work"
     work.mkdir()
     if where == "default-manifest-name":
@@ -56,11 +29,11 @@ def test_a_manifest_name_that_cannot_be_created_is_refused_before_the_record(
     else:
         output = "j.jsonl"
         flags = ["--output", output, "--manifest", "m" * 256 + ".json"]
-    done = _run(work, "journal", "export", *flags, "--json", "--store", store_url)
-    assert "--manifest" in _refused(done)
+    done = run_in(work, "journal", "export", *flags, "--json", "--store", store_url)
+    assert "--manifest" in refused(done)
     assert sorted(os.listdir(work)) == [], "a refused export left a file behind"
-    assert _events(store_url) == before, "a refused export was recorded"
-    assert "journal.exported" not in _events(store_url)
+    assert journal_types(store_url) == before, "a refused export was recorded"
+    assert "journal.exported" not in journal_types(store_url)
 
 
 @pytest.mark.parametrize("manifest", [False, True])
@@ -68,12 +41,12 @@ def test_json_with_the_output_on_stdout_is_refused(
     store_url: str, tmp_path: Path, manifest: bool
 ) -> None:
     inline_runs(store_url, ["t"] * 2)
-    before = _events(store_url)
+    before = journal_types(store_url)
     flags = ["--manifest", str(tmp_path / "m.json")] if manifest else ["--no-manifest"]
-    done = _run(
+    done = run_in(
         tmp_path, "journal", "export", "--output", "/dev/stdout", *flags, "--json",
         "--store", store_url,
     )  # fmt: skip
-    assert "--json" in _refused(done)  # stdout held the lines, then the summary
+    assert "--json" in refused(done)  # stdout held the lines, then the summary
     assert not (tmp_path / "m.json").exists()
-    assert _events(store_url) == before
+    assert journal_types(store_url) == before

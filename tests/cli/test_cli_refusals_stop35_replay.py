@@ -6,14 +6,11 @@ traceback."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from cli_processes import ROOT
+from cli_refusals import refused, run_in
 from rich_journal import inline_runs
 
 OBSERVER = """\
@@ -26,36 +23,15 @@ def observe(event):
 """
 
 
-def _run(tmp: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "BLACKOPS_HOME": str(tmp / "home"),
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp)]),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "blackops", *argv],
-        cwd=tmp, capture_output=True, text=True, timeout=60, env=env, check=False,
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-
-
 def _prepared(tmp: Path, extra: str = "pass") -> Path:
     store = f"sqlite:///{tmp}/j.sqlite3"
     inline_runs(store, ["t"] * 2)
-    exported = _run(tmp, "journal", "export", "--no-manifest", "--store", store)
+    exported = run_in(tmp, "journal", "export", "--no-manifest", "--store", store)
     assert exported.returncode == 0, exported.stderr
     jsonl = tmp / "in.jsonl"
     jsonl.write_text(exported.stdout)
     (tmp / "stop35_observer.py").write_text(OBSERVER.format(extra=extra))
     return jsonl
-
-
-def _refused(done: subprocess.CompletedProcess[str]) -> str:
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "Traceback" not in done.stderr, done.stderr
-    error = json.loads(done.stdout)["error"]  # exactly one document
-    assert error["code"] == "invalid_request", error
-    return str(error["message"])
 
 
 @pytest.mark.parametrize("where", ["temporary-name-too-long", "temporary-is-a-folder"])
@@ -69,11 +45,11 @@ def test_a_state_whose_temporary_cannot_be_made_is_refused_before_delivering(
         state = "st"
         (tmp_path / "st.tmp").mkdir()
     listed = sorted(os.listdir(tmp_path))
-    done = _run(
+    done = run_in(
         tmp_path, "replay", str(jsonl), "--observer", "stop35_observer:observe",
         "--state", state, "--json",
     )  # fmt: skip
-    assert "--state" in _refused(done)
+    assert "--state" in refused(done)
     assert not (tmp_path / "delivered.log").exists(), "refused only after delivering"
     assert sorted(os.listdir(tmp_path)) == listed  # no state, no temporary
 
@@ -84,10 +60,10 @@ def test_a_state_that_cannot_be_saved_after_delivery_began_is_invalid_request(
     """The observer puts a folder where the temporary goes, after the check: the save at
     the end fails, said as ``invalid_request`` naming --state (was a traceback)."""
     jsonl = _prepared(tmp_path, extra='Path("st.tmp").mkdir(exist_ok=True)')
-    done = _run(
+    done = run_in(
         tmp_path, "replay", str(jsonl), "--observer", "stop35_observer:observe",
         "--state", "st", "--json",
     )  # fmt: skip
-    message = _refused(done)
+    message = refused(done)
     assert "--state" in message and "could not be saved" in message
     assert not (tmp_path / "st").exists()  # nothing saved: a resume starts where it did

@@ -9,14 +9,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from cli_processes import ROOT
-
-from domain.errors import NotFound
-from journal.store import EventStore
+from cli_refusals import journal_types, run_in
 
 BAD_FLAGS = [
     ["--concurrency", "0"],
@@ -26,24 +22,6 @@ BAD_FLAGS = [
     ["--signing-key", "{tmp}/no-such.key"],
 ]
 IDS = ["concurrency", "workflow-processes", "checkpoint-seconds", "witness", "signing-key"]
-
-
-def _run(tmp: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "BLACKOPS_HOME": str(tmp / "home"), "PYTHONPATH": str(ROOT)}
-    env.pop("BLACKOPS_APP", None)
-    return subprocess.run(
-        [sys.executable, "-m", "blackops", *argv],
-        cwd=tmp, capture_output=True, text=True, timeout=60, env=env, check=False,
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-
-
-def _events(store_url: str) -> list[str]:
-    try:
-        with EventStore(store_url, create=False) as store:
-            return [event.type for event in store.iter_after(0)]
-    except NotFound:
-        return []
 
 
 def _assert_refused_and_nothing_changed(
@@ -56,7 +34,7 @@ def _assert_refused_and_nothing_changed(
     assert not (tmp / ".blackops").exists()
     if store_url.startswith("sqlite:"):
         assert not Path(store_url.removeprefix("sqlite:///")).exists()
-    assert _events(store_url) == []
+    assert journal_types(store_url) == []
 
 
 @pytest.mark.parametrize("bad", BAD_FLAGS, ids=IDS)
@@ -64,7 +42,7 @@ def test_a_serve_refused_for_a_flag_creates_nothing(
     store_url: str, tmp_path: Path, bad: list[str]
 ) -> None:
     flags = [flag.replace("{tmp}", str(tmp_path)) for flag in bad]
-    done = _run(tmp_path, "serve", "--port", "0", *flags, "--json", "--store", store_url)
+    done = run_in(tmp_path, "serve", "--port", "0", *flags, "--json", "--store", store_url)
     _assert_refused_and_nothing_changed(done, tmp_path, store_url)
 
 
@@ -73,5 +51,5 @@ def test_a_worker_refused_for_a_flag_creates_nothing(
     store_url: str, tmp_path: Path, bad: list[str]
 ) -> None:
     flags = [flag.replace("{tmp}", str(tmp_path)) for flag in bad]
-    done = _run(tmp_path, "worker", *flags, "--json", "--store", store_url)
+    done = run_in(tmp_path, "worker", *flags, "--json", "--store", store_url)
     _assert_refused_and_nothing_changed(done, tmp_path, store_url)
