@@ -49,7 +49,7 @@ from benchstores import POSTGRES, Stores, drop_schema
 from psycopg import sql
 
 from blackops import Application, ExecutionContext
-from blackops.worker import Worker
+from blackops.worker import Worker, WorkerOptions
 from journal.store import EventStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -494,7 +494,7 @@ def profile_drain(stores: Stores, s: Settings) -> None:
             return original(*appends)
 
         app.store.append = counted  # type: ignore[method-assign]
-        worker = ProfiledWorker(app.runtime, concurrency=s.concurrency)
+        worker = ProfiledWorker(app.runtime, WorkerOptions(concurrency=s.concurrency))
         start = time.perf_counter()
         worker.start()
         why = wait_idle(app, None, s.timeout)

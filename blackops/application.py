@@ -287,9 +287,9 @@ class Application:
 
     def worker(self, **options: Any) -> Worker:
         """A worker for this application (``start()`` / ``stop()``); see blackops.worker."""
-        from blackops.worker import Worker
+        from blackops.worker import Worker, WorkerOptions
 
-        return Worker(self._runtime, **options)
+        return Worker(self._runtime, WorkerOptions(**options))
 
     # -- workflows -------------------------------------------------------------------------
 

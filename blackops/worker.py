@@ -35,6 +35,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from blackops.operations.deferred import Attempt, DeferredEngine, Ending
@@ -62,104 +63,82 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
+@dataclass(frozen=True, kw_only=True)
+class WorkerOptions:
+    """What a worker is built with (``Application.worker(**options)``, ``blackops worker``,
+    ``serve``); ``checked()`` refuses what the worker would (decisions P16)."""
+
+    concurrency: int = 4
+    lease_seconds: float = 30.0
+    heartbeat_seconds: float | None = None  # None: a third of the lease
+    poll_seconds: float | None = None  # None: 2 s with announcements, else 0.02 s
+    prefetch: int | None = None  # None: as many as ``concurrency``
+    grace_seconds: float = 30.0
+    worker_id: str | None = None  # None: host:pid:random
+    wake_delay: float = 0.005
+    gather_seconds: float = 0.02
+    workflow_processes: int = 4
+    contexts_per_process: int | None = None
+
+    def checked(self) -> CheckedOptions:
+        """These options checked (``invalid_request`` for any the worker would refuse),
+        before anything is forked, opened or started: `Worker` checks with it first, and
+        ``serve`` and ``worker`` call it before they create anything."""
+        if type(self.concurrency) is not int or not 1 <= self.concurrency <= 1024:
+            raise InvalidRequest("concurrency must be an integer from 1 to 1024")
+        if type(self.grace_seconds) not in (int, float) or not 0 <= self.grace_seconds <= 86_400:
+            raise InvalidRequest("grace_seconds must be a number of seconds from 0 to 86400")
+        for name in ("poll_seconds", "heartbeat_seconds", "wake_delay", "gather_seconds"):
+            value = getattr(self, name)
+            if value is not None and (type(value) not in (int, float) or not 0 < value <= 86_400):
+                raise InvalidRequest(f"{name} must be a positive number of seconds")
+        worker_id = check_worker_id(
+            default_worker_id() if self.worker_id is None else self.worker_id
+        )
+        lease = check_lease_seconds(self.lease_seconds)
+        heartbeat = self.heartbeat_seconds or lease / 3
+        if heartbeat > lease / 2:
+            raise InvalidRequest("heartbeat_seconds must be at most half of lease_seconds")
+        processes = self.workflow_processes
+        if type(processes) is not int or not 1 <= processes <= 256:
+            raise InvalidRequest("workflow_processes must be an integer from 1 to 256")
+        per_process = self.contexts_per_process
+        if per_process is not None and (
+            type(per_process) is not int or not 1 <= per_process <= 10**9
+        ):
+            raise InvalidRequest("contexts_per_process must be a positive integer")
+        prefetch = self.concurrency if self.prefetch is None else self.prefetch
+        if type(prefetch) is not int or not 0 <= prefetch <= 10_000:
+            raise InvalidRequest("prefetch must be an integer from 0 to 10000")
+        return CheckedOptions(worker_id, lease, heartbeat, prefetch)
+
+
 class CheckedOptions(NamedTuple):
+    """What ``WorkerOptions.checked`` resolved (a default id, heartbeat and prefetch)."""
+
     worker_id: str
     lease_seconds: float
     heartbeat_seconds: float
     prefetch: int
 
 
-def check_options(
-    *,
-    concurrency: int = 4,
-    lease_seconds: float = 30.0,
-    heartbeat_seconds: float | None = None,
-    poll_seconds: float | None = None,
-    prefetch: int | None = None,
-    grace_seconds: float = 30.0,
-    worker_id: str | None = None,
-    wake_delay: float = 0.005,
-    gather_seconds: float = 0.02,
-    workflow_processes: int = 4,
-    contexts_per_process: int | None = None,
-) -> CheckedOptions:
-    """A worker's options checked (``invalid_request`` for any it would refuse), before
-    anything is forked, opened or started: `Worker` checks with it first, and ``serve`` and
-    ``worker`` call it before they create anything (decisions P16)."""
-    if type(concurrency) is not int or not 1 <= concurrency <= 1024:
-        raise InvalidRequest("concurrency must be an integer from 1 to 1024")
-    if type(grace_seconds) not in (int, float) or not 0 <= grace_seconds <= 86_400:
-        raise InvalidRequest("grace_seconds must be a number of seconds from 0 to 86400")
-    for name, value in (
-        ("poll_seconds", poll_seconds),
-        ("heartbeat_seconds", heartbeat_seconds),
-        ("wake_delay", wake_delay),
-        ("gather_seconds", gather_seconds),
-    ):
-        if value is not None and (type(value) not in (int, float) or not 0 < value <= 86_400):
-            raise InvalidRequest(f"{name} must be a positive number of seconds")
-    worker_id = check_worker_id(default_worker_id() if worker_id is None else worker_id)
-    lease = check_lease_seconds(lease_seconds)
-    heartbeat = heartbeat_seconds or lease / 3
-    if heartbeat > lease / 2:
-        raise InvalidRequest("heartbeat_seconds must be at most half of lease_seconds")
-    if type(workflow_processes) is not int or not 1 <= workflow_processes <= 256:
-        raise InvalidRequest("workflow_processes must be an integer from 1 to 256")
-    if contexts_per_process is not None and (
-        type(contexts_per_process) is not int or not 1 <= contexts_per_process <= 10**9
-    ):
-        raise InvalidRequest("contexts_per_process must be a positive integer")
-    prefetch = concurrency if prefetch is None else prefetch
-    if type(prefetch) is not int or not 0 <= prefetch <= 10_000:
-        raise InvalidRequest("prefetch must be an integer from 0 to 10000")
-    return CheckedOptions(worker_id, lease, heartbeat, prefetch)
-
-
 class Worker:
-    def __init__(
-        self,
-        runtime: Runtime,
-        *,
-        concurrency: int = 4,
-        lease_seconds: float = 30.0,
-        heartbeat_seconds: float | None = None,
-        poll_seconds: float | None = None,
-        prefetch: int | None = None,
-        grace_seconds: float = 30.0,
-        worker_id: str | None = None,
-        wake_delay: float = 0.005,
-        gather_seconds: float = 0.02,
-        workflow_processes: int = 4,
-        contexts_per_process: int | None = None,
-    ) -> None:
-        checked = check_options(
-            concurrency=concurrency,
-            lease_seconds=lease_seconds,
-            heartbeat_seconds=heartbeat_seconds,
-            poll_seconds=poll_seconds,
-            prefetch=prefetch,
-            grace_seconds=grace_seconds,
-            worker_id=worker_id,
-            wake_delay=wake_delay,
-            gather_seconds=gather_seconds,
-            workflow_processes=workflow_processes,
-            contexts_per_process=contexts_per_process,
-        )
+    def __init__(self, runtime: Runtime, options: WorkerOptions | None = None) -> None:
+        options = options or WorkerOptions()
+        checked = options.checked()
         self.id, self.lease_seconds = checked.worker_id, checked.lease_seconds
         self.heartbeat_seconds, self.prefetch = checked.heartbeat_seconds, checked.prefetch
         # Everything is checked: only now may the store open, and just before it does, the
         # executors of the workflows registered here are forked (decisions F80).
-        early = _early_executors(runtime, workflow_processes)
+        early = _early_executors(runtime, options.workflow_processes)
         try:
-            self._build(
-                runtime, concurrency, grace_seconds, poll_seconds, wake_delay, gather_seconds
-            )
+            self._build(runtime, options)
             #: Workflow contexts run in executor processes (blackops/workflows/executor.py).
             self.workflows: WorkflowRunner | None = WorkflowRunner(
                 workflow_engine(runtime, self.id, self.lease_seconds),
                 signals=runtime.signals,
-                processes=workflow_processes,
-                contexts_per_process=contexts_per_process,
+                processes=options.workflow_processes,
+                contexts_per_process=options.contexts_per_process,
                 heartbeat_seconds=self.heartbeat_seconds,
                 poll_seconds=self.poll_seconds,
                 early=early,
@@ -169,33 +148,25 @@ class Worker:
                 early.close()
             raise
 
-    def _build(
-        self,
-        runtime: Runtime,
-        concurrency: int,
-        grace_seconds: float,
-        poll_seconds: float | None,
-        wake_delay: float,
-        gather_seconds: float,
-    ) -> None:
+    def _build(self, runtime: Runtime, options: WorkerOptions) -> None:
         self.runtime = runtime
-        self.concurrency = concurrency
+        self.concurrency = options.concurrency
         self.engine = deferred_engine(runtime, self.id, self.lease_seconds)
         # Without announcements from other processes (SQLite), poll with a cheap read.
-        self.poll_seconds = poll_seconds or (2.0 if runtime.store.announces_wakes else 0.02)
-        self.grace_seconds = grace_seconds
+        self.poll_seconds = options.poll_seconds or (2.0 if runtime.store.announces_wakes else 0.02)
+        self.grace_seconds = options.grace_seconds
         self._running: dict[Attempt, Future[Ending]] = {}
         self._finished: queue.SimpleQueue[Ending] = queue.SimpleQueue()
         self._unsaved: list[Ending] = []
         self._wake = threading.Event()
         self._notified = threading.Event()  # woken by LISTEN/NOTIFY (another process)
         self._next_due: int | None = None
-        self.wake_delay = wake_delay
+        self.wake_delay = options.wake_delay
         # This process's submits since the last turn began; when the last submit came, here
         # or announced by another process, and how long after the one before it: under a
         # trickle of submits a busy worker's turns are spaced `gather_seconds` apart, not
         # `wake_delay` (decisions F131, F164).
-        self.gather_seconds = max(gather_seconds, wake_delay)
+        self.gather_seconds = max(options.gather_seconds, options.wake_delay)
         self._submits = 0
         # (when, gap): one attribute, so that the listener's and the submitters' threads
         # never leave a time beside another submit's gap.
@@ -204,7 +175,7 @@ class Worker:
         self._paced = threading.Event()  # a submit or a stop, during a pause
         self._stop_requested = threading.Event()
         self._stopped = threading.Event()
-        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix=f"blackops-{self.id}")
+        self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix=f"blackops-{self.id}")
         self._thread: threading.Thread | None = None
         self._listener: threading.Thread | None = None
         self._last_renewal = time.monotonic()

@@ -315,10 +315,10 @@ def check_start_options(args: argparse.Namespace, *, worker_options: dict[str, A
 
 def check_worker_options(options: dict[str, Any]) -> None:
     """``invalid_request`` for options ``application.worker(**options)`` would refuse: the
-    worker's own checks (`blackops.worker.check_options`), before anything is created."""
-    from blackops.worker import check_options
+    worker's own checks (`blackops.worker.WorkerOptions.checked`), before anything is created."""
+    from blackops.worker import WorkerOptions
 
-    check_options(**options)
+    WorkerOptions(**options).checked()
 
 
 def _handlers_left(worker_id: str) -> bool:
