@@ -407,12 +407,10 @@ class CheckpointService:
         """A signed checkpoint whose tree includes leaf ``index`` (signing one now when the
         newest does not yet and this process holds the key)."""
         for attempt in range(2):
-            note = self.latest()
-            if note is not None:
-                checkpoint = Checkpoint.parse(note.split("\n\n")[0] + "\n")
-                if checkpoint.size > index:
-                    self._reach(checkpoint.size)
-                    return note, checkpoint
+            newest = self._newest()
+            if newest is not None and newest[1].size > index:
+                self._reach(newest[1].size)
+                return newest
             if attempt == 0 and self.key is not None:
                 self.sign(force=True)
         raise NotFound("no signed checkpoint covers this event yet")
@@ -420,14 +418,22 @@ class CheckpointService:
     def signed_through(self) -> int | None:
         """The position of the last event the newest journaled checkpoint signs (whoever
         signed it): 0 for a checkpoint of the empty journal, None when there is none."""
-        note = self.latest()
-        if note is None:
+        newest = self._newest()
+        if newest is None:
             return None
-        size = Checkpoint.parse(note.split("\n\n")[0] + "\n").size
+        size = newest[1].size
         if size == 0:
             return 0
         self._reach(size)
         return self.tree.position_of(size - 1)
+
+    def _newest(self) -> tuple[str, Checkpoint] | None:
+        """The newest journaled note and the checkpoint it signs (its body, before the
+        signature lines)."""
+        note = self.latest()
+        if note is None:
+            return None
+        return note, Checkpoint.parse(note.split("\n\n")[0] + "\n")
 
     def _reach(self, size: int) -> None:
         """Sync the tree when a checkpoint another process signed since the caller synced
