@@ -15,8 +15,9 @@ from domain.errors import NotFound
 from journal.store import EventStore
 
 
-def run_in(tmp: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    """``python -m blackops ARGV`` in ``tmp`` (its modules importable), state dir in it."""
+def run_in(tmp: Path, *argv: str | bytes) -> subprocess.CompletedProcess[str]:
+    """``python -m blackops ARGV`` in ``tmp`` (its modules importable), state dir in it; an
+    argument may be bytes (a file name that is no UTF-8)."""
     env = {
         **os.environ,
         "BLACKOPS_HOME": str(tmp / "home"),

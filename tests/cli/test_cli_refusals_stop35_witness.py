@@ -7,45 +7,27 @@ into a missing folder or with a name that is not UTF-8 (from a non-UTF-8 argv), 
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from cli_processes import ROOT
-
-
-def _run(tmp: Path, *argv: str | bytes) -> subprocess.CompletedProcess[bytes]:
-    env = {**os.environ, "BLACKOPS_HOME": str(tmp / "home"), "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "blackops", *argv],
-        cwd=tmp, capture_output=True, timeout=60, env=env, check=False,
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-
-
-def _refused(done: subprocess.CompletedProcess[bytes]) -> None:
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
-    assert json.loads(done.stdout)["error"]["code"] == "invalid_request"  # one document
+from cli_refusals import refused, run_in
 
 
 def test_generate_key_into_a_missing_folder_is_invalid_request(tmp_path: Path) -> None:
-    done = _run(
+    done = run_in(
         tmp_path, "witness", "generate-key", "--name", "w1.example", "--output",
         str(tmp_path / "nope" / "k"), "--json",
     )  # fmt: skip
-    _refused(done)
+    refused(done)
     assert sorted(os.listdir(tmp_path)) == []
 
 
 def test_generate_key_with_a_name_that_is_not_utf8_is_invalid_request(tmp_path: Path) -> None:
-    done = _run(
+    done = run_in(
         tmp_path, "witness", "generate-key", "--name", b"\xed\xa0\x80", "--output", "k", "--json"
     )
-    _refused(done)
+    refused(done)
     assert sorted(os.listdir(tmp_path)) == []  # no key file, not even an empty one
 
 
@@ -68,6 +50,6 @@ def test_a_key_file_that_is_not_utf8_is_invalid_request(tmp_path: Path, argv: li
     (tmp_path / "bin.key").write_bytes(b"\xff\xfe\xfd not a key\n")
     (tmp_path / "ok.pub").write_text(SigningKey.generate("example.com/log").verifier().encode())
     listed = sorted(os.listdir(tmp_path))
-    done = _run(tmp_path, *[a.replace("{tmp}", str(tmp_path)) for a in argv])
-    _refused(done)
+    done = run_in(tmp_path, *[a.replace("{tmp}", str(tmp_path)) for a in argv])
+    refused(done)
     assert sorted(os.listdir(tmp_path)) == listed  # no state, no journal

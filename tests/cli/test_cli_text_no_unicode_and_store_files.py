@@ -7,26 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
-from cli_processes import BLACKOPS, ROOT
+from cli_refusals import refused, run_in
 
 NOT_UTF8 = b"\xed\xa0\x80"  # one byte string, never UTF-8 text
-
-
-def blackops(tmp: Path, *argv: str | bytes) -> subprocess.CompletedProcess[bytes]:
-    args = [os.fsencode(a) if isinstance(a, str) else a for a in argv]
-    env = {**os.environ, "BLACKOPS_HOME": str(tmp / "home")}
-    return subprocess.run([*BLACKOPS, *args], capture_output=True, cwd=ROOT, env=env,
-                          timeout=120, check=False)  # fmt: skip
-
-
-def one_document(done: subprocess.CompletedProcess[bytes]) -> dict[str, object]:
-    assert b"Traceback" not in done.stderr, done.stderr[-1500:]
-    document: dict[str, object] = json.loads(done.stdout)  # zero or two documents: raises
-    return document
 
 
 @pytest.mark.parametrize(
@@ -41,33 +27,27 @@ def test_an_error_naming_text_that_is_no_unicode_is_one_document(
     tmp_path: Path, argv: list[str | bytes]
 ) -> None:
     store = f"sqlite:///{tmp_path}/j.db"
-    assert blackops(tmp_path, "space", "create", "acme", "--store", store).returncode == 0
-    done = blackops(tmp_path, *(store if word == "STORE" else word for word in argv), "--json")
-    assert done.returncode == 1
-    error = one_document(done)["error"]
-    assert isinstance(error, dict) and error["code"] == "invalid_request"
-    assert "\\udced" in str(error["message"])  # the byte spelled out, not dropped
+    assert run_in(tmp_path, "space", "create", "acme", "--store", store).returncode == 0
+    done = run_in(tmp_path, *(store if word == "STORE" else word for word in argv), "--json")
+    assert "\\udced" in refused(done)  # the byte spelled out, not dropped
 
 
 def test_an_export_to_a_name_that_is_no_unicode_reports_what_it_wrote(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path}/j.db"
-    assert blackops(tmp_path, "space", "create", "acme", "--store", store).returncode == 0
+    assert run_in(tmp_path, "space", "create", "acme", "--store", store).returncode == 0
     target = os.fsencode(str(tmp_path)) + b"/p" + NOT_UTF8
-    done = blackops(tmp_path, "journal", "export", "--output", target, "--no-manifest", "--json",
-                    "--store", store)  # fmt: skip
+    done = run_in(tmp_path, "journal", "export", "--output", target, "--no-manifest", "--json",
+                  "--store", store)  # fmt: skip
     assert done.returncode == 0, done.stderr[-1500:]
-    assert one_document(done)["count"] == Path(os.fsdecode(target)).read_bytes().count(b"\n")
+    assert json.loads(done.stdout)["count"] == Path(os.fsdecode(target)).read_bytes().count(b"\n")
 
 
 @pytest.mark.parametrize("where", ["under-a-file", "name-too-long"])
 def test_a_sqlite_journal_that_cannot_be_made_is_refused(tmp_path: Path, where: str) -> None:
     (tmp_path / "afile").write_text("")
     path = tmp_path / "afile" / "j.db" if where == "under-a-file" else tmp_path / ("j" * 250)
-    done = blackops(tmp_path, "op", "counts", "--json", "--store", f"sqlite:///{path}")
-    assert done.returncode == 1
-    error = one_document(done)["error"]
-    assert isinstance(error, dict) and error["code"] == "invalid_request"
-    assert "cannot make the journal" in str(error["message"])
+    done = run_in(tmp_path, "op", "counts", "--json", "--store", f"sqlite:///{path}")
+    assert "cannot make the journal" in refused(done)
 
 
 def test_a_lock_the_file_system_refuses_is_the_stores_error(
@@ -96,9 +76,9 @@ def test_a_lock_the_file_system_refuses_is_the_stores_error(
 def test_a_serve_refused_for_its_store_writes_no_token(tmp_path: Path) -> None:
     """The dev token was written before the journal opened (found by review, stop 35)."""
     (tmp_path / "afile").write_text("")
-    done = blackops(tmp_path, "serve", "--port", "0", "--json", "--no-worker",
-                    "--store", f"sqlite:///{tmp_path}/afile/j.db")  # fmt: skip
-    assert done.returncode == 1 and one_document(done)["error"]
+    done = run_in(tmp_path, "serve", "--port", "0", "--json", "--no-worker",
+                  "--store", f"sqlite:///{tmp_path}/afile/j.db")  # fmt: skip
+    refused(done)
     assert not (tmp_path / "home" / "dev-token").exists()
 
 
@@ -106,10 +86,9 @@ def test_an_export_whose_partial_is_a_pipe_is_refused(tmp_path: Path) -> None:
     """A FIFO where the export's `.partial` goes hung the export, then was renamed onto the
     output and the export recorded (found by review, stop 35)."""
     store = f"sqlite:///{tmp_path}/j.db"
-    assert blackops(tmp_path, "space", "create", "acme", "--store", store).returncode == 0
+    assert run_in(tmp_path, "space", "create", "acme", "--store", store).returncode == 0
     os.mkfifo(tmp_path / "out.jsonl.partial")
-    done = blackops(tmp_path, "journal", "export", "--output", str(tmp_path / "out.jsonl"),
-                    "--json", "--store", store)  # fmt: skip
-    assert done.returncode == 1
-    assert "not a regular file" in str(one_document(done)["error"])
+    done = run_in(tmp_path, "journal", "export", "--output", str(tmp_path / "out.jsonl"),
+                  "--json", "--store", store)  # fmt: skip
+    assert "not a regular file" in refused(done)
     assert not (tmp_path / "out.jsonl").exists()
