@@ -42,9 +42,21 @@ atexit.register(shutil.rmtree, os.environ["BLACKOPS_HOME"], ignore_errors=True)
 # A runner started in the background (CI's, `make test &`) has SIGINT ignored, which every
 # process it starts inherits: Python then leaves SIGINT ignored, and a test's Ctrl-C to a
 # command before that command took the signal itself was lost (serve ran on for ever: the
-# CI timeouts of stop 34). The commands under test get SIGINT as from a terminal.
+# CI timeouts of stop 34). A handler of our own, not Python's KeyboardInterrupt: exec resets
+# a handled signal to its default, so the commands under test get SIGINT as from a terminal,
+# while this process still ignores one, as its host chose. With Python's handler here (stop
+# 35) a stray SIGINT raised KeyboardInterrupt inside a test worker, in a weakref callback and
+# in an import's ast.parse, which left the parser's state broken for the next test's import
+# (CI, stop 35: "AST constructor recursion depth mismatch").
+
+
+def _sigint_ignored(signum: int, frame: object) -> None:
+    test = os.environ.get("PYTEST_CURRENT_TEST", "between tests")
+    os.write(2, f"conftest: SIGINT ignored in test process {os.getpid()} ({test})\n".encode())
+
+
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, _sigint_ignored)
 
 POSTGRES_URL = os.environ.get(
     "BLACKOPS_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
