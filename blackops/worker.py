@@ -136,7 +136,6 @@ class Worker:
             #: Workflow contexts run in executor processes (blackops/workflows/executor.py).
             self.workflows: WorkflowRunner | None = WorkflowRunner(
                 workflow_engine(runtime, self.id, self.lease_seconds),
-                signals=runtime.signals,
                 processes=options.workflow_processes,
                 contexts_per_process=options.contexts_per_process,
                 heartbeat_seconds=self.heartbeat_seconds,
@@ -197,6 +196,9 @@ class Worker:
             # Not for operation submits: an idle runner costs nothing per append.
             self.runtime.store.add_wake_listener(self.workflows.wake, WORKFLOW_WAKING_TOPICS)
             self.runtime.instances.on_terminate.append(self.workflows.wake)
+            # The observer attached by now (``blackops worker`` attaches it after the
+            # executors forked: they never load what it imports).
+            self.workflows.signals = self.runtime.signals
             self.workflows.start()
         self._thread = threading.Thread(target=self._loop, name=f"blackops-{self.id}", daemon=True)
         self._thread.start()

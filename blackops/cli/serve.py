@@ -195,7 +195,7 @@ def _serve(args: argparse.Namespace, port: int) -> bool:
     example = types[0] if types else "TYPE"
     from blackops.observability.hub import observe
 
-    observe(application.runtime)  # before the worker: it takes runtime.signals
+    observe(application.runtime)  # before the worker starts: it reads runtime.signals
     admin = bootstrap_dev_admin(application, cli_actor(args))
     pusher = signer = worker = None
     worker_options = _serve_worker_options(args)
@@ -448,9 +448,15 @@ def cmd_worker(args: argparse.Namespace) -> int:
     # Without --app it still runs the control plane's operations (verification, deployment
     # updates, reconciling, deleting) and the instances of Workflow resources.
     application = app_of(args)
-    observer = observe(application.runtime)  # before the worker: it takes runtime.signals
-    metrics_server = _metrics_server(observer, args, tokens)
     worker = application.worker(**_worker_options(args))
+    # After the worker, whose executors forked as it was built: they would carry what the
+    # observer imports (prometheus_client, OpenTelemetry: 4 MB each); before it starts.
+    try:
+        observer = observe(application.runtime)
+        metrics_server = _metrics_server(observer, args, tokens)
+    except BaseException:  # a --metrics-port taken: no executor outlives the refusal
+        worker.stop(0)
+        raise
     asked.append(worker.request_stop)
     if _STOP_ASKED.is_set():  # asked while it was being built
         worker.request_stop()

@@ -1,0 +1,131 @@
+"""`blackops worker` forks its executors before it attaches the observer, so they never load
+what the observer imports (prometheus_client, OpenTelemetry and what they pull in: 4 MB of
+every executor's 26 MB, found measuring issue 17's memory row, stop 36), and the observer
+still hears the workflow runner's signals (an executor replaced after its context)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from cli_processes import ROOT, free_port
+from scrape import scrape, value
+
+from blackops import Application
+
+APP = """
+import sys
+from blackops import Application
+
+OBSERVER_MODULES = ("prometheus_client", "opentelemetry", "wsgiref")
+
+
+def loaded():
+    return {"modules": sorted(m for m in sys.modules if m.split(".")[0] in OBSERVER_MODULES)}
+
+
+class Probe:
+    def __init__(self, env):
+        self.env = env
+
+    async def run(self, event, step):
+        return await step.do("loaded", loaded)
+
+
+app = Application()
+app.register_workflow(Probe)
+"""
+
+
+def test_executors_load_nothing_of_the_observer_and_it_hears_them(
+    store_url: str, tmp_path: Path
+) -> None:
+    (tmp_path / "probe_app.py").write_text(APP)
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
+           "BLACKOPS_METRICS_TOKEN": "metrics-secret", "BLACKOPS_DEV_TOKEN": "",
+           "BLACKOPS_HOME": str(tmp_path / "home")}  # fmt: skip
+    log_path = tmp_path / "worker.log"
+    with log_path.open("wb") as log:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "blackops", "worker", "--app", "probe_app:app",
+             "--store", store_url, "--metrics-port", str(port), "--poll-seconds", "0.05",
+             "--workflow-processes", "1", "--contexts-per-process", "1"],
+            cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            env=env,
+        )  # fmt: skip
+    try:
+        sys.path.insert(0, str(tmp_path))
+        try:
+            from probe_app import Probe  # type: ignore[import-not-found]
+        finally:
+            sys.path.remove(str(tmp_path))
+        with Application(store_url) as app:
+            app.register_workflow(Probe)
+            instance = asyncio.run(app.workflow("Probe").create(id="probe"))
+            deadline = time.monotonic() + 60
+            while (status := asyncio.run(instance.status()))["status"] in ("queued", "running"):
+                assert worker.poll() is None, log_path.read_text()[-2000:]
+                assert time.monotonic() < deadline, f"never complete: {status}"
+                time.sleep(0.1)
+        assert status["status"] == "complete", status
+        assert status["output"] == {"modules": []}, status  # the executor loaded none of them
+        url = f"http://127.0.0.1:{port}/metrics"
+        while True:  # the runner replaced its executor after the context: the observer heard
+            try:
+                code, _, samples = scrape(url, "metrics-secret")
+            except httpx.HTTPError:
+                code, samples = 0, {}
+            if (
+                code == 200
+                and value(samples, "blackops_executor_restarts_total", reason="recycled") >= 1
+            ):
+                break
+            assert time.monotonic() < deadline, "no executor restart counted"
+            time.sleep(0.1)
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+
+
+def test_a_metrics_port_taken_after_the_fork_is_refused_and_leaves_no_executor(
+    tmp_path: Path,
+) -> None:
+    """The port is bound after the executors forked now: its refusal kills them."""
+    import json
+    import socket
+
+    (tmp_path / "probe_app.py").write_text(APP)
+    store = f"sqlite:///{tmp_path}/j.sqlite3"
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
+        "BLACKOPS_METRICS_TOKEN": "metrics-secret",
+        "BLACKOPS_HOME": str(tmp_path / "home"),
+    }
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "blackops", "worker", "--app", "probe_app:app", "--store",
+             store, "--metrics-port", str(taken.getsockname()[1]), "--json"],
+            cwd=tmp_path, capture_output=True, text=True, env=env, timeout=60,
+        )  # fmt: skip
+    finally:
+        taken.close()
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert json.loads(done.stdout)["error"]["code"] == "invalid_request"
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if store.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                left.append(pid)
+        except OSError:
+            continue
+    assert left == []
