@@ -17,7 +17,7 @@ that exactly what the run claims was persisted.
               read the ~1,000-event stream, fold, commit context_started, plan) + run_context
               with the engine as host (commits the sleep's completion) until the effect runs.
   memory      M instances of a workflow that sleeps for a day at its first step; a separate
-              worker process (`blackops worker --app workflows:WORKER_APP`, what users run)
+              worker process (`blackops worker --app sleepers:WORKER_APP`, what users run)
               runs until the journal shows all M step_suspended; its peak RSS (VmHWM), its
               executors' and their group reapers' are read from /proc, plus PSS (shared
               pages divided among the processes) and USS (private pages) from smaps_rollup.
@@ -58,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runnable as a
 sys.path.append(str(Path(__file__).resolve().parent))  # benchstores, also when imported as bench.x
 
 from benchstores import POSTGRES, Stores
+from sleepers import Sleeper
 
 from blackops import Application
 from blackops.testing import FakeClock
@@ -75,7 +76,6 @@ PEER_PYTHON = PEERS / ".venv" / "bin" / "python"
 STEPS = 10  # K: steps per workflow, as DBOS's wf_seq
 HISTORY = 999  # completed `do` steps before the resumed one
 NAP = 3600  # seconds the resumed instances sleep (the FakeClock jumps past it)
-DAY = 86_400
 WARM = 5  # untimed instances before each sequential run
 
 #: perf_counter() taken by the resumed step's effect (in this process only).
@@ -128,26 +128,11 @@ class Long:
         return {"steps": HISTORY + 1}
 
 
-class Sleeper:
-    """Sleeps for a day at its first step."""
-
-    def __init__(self, env: Any) -> None:
-        self.env = env
-
-    async def run(self, event: WorkflowEvent, step: Step) -> dict[str, Any]:
-        await step.sleep("nap", DAY)
-        return {}
-
-
 def build(store: str | None, clock: Clock | None = None) -> Application:
     app = Application(store, clock=clock)
     for cls in (Ten, Long, Sleeper):
         app.register_workflow(cls)
     return app
-
-
-#: What the memory scenario's `blackops worker --app workflows:WORKER_APP` runs (on --store).
-WORKER_APP = build(None)
 
 
 def log(message: str) -> None:
@@ -519,7 +504,7 @@ def memory(
             "PYTHONPATH": os.pathsep.join([str(here.parent), str(here)]),
             "BLACKOPS_HOME": str(logs / f"home-{uuid.uuid4().hex[:8]}"),
         }
-        command = [sys.executable, "-m", "blackops", "worker", "--app", "workflows:WORKER_APP",
+        command = [sys.executable, "-m", "blackops", "worker", "--app", "sleepers:WORKER_APP",
                    "--store", url, "--workflow-processes", str(processes), "--json"]  # fmt: skip
         with path.open("wb") as err:
             child = subprocess.Popen(

@@ -450,7 +450,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     application = app_of(args)
     worker = application.worker(**_worker_options(args))
     # After the worker, whose executors forked as it was built: they would carry what the
-    # observer imports (prometheus_client, OpenTelemetry: 4 MB each); before it starts.
+    # observer imports (prometheus_client, OpenTelemetry: about 3 MB each); before it starts.
     try:
         observer = observe(application.runtime)
         metrics_server = _metrics_server(observer, args, tokens)
