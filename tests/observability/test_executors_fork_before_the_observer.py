@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 from cli_processes import ROOT, free_port
-from scrape import scrape, value
+from scrape import METRICS_TOKEN, metrics_worker, scrape, value
 
 from blackops import Application
 
@@ -47,18 +47,9 @@ def test_executors_load_nothing_of_the_observer_and_it_hears_them(
 ) -> None:
     (tmp_path / "probe_app.py").write_text(APP)
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
-           "BLACKOPS_METRICS_TOKEN": "metrics-secret", "BLACKOPS_DEV_TOKEN": "",
-           "BLACKOPS_HOME": str(tmp_path / "home")}  # fmt: skip
     log_path = tmp_path / "worker.log"
-    with log_path.open("wb") as log:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "blackops", "worker", "--app", "probe_app:app",
-             "--store", store_url, "--metrics-port", str(port), "--poll-seconds", "0.05",
-             "--workflow-processes", "1", "--contexts-per-process", "1"],
-            cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            env=env,
-        )  # fmt: skip
+    worker = metrics_worker(tmp_path, "probe_app:app", store_url, port, log_path,
+                            "--workflow-processes", "1", "--contexts-per-process", "1")  # fmt: skip
     try:
         sys.path.insert(0, str(tmp_path))
         try:
@@ -78,7 +69,7 @@ def test_executors_load_nothing_of_the_observer_and_it_hears_them(
         url = f"http://127.0.0.1:{port}/metrics"
         while True:  # the runner replaced its executor after the context: the observer heard
             try:
-                code, _, samples = scrape(url, "metrics-secret")
+                code, _, samples = scrape(url, METRICS_TOKEN)
             except httpx.HTTPError:
                 code, samples = 0, {}
             if (

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 from cli_processes import free_port
-from scrape import Samples, scrape, value
+from scrape import METRICS_TOKEN, Samples, metrics_worker, scrape, value
 from served import blackops_serve
 
 from blackops import Application
@@ -101,55 +101,46 @@ def test_serve_metrics(store_url: str, tmp_path: Path) -> None:
 
 def test_worker_metrics_port(store_url: str, tmp_path: Path) -> None:
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), str(ROOT)]),
-           "BLACKOPS_METRICS_TOKEN": "metrics-secret", "BLACKOPS_DEV_TOKEN": "",
-           "BLACKOPS_HOME": str(tmp_path / "home")}  # fmt: skip
     log_path = tmp_path / "worker.log"
-    with log_path.open("wb") as log:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "blackops", "worker", "--app", "observed_app:app",
-             "--store", store_url, "--metrics-port", str(port), "--poll-seconds", "0.05",
-             "--workflow-processes", "1", "--log-format", "json"],
-            cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            env=env,
-        )  # fmt: skip
-        try:
-            url = f"http://127.0.0.1:{port}/metrics"
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    status, text, _ = scrape(url, None)
-                    break
-                except httpx.HTTPError:
-                    assert worker.poll() is None, log_path.read_text()
-                    assert time.monotonic() < deadline, "the metrics port never answered"
-                    time.sleep(0.1)
-            assert status == 401 and "blackops_" not in text
-            assert scrape(url, "wrong")[0] == 401
-            assert scrape(url.replace("/metrics", "/other"), "metrics-secret")[0] == 404
-            with Application(store_url) as app:
-                for kind in ("obs.flaky", "obs.broken"):
-                    app.operation(kind)(lambda ctx, params: params)  # the worker runs them
-                flaky = app.submit("obs.flaky", {"secret": SECRET}, actor="t", tenant="acme")
-                broken = app.submit("obs.broken", {"secret": SECRET}, actor="t", tenant="acme")
-                after = eventually(
-                    url, "metrics-secret",
-                    lambda s: value(s, "blackops_operations", type="obs.flaky",
-                                    status="completed") == 1
-                    and value(s, "blackops_operations", type="obs.broken", status="failed") == 1,
-                    "both operations' ends",
-                )  # fmt: skip
-                assert app.status(flaky)["status"] == "completed"
-                assert app.status(broken)["status"] == "failed"
-            assert value(after, "blackops_attempts_failed_total", type="obs.flaky") == 1
-            assert value(after, "blackops_attempts_failed_total", type="obs.broken") == 1
-            assert value(after, "blackops_attempts_started_total", type="obs.flaky") == 2
-            assert value(after, "blackops_attempts_retried_total", type="obs.flaky") == 1
-            assert value(after, "blackops_operations", type="obs.broken", status="completed") == 0
-            assert value(after, "blackops_commit_group_size_count") >= 4
-        finally:
-            worker.terminate()
-            worker.wait(timeout=60)
+    worker = metrics_worker(tmp_path, "observed_app:app", store_url, port, log_path,
+                            "--workflow-processes", "1", "--log-format", "json")  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}/metrics"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                status, text, _ = scrape(url, None)
+                break
+            except httpx.HTTPError:
+                assert worker.poll() is None, log_path.read_text()
+                assert time.monotonic() < deadline, "the metrics port never answered"
+                time.sleep(0.1)
+        assert status == 401 and "blackops_" not in text
+        assert scrape(url, "wrong")[0] == 401
+        assert scrape(url.replace("/metrics", "/other"), METRICS_TOKEN)[0] == 404
+        with Application(store_url) as app:
+            for kind in ("obs.flaky", "obs.broken"):
+                app.operation(kind)(lambda ctx, params: params)  # the worker runs them
+            flaky = app.submit("obs.flaky", {"secret": SECRET}, actor="t", tenant="acme")
+            broken = app.submit("obs.broken", {"secret": SECRET}, actor="t", tenant="acme")
+            after = eventually(
+                url, METRICS_TOKEN,
+                lambda s: value(s, "blackops_operations", type="obs.flaky",
+                                status="completed") == 1
+                and value(s, "blackops_operations", type="obs.broken", status="failed") == 1,
+                "both operations' ends",
+            )  # fmt: skip
+            assert app.status(flaky)["status"] == "completed"
+            assert app.status(broken)["status"] == "failed"
+        assert value(after, "blackops_attempts_failed_total", type="obs.flaky") == 1
+        assert value(after, "blackops_attempts_failed_total", type="obs.broken") == 1
+        assert value(after, "blackops_attempts_started_total", type="obs.flaky") == 2
+        assert value(after, "blackops_attempts_retried_total", type="obs.flaky") == 1
+        assert value(after, "blackops_operations", type="obs.broken", status="completed") == 0
+        assert value(after, "blackops_commit_group_size_count") >= 4
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
     text = log_path.read_text()
     lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
     ends = [line for line in lines if line.get("operation_id") == broken]
