@@ -199,6 +199,8 @@ class Worker:
             # The observer attached by now (``blackops worker`` attaches it after the
             # executors forked: they never load what it imports).
             self.workflows.signals = self.runtime.signals
+            if self._stop_requested.is_set():  # asked before start: it claims nothing either
+                self.workflows.request_stop(self.grace_seconds)
             self.workflows.start()
         self._thread = threading.Thread(target=self._loop, name=f"blackops-{self.id}", daemon=True)
         self._thread.start()
