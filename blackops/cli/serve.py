@@ -445,18 +445,15 @@ def cmd_worker(args: argparse.Namespace) -> int:
     tokens = _metrics_tokens(args)
     _set_up_logs(args)
     check_start_options(args, worker_options=_worker_options(args))
+    metrics_socket = _metrics_socket(args)  # before anything opens: a port taken changes nothing
     # Without --app it still runs the control plane's operations (verification, deployment
     # updates, reconciling, deleting) and the instances of Workflow resources.
     application = app_of(args)
     worker = application.worker(**_worker_options(args))
-    # After the worker, whose executors forked as it was built: they would carry what the
-    # observer imports (prometheus_client, OpenTelemetry: about 3 MB each); before it starts.
-    try:
-        observer = observe(application.runtime)
-        metrics_server = _metrics_server(observer, args, tokens)
-    except BaseException:  # a --metrics-port taken: no executor outlives the refusal
-        worker.stop(0)
-        raise
+    # After the worker, whose first executors forked as it was built: they would carry what
+    # the observer imports (prometheus_client, OpenTelemetry: about 3 MB each).
+    observer = observe(application.runtime)
+    metrics_server = _metrics_server(observer, metrics_socket, tokens)
     asked.append(worker.request_stop)
     if _STOP_ASKED.is_set():  # asked while it was being built
         worker.request_stop()
@@ -516,17 +513,28 @@ def _metrics_tokens(args: argparse.Namespace) -> list[str]:
     return tokens
 
 
-def _metrics_server(observer: Any, args: argparse.Namespace, tokens: list[str]) -> Any:
-    """The worker's --metrics-port server (started), or None without --metrics-port."""
+def _metrics_socket(args: argparse.Namespace) -> socket.socket | None:
+    """The worker's --metrics-port, bound (None without it): ``invalid_request`` if it
+    cannot be."""
     if args.metrics_port is None:
         return None
-    from blackops.observability.server import MetricsServer
+    from blackops.observability.listening import listen
     from domain.errors import InvalidRequest
 
     try:
-        return MetricsServer(observer.metrics, tokens, args.metrics_host, args.metrics_port).start()
+        return listen(args.metrics_host, args.metrics_port)
     except OSError as error:
-        raise InvalidRequest(f"--metrics-port {args.metrics_port}: {error.strerror}") from None
+        reason = error.strerror or str(error)
+        raise InvalidRequest(f"--metrics-port {args.metrics_port}: {reason}") from None
+
+
+def _metrics_server(observer: Any, listening: socket.socket | None, tokens: list[str]) -> Any:
+    """The worker's --metrics-port server on ``listening`` (started), or None."""
+    if listening is None:
+        return None
+    from blackops.observability.server import MetricsServer
+
+    return MetricsServer(observer.metrics, tokens, listening).start()
 
 
 def checkpoint_options(parser: argparse.ArgumentParser) -> None:

@@ -1,40 +1,24 @@
 """A worker's ``--metrics-port``: a small HTTP server answering ``GET /metrics`` (the same
 body and the same token rule as ``blackops serve``'s route: the metrics token or the
-system token; anything else 401, and no figures).
-
-A worker forks its executors (and replacements, at any time) while the server listens: a
-child closes its copy of every listening socket at once, or the port would stay bound by
-the executors after the worker is killed.
-"""
+system token; anything else 401, and no figures), on a socket bound beforehand
+(`blackops.observability.listening`, which also closes it in every forked child)."""
 
 from __future__ import annotations
 
 import hmac
-import os
+import socket
 import threading
-import weakref
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from blackops.observability.metrics import CONTENT_TYPE, Metrics
 
-#: The servers listening in this process, whose sockets a forked child closes.
-_LISTENING: weakref.WeakSet[MetricsServer] = weakref.WeakSet()
-
-
-def _close_in_child() -> None:
-    for server in list(_LISTENING):
-        server._server.socket.close()  # the child's descriptor only; the parent still listens
-    _LISTENING.clear()
-
-
-os.register_at_fork(after_in_child=_close_in_child)
-
 
 class MetricsServer:
-    """Serves ``metrics`` on ``host:port`` in a daemon thread until :meth:`stop`."""
+    """Serves ``metrics`` on ``listening`` (a socket from `listening.listen`) in a daemon
+    thread until :meth:`stop`."""
 
-    def __init__(self, metrics: Metrics, tokens: Sequence[str], host: str, port: int) -> None:
+    def __init__(self, metrics: Metrics, tokens: Sequence[str], listening: socket.socket) -> None:
         allowed = [t.encode() for t in tokens if t]
         if not allowed:
             raise ValueError("a metrics server needs a token (--metrics-token or the system token)")
@@ -65,9 +49,13 @@ class MetricsServer:
             def log_message(self, format: str, *args: object) -> None:
                 pass  # scrapes every few seconds would drown the worker's own lines
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server = ThreadingHTTPServer(
+            listening.getsockname()[:2], Handler, bind_and_activate=False
+        )
+        self._server.socket.close()  # the one it made; it serves the socket bound before
+        self._server.socket = listening
+        self._server.server_address = listening.getsockname()[:2]
         self._server.daemon_threads = True
-        _LISTENING.add(self)
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="blackops-metrics", daemon=True
         )
@@ -81,6 +69,5 @@ class MetricsServer:
         return self
 
     def stop(self) -> None:
-        _LISTENING.discard(self)
         self._server.shutdown()
         self._server.server_close()

@@ -84,10 +84,11 @@ def test_executors_load_nothing_of_the_observer_and_it_hears_them(
         worker.wait(timeout=60)
 
 
-def test_a_metrics_port_taken_after_the_fork_is_refused_and_leaves_no_executor(
+def test_a_metrics_port_taken_is_refused_before_anything_opens(
     tmp_path: Path,
 ) -> None:
-    """The port is bound after the executors forked now: its refusal kills them."""
+    """A port that is taken is refused before anything opens: no journal, no executor (it
+    was bound after the store opened and the executors forked: found by review, stop 36)."""
     import json
     import socket
 
@@ -112,6 +113,7 @@ def test_a_metrics_port_taken_after_the_fork_is_refused_and_leaves_no_executor(
         taken.close()
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert json.loads(done.stdout)["error"]["code"] == "invalid_request"
+    assert sorted(os.listdir(tmp_path)) == ["probe_app.py"]  # no journal, no state: P16
     left = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 
 from blackops import Application
+from blackops.observability.listening import listen
 from blackops.observability.metrics import Metrics
 from blackops.observability.server import MetricsServer
 
@@ -37,7 +38,7 @@ def _bindable(port: int) -> bool:
 
 def test_a_forked_child_does_not_keep_the_metrics_port_bound(tmp_path: Path) -> None:
     app = Application(f"sqlite:///{tmp_path / 'journal.sqlite3'}")
-    server = MetricsServer(Metrics(app.runtime), ["token"], "127.0.0.1", 0).start()
+    server = MetricsServer(Metrics(app.runtime), ["token"], listen("127.0.0.1", 0)).start()
     port = server.port
     assert not _bindable(port)  # listening
     context = multiprocessing.get_context("fork")  # as executors are started
