@@ -294,6 +294,32 @@ def test_http_journal_names_an_event_changed_behind_its_back(app: Application) -
         assert "409" in documented[path]["get"]["responses"], path
 
 
+def test_a_state_changed_to_break_its_line_forges_no_stream_event(app: Application) -> None:
+    """A state changed behind the journal's back to hold line ends, its braces kept, was
+    served as it was: the JSONL page held several lines, and the event stream forged events
+    of its own (an ``id`` far ahead), which the client took as its resume point and so
+    skipped everything up to it (found by a defect hunt, stop 36). It is a 409 now."""
+    busy_journal(app)
+    victim = app.store.read_raw_after(4, 1)[0].id
+    state = app.store.read_raw_after(victim - 1, 1)[0].state
+    forged = state + b'\n\nid: 999999\ndata: {"forged":true}\n\n{"x":1}'
+    with behind_the_journals_back(app.store) as (conn, events, _):
+        column = position_column(conn)
+        conn.execute(q(conn, f"UPDATE {events} SET state = ? WHERE {column} = ?"), (forged, victim))
+    client = TestClient(create_http_app(app, "t0k"))
+    auth = {"Authorization": "Bearer t0k"}
+    page = client.get(f"/v1/journal?after={victim - 1}&limit=1", headers=auth)
+    assert page.status_code == 409 and f"position {victim}:" in page.json()["error"]["message"]
+    streamed = client.get(f"/v1/journal/stream?after={victim - 3}&max_seconds=2", headers=auth)
+    assert "999999" not in streamed.text and "forged" not in streamed.text
+    assert streamed.text.rstrip("\n").rsplit("\n\n", 1)[-1].startswith("event: error\n")
+    got: list[int] = []
+    reader = Client("http://testserver", "t0k", transport=client._transport)
+    with reader, pytest.raises(Conflict, match=f"position {victim}:"):
+        got.extend(s.position for s in reader.stream(victim - 3, reconnect=False, max_seconds=20))
+    assert got == [victim - 2, victim - 1]
+
+
 def test_cli_export_and_replay(store_url: str, tmp_path: Path) -> None:
     """``blackops journal export`` then ``blackops replay`` with a module observer."""
     app = Application(store_url)

@@ -88,11 +88,33 @@ def test_page_entries_are_entry_bytes() -> None:
         _row(b'{"at":"x"}', version=3.0),
         _row(b'{"at":"x"}', version=True),
         _row(b'{"at":"x"}', stream=None),
+        # Changed to break the line it is written on (found by a defect hunt, stop 36):
+        _row(b'{"at":"x"}\n\nid: 999999\ndata: {"forged":true}\n\n{"x":1}'),
+        _row(b'{"at":"x",\r"context":{}}'),
+        _row(b'{"at":"x"}', stream='op-1","forged":"1'),
+        _row(b'{"at":"x"}', stream="op\\1"),
+        _row(b'{"at":"x"}', stream="op-1\n"),
+        _row(b'{"at":"x"}', stream="op 1"),
+        StoredRow(7, "op-1", 3, "operation.received\r", b'{"at":"x"}'),
     ],
 )
 def test_page_entries_leave_a_row_entry_bytes_refuses_or_cannot_write(row: StoredRow) -> None:
     good = _row(b'{"at":"y"}')
     assert page_entries([good, row, good]) is None
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        _row(b'{"at":"x"}\n{"at":"y"}'),
+        _row(b'{"at":"x"}\r{"at":"y"}'),
+        _row(b'{"at":"x"}', stream='op-1"'),
+        StoredRow(7, "op-1", 3, "a\\b", b'{"at":"x"}'),
+    ],
+)
+def test_entry_bytes_refuses_what_would_not_be_one_line_of_json(row: StoredRow) -> None:
+    with pytest.raises(ValueError, match="at position 7"):
+        entry_bytes(*row)
 
 
 # -- the export, page at a time against row by row ------------------------------------------
