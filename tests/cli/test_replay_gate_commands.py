@@ -14,10 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator, FormatChecker
 
 from blackops import Application
 from blackops.cli.main import main
 from journal.resources import version_stream
+from replay.export import observed_lines
+from replay.schema import observed_line_schema
 
 FLOW = """\
 class Order:
@@ -167,6 +170,14 @@ def test_the_gate_refuses_then_forced_journals_the_override(
         (True, "lead"),
     ]
     assert len(journal(store_url)) > before
+    # Their lines are what the published schema describes (the schema read them as an
+    # operation's, which they are not: found by a defect hunt, stop 36).
+    schema = Draft202012Validator(observed_line_schema(), format_checker=FormatChecker())
+    with Application(store_url) as app:
+        lines = [json.loads(line) for _, line in observed_lines(app.store)]
+    gated = [line for line in lines if line["type"] == "version.replay_checked"]
+    assert len(gated) >= 3  # v3's, and those of the Versions before it
+    assert [e.message for line in lines for e in schema.iter_errors(line)] == []
     # Nothing of the replays ran: the instances' histories are as they were.
     assert cli("wf", "status", uid, "nap", "--json").doc["status"] == "sleeping"
 
