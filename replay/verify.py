@@ -58,6 +58,10 @@ class VerifyReport:
     tree_size: int = 0
     root: str = ""
     tree_heads_checked: int = 0
+    #: Leaves of a signed export's range its file does not hold (its manifest's
+    #: ``attestation.hidden``): in the signed tree, but hashes only, so nothing about them
+    #: is proven; said, because a line taken out of a file can be hidden so (stop 36).
+    hidden_leaves: int = 0
     problems: list[Problem] = field(default_factory=list)
 
     @property
@@ -72,6 +76,7 @@ class VerifyReport:
             "treeSize": self.tree_size,
             "root": self.root,
             "treeHeadsChecked": self.tree_heads_checked,
+            "hiddenLeaves": self.hidden_leaves,
             "firstProblem": None
             if first is None
             else {"kind": first.kind, "position": first.position, "message": first.message},

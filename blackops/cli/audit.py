@@ -291,3 +291,4 @@ def check_signed_export(lines: Any, manifest: Any, keys: list[str], report: Any)
         report.problems.append(Problem("signature", first, f"{error.code}: {error}"))
         return
     report.tree_heads_checked += 1 if checkpoint.size else 0
+    report.hidden_leaves = len(manifest["attestation"]["hidden"])  # read by the check above

@@ -422,7 +422,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     def human() -> str:
         if report.ok:
             size = report.tree_size
-            return f"verified: {report.events} events, tree size {size}, root {report.root}"
+            said = f"verified: {report.events} events, tree size {size}, root {report.root}"
+            if report.hidden_leaves:
+                said += (
+                    f"; {report.hidden_leaves} more events of the range are not in the file "
+                    "(in the signed log, but hashes only: nothing about them is verified)"
+                )
+            return said
         first = report.problems[0]
         return f"NOT VERIFIED: {first.kind} at position {first.position}: {first.message}"
 

@@ -65,6 +65,7 @@ def test_cli_export_is_signed_and_a_forged_pair_is_caught(
     vkey = key.verifier().encode()
     good = verify(target, vkey)
     assert good.returncode == 0, good.stdout
+    assert json.loads(good.stdout)["hiddenLeaves"] == 0  # the whole range is in the file
     other = verify(target, SigningKey.generate(ORIGIN).verifier().encode())
     assert other.returncode == 1 and json.loads(other.stdout)["firstProblem"]["kind"] == "signature"
     forge(target)
@@ -105,6 +106,14 @@ def test_http_export_per_space_is_signed_and_journaled(store_url: str, tmp_path:
     Path(f"{jsonl}.manifest.json").write_text(json.dumps(manifest))
     good = verify(jsonl, key.verifier().encode())
     assert good.returncode == 0, good.stdout
+    # The other Spaces' events of the range: in the signed log, hashes only, and said so.
+    assert json.loads(good.stdout)["hiddenLeaves"] == len(manifest["attestation"]["hidden"])
+    said = subprocess.run(
+        [sys.executable, "-m", "blackops", "verify", "--jsonl", str(jsonl), "--key",
+         key.verifier().encode()], capture_output=True, text=True, check=True, timeout=120,
+    ).stdout  # fmt: skip
+    hidden = len(manifest["attestation"]["hidden"])
+    assert f"; {hidden} more events of the range are not in the file" in said
     forge(jsonl)
     assert verify(jsonl, key.verifier().encode()).returncode == 1
     assert hashlib.sha256(jsonl.read_bytes()).hexdigest()  # the file is still readable
