@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import orjson
 
-from domain.errors import BlackOpsError
+from domain.errors import InvalidRequest
 from domain.native_canonical import Limits as _Limits
 from domain.native_canonical import (
     native_canonical,
@@ -74,15 +74,20 @@ _TYPE_NAME: Final[Any] = type.__dict__["__name__"]
 _Segment = str | int
 
 
-class DocumentError(BlackOpsError):
-    """A document that is not canonicalisable; the message names a JSON path, never a value."""
+class DocumentError(InvalidRequest):
+    """A document that is not canonicalisable; the message names a JSON path, never a value.
+
+    An `InvalidRequest` (bad input, its own codes): ``except InvalidRequest`` catches every
+    ``invalid_params``, a typed operation's params refused in process (an InvalidRequest)
+    and the same refusal read from an HTTP answer (this class) alike (found by a defect
+    hunt, stop 36: over HTTP it escaped such a handler)."""
 
     CODES: Final = frozenset({_INVALID, _TOO_LARGE})
 
     def __init__(self, code: str, message: str, path: str = "$") -> None:
         if code not in self.CODES:
             raise ValueError(f"DocumentError code must be one of {sorted(self.CODES)}")
-        super().__init__(code, f"{message} at {path}")
+        super().__init__(f"{message} at {path}", code)
         self.path = path
 
 

@@ -61,7 +61,7 @@ class BlackOpsError(Exception):
 
 
 class InvalidRequest(BlackOpsError):
-    """Malformed input outside documents: names, ids, flags, headers."""
+    """Malformed input: names, ids, flags, headers (documents: its `DocumentError`)."""
 
     def __init__(self, message: str, code: str = "invalid_request") -> None:
         super().__init__(code, message)

@@ -86,7 +86,9 @@ class AsyncClient:
         tenant: str | None = None,
         traceparent: str | None = None,
     ) -> OperationResult:
-        return await self._send(calls.run(type, params, tenant or self.space, traceparent))
+        return await self._send(
+            calls.run(type, params, calls.space_of(tenant, self.space), traceparent)
+        )
 
     async def submit(
         self,
@@ -97,7 +99,9 @@ class AsyncClient:
         idempotency_key: str | None = None,
         traceparent: str | None = None,
     ) -> str:
-        call = calls.submit(type, params, tenant or self.space, idempotency_key, traceparent)
+        call = calls.submit(
+            type, params, calls.space_of(tenant, self.space), idempotency_key, traceparent
+        )
         return await self._send(call)
 
     async def status(self, operation_id: str) -> dict[str, Any]:
@@ -132,13 +136,15 @@ class AsyncClient:
         return await self._send(calls.receipt(operation_id))
 
     def workflow(self, uid: str, *, space: str | None = None) -> AsyncWorkflow:
-        return AsyncWorkflow(self, space or self.space, uid)
+        return AsyncWorkflow(self, calls.space_of(space, self.space), uid)
 
     async def list_instances(self, uid: str, *, space: str | None = None, **filters: Any) -> Any:
-        return await self._send(calls.list_instances(space or self.space, uid, filters))
+        return await self._send(
+            calls.list_instances(calls.space_of(space, self.space), uid, filters)
+        )
 
     async def instance_counts(self, uid: str, *, space: str | None = None) -> dict[str, Any]:
-        return await self._send(calls.instance_counts(space or self.space, uid))
+        return await self._send(calls.instance_counts(calls.space_of(space, self.space), uid))
 
     async def journal(
         self, after: int = 0, limit: int = 1000, *, space: str | None = None

@@ -209,7 +209,7 @@ class Client:
         traceparent: str | None = None,
     ) -> OperationResult:
         """Run Inline; a rejection or a failure is a result, as in process."""
-        return self._send(calls.run(type, params, tenant or self.space, traceparent))
+        return self._send(calls.run(type, params, calls.space_of(tenant, self.space), traceparent))
 
     def submit(
         self,
@@ -221,7 +221,9 @@ class Client:
         traceparent: str | None = None,
     ) -> str:
         """Accept as Deferred; returns the operation id."""
-        call = calls.submit(type, params, tenant or self.space, idempotency_key, traceparent)
+        call = calls.submit(
+            type, params, calls.space_of(tenant, self.space), idempotency_key, traceparent
+        )
         return self._send(call)
 
     def status(self, operation_id: str) -> dict[str, Any]:
@@ -264,16 +266,16 @@ class Client:
 
     def workflow(self, uid: str, *, space: str | None = None) -> Workflow:
         """The instances of workflow ``uid`` in ``space`` (``create`` / ``get``)."""
-        return Workflow(self, space or self.space, uid)
+        return Workflow(self, calls.space_of(space, self.space), uid)
 
     def list_instances(self, uid: str, *, space: str | None = None, **filters: Any) -> Any:
         """``status``, ``since``, ``until``, ``limit``, ``cursor``:
         ``{"items": [...], "next": cursor or None}``."""
-        return self._send(calls.list_instances(space or self.space, uid, filters))
+        return self._send(calls.list_instances(calls.space_of(space, self.space), uid, filters))
 
     def instance_counts(self, uid: str, *, space: str | None = None) -> dict[str, Any]:
         """``{"instanceCounts": {...}, "observedAt", "observedPosition"}``."""
-        return self._send(calls.instance_counts(space or self.space, uid))
+        return self._send(calls.instance_counts(calls.space_of(space, self.space), uid))
 
     # -- the journal ----------------------------------------------------------------------
 

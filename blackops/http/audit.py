@@ -152,6 +152,7 @@ async def operation_receipt(
     position: Annotated[
         int | None,
         Query(ge=1, le=MAX_POSITION, description="another event of the operation instead"),
+        QUERY_INTEGER,  # digits only, as every other position (H14; found by a defect hunt)
     ] = None,
     who: Caller = Depends(caller),
     app: Application = Depends(application),

@@ -104,12 +104,19 @@ def test_query_integers_are_decimal_digits(tmp_path: Path) -> None:
     """``type: integer`` in the schema; Python's reading let ``1_0``, ``+3``, ``4.0`` and
     `` 5`` through as 10, 3, 4 and 5."""
     app = with_space(Application(f"sqlite:///{tmp_path}/j.sqlite3"))
+    app.operation("t.ok")(lambda ctx, params: {})
+    done = app.run("t.ok", {}, actor="t", tenant="default").operation_id
     with TestClient(create_http_app(app, "systok")) as client:
         for bad in ("1_0", "+3", "4.0", " 5", "5 ", "٥", "1e1"):
             for path in ("/v1/journal", "/v1/operations", "/v1/journal/stream"):
                 answer = client.get(path, params={"limit": bad, "max_seconds": 1}, headers=AUTH)
                 assert answer.status_code == 400, (path, bad, answer.text)
                 assert answer.json()["error"]["code"] == "invalid_request"
+            # A receipt's other event too (it was read as a number: found by a defect hunt).
+            receipt = client.get(
+                f"/v1/operations/{done}/receipt", params={"position": bad}, headers=AUTH
+            )
+            assert receipt.status_code == 400, (bad, receipt.text)
             proof = client.get(
                 "/v1/proofs/consistency", params={"from": bad, "to": 2}, headers=AUTH
             )
