@@ -174,8 +174,10 @@ _MEMBERS = operator.itemgetter("position", "stream", "version", "type", "at", "c
 
 
 def _members(value: Any) -> tuple[int, str, int, str, str, dict[str, Any], dict[str, Any]] | None:
-    """An event's seven members, typed, in `ObservedEvent`'s order; ``None`` if any is not."""
-    if type(value) is not dict:
+    """An event's seven members, typed, in `ObservedEvent`'s order; ``None`` if any is not,
+    or if the object holds any other (the schema's ``additionalProperties: false``: such a
+    line was delivered as an event; found by a defect hunt, stop 36)."""
+    if type(value) is not dict or len(value) != len(REQUIRED):
         return None
     try:
         members = _MEMBERS(value)  # one C call for the seven lookups
@@ -225,6 +227,9 @@ def _refuse(value: Any, line: int) -> NoReturn:
     missing = [key for key in REQUIRED if key not in value]
     if missing:
         raise ObservedLineError(line, f"missing {', '.join(missing)}")
+    extra = sorted(key for key in value if key not in REQUIRED)
+    if extra:  # named by its first name only, cut: a key is the line's, not ours
+        raise ObservedLineError(line, f"holds a member no event has ({extra[0][:64]!r})")
     checks = (
         ("position", int),
         ("version", int),

@@ -437,7 +437,9 @@ def verify_export(lines: Iterable[bytes], manifest: dict[str, Any]) -> VerifyRep
             expected_positions.append(position)
             expected_leaves.append(bytes.fromhex(leaf))
         claimed_root = str(manifest["root"])
-        count = int(manifest.get("count", -1))
+        count = manifest.get("count", -1)
+        if type(count) is not int:  # as positions: int() took "67", 67.0 and true
+            raise ValueError(count)
     except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: int(Infinity)
         report.problems.append(Problem("manifest", 0, "the manifest has no usable leaves/root"))
         return report

@@ -171,10 +171,16 @@ def test_replay_refuses_lines_that_are_not_observed_events() -> None:
         good.replace(b',"type":"t"', b""),
         good[:-1] + b',"at":"again"}',  # duplicate key
         b'{"at":"x","context":{},"data":{},"position":0,"stream":"s","type":"t","version":1}',
+        # A member no event has (the schema's additionalProperties: false), in order or not:
+        good[:-1] + b',"zzz":1}',
+        b'{"aaa":1,' + good[1:],
+        b'{"zzz":1,' + good[1:],
     ):
         with pytest.raises(ObservedLineError) as refused:
             replay([good + b"\n", bad + b"\n"], lambda e: None)
         assert refused.value.line == 2
+    with pytest.raises(ObservedLineError, match="holds a member no event has"):
+        replay([good[:-1] + b',"zzz":1}\n'], lambda e: None)
 
 
 def test_replay_resumes_from_a_saved_position(app: Application, tmp_path: Path) -> None:

@@ -437,7 +437,7 @@ def test_a_manifest_with_an_infinite_position_is_named_a_bad_manifest(leaves: li
     assert [(p.kind, p.position) for p in report.problems] == [("manifest", 0)]
 
 
-@pytest.mark.parametrize("count", ["x", None, float("inf")])
+@pytest.mark.parametrize("count", ["x", None, float("inf"), "0", 0.0, False])
 def test_a_manifest_whose_count_is_no_integer_is_named_a_bad_manifest(count: Any) -> None:
     """Found by review: it was an uncaught ValueError or TypeError."""
     empty = root_of([]).hex()
