@@ -82,6 +82,7 @@ def export_with_manifest(
     output_name: str | None = None,
     until: int | None = None,
     keep: Callable[[bytes], bool] | None = None,
+    space: str | None = None,
 ) -> dict[str, Any]:
     """Write the lines, check each against its recorded leaf, record the export, and
     return the manifest. ``until`` stops at that position; ``keep(line)`` chooses the lines
@@ -139,6 +140,7 @@ def export_with_manifest(
         "tree_size": manifest["journalTreeSize"],
         "root": manifest["journalRoot"],
         "output": output_name,
+        "space": space,  # the Space whose lines ``keep`` chose; None: the whole journal
     }
     [[custody_position]] = store.append(
         Append(custody, 0, [NewEvent("journal.exported", at, {"actor": actor.to_dict()}, data)])

@@ -40,6 +40,7 @@ from blackops.console.session import (
     set_session_cookie,
 )
 from blackops.console.views import (
+    RECENT_LOOK_BACK,
     STAGES,
     STEP_KINDS,
     TERMINAL_CLASS,
@@ -60,6 +61,7 @@ from blackops.http.operations import operation_of
 from domain.access import Action
 from domain.errors import BlackOpsError, NotFound
 from journal.instances import instance_stream
+from journal.outcomes import outcome_stream
 
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 Text = Annotated[str | None, Query(max_length=256)]
@@ -264,14 +266,20 @@ def operation(request: Request, operation_id: OperationId) -> Response:
     service: CheckpointService = checkpoints(request)
     receipt = operation_receipt(service, events)
     # A Deferred operation's Outcome Record, else the outcome its status carries (Inline).
-    outcome = status.get("outcome")
+    outcome, no_outcome = status.get("outcome"), None
     if status.get("status") == "completed" and status.get("mode") == "deferred":
         try:
             outcome = app.outcome(operation_id)
-        except BlackOpsError:
-            outcome = None
+        except BlackOpsError as error:  # why there is none (its Outcome Record was purged)
+            outcome, no_outcome = None, error.message
     holds = [e for e in events if e["type"] in ("operation.held", "operation.released")]
-    tombstones = [e for e in events if e["type"].endswith(".purged")]
+    # The Outcome Record's stream is its own: the tombstone of its purge is there (it was
+    # left out, so a purged outcome showed as none, unexplained: found by a defect hunt).
+    recorded = [e.to_observed() for e in app.store.read_stream(outcome_stream(operation_id))]
+    tombstones = sorted(
+        (e for e in [*events, *recorded] if e["type"].endswith(".purged")),
+        key=lambda e: int(e["position"]),
+    )
     space = status["tenant"]
     held = "hold" in status  # an active hold (the status view drops it on release)
     # A purged operation can be neither held nor redriven (its params are gone): not offered.
@@ -285,8 +293,9 @@ def operation(request: Request, operation_id: OperationId) -> Response:
     }
     return page(
         request, "operation.html", session, op=status, events=events, stages=STAGES,
-        terminal=TERMINAL_CLASS, receipt=receipt, outcome=outcome, holds=holds,
-        tombstones=tombstones, actions=actions, receipt_name=receipt_name(operation_id),
+        terminal=TERMINAL_CLASS, receipt=receipt, outcome=outcome, no_outcome=no_outcome,
+        holds=holds, tombstones=tombstones, actions=actions,
+        receipt_name=receipt_name(operation_id),
     )  # fmt: skip
 
 
@@ -472,5 +481,6 @@ def journal(request: Request, space: Text = None) -> Response:
         request, "journal.html", session, spaces=spaces, space=space or "",
         history=history, current=history[0] if history else None, keys=keys,
         signing=service.key is not None, refusal=refusal, exports=exports(app, who),
-        lines=lines, stream=stream, after=after, system=who.principal.system,
+        lines=lines, look_back=RECENT_LOOK_BACK, stream=stream, after=after,
+        system=who.principal.system,
     )  # fmt: skip

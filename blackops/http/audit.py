@@ -237,6 +237,7 @@ def _export(
     manifest = export_with_manifest(
         app.store, out, actor=who.actor, clock=app.clock, after=after, until=until,
         keep=keep, output_name="GET /v1/journal/export" + (f" (space {space})" if space else ""),
+        space=space,
     )  # fmt: skip
     if service.key is not None or service.latest() is not None:
         attest(service, manifest)

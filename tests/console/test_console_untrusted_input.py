@@ -205,3 +205,93 @@ def test_a_500_page_shows_no_traceback(world: World, monkeypatch: pytest.MonkeyP
     answer = world.quiet(world.signed_in(SYSTEM)).get("/ui/journal")
     assert answer.status_code == 500
     assert "Traceback" not in answer.text and "internal detail" not in answer.text
+
+
+# -- found by a defect hunt, stop 36 ------------------------------------------------------------
+
+
+def _tamper_terminal_event(db: Path, operation_id: str) -> None:
+    """Change one letter of the operation's terminal event, behind the journal's back."""
+    with sqlite3.connect(db) as con:
+        rowid, state = con.execute(
+            "SELECT rowid, state FROM stored_events WHERE originator_id=? "
+            "ORDER BY originator_version DESC LIMIT 1",
+            (operation_id,),
+        ).fetchone()
+        changed = bytes(state).replace(b'"at":"2', b'"at":"3', 1)
+        assert changed != bytes(state)
+        con.execute("UPDATE stored_events SET state=? WHERE rowid=?", (changed, rowid))
+
+
+def test_a_tampered_terminal_event_is_an_alarm_not_no_receipt_yet(world: World) -> None:
+    """It read "No receipt yet", as for an operation still running, where the API answers
+    409 journal_rewritten."""
+    done = world.app.run("demo.echo", {"n": 1}, actor="t", tenant="acme").operation_id
+    _tamper_terminal_event(world.db, done)
+    client = world.signed_in(SYSTEM)
+    page = client.get(f"/ui/operations/{done}").text
+    receipt = page[page.index('<h2 id="receipt">') :]
+    assert 'role="alert"' in receipt.split("</section>")[0]
+    assert "no longer holds what was appended" in receipt
+    assert "No receipt yet" not in receipt
+
+
+def test_a_purged_outcome_is_shown_with_its_tombstone(tmp_path: Path) -> None:
+    """Its tombstone is on the Outcome Record's own stream: the page said "None" under
+    holds and tombstones, and "No outcome." with no reason."""
+    from blackops import Retention
+
+    clock = FakeClock(datetime(2026, 11, 30, 9, 0, 0, tzinfo=UTC))
+    app = Application(f"sqlite:///{tmp_path}/j.sqlite3", clock=clock)
+
+    @app.operation("short.outcome", retention=Retention(outcome_seconds=60))
+    def short(ctx: ExecutionContext, params: dict[str, Any]) -> dict[str, Any]:
+        return {"kept": "briefly"}
+
+    w = World(app, new_api(app, clock), tmp_path / "j.sqlite3")
+    try:
+        with TestClient(w.api) as client:
+            assert client.post("/v1/spaces", json={"name": "acme"}, headers=H).is_success
+        submitted = app.submit("short.outcome", {}, actor="t", tenant="acme")
+        import asyncio
+
+        asyncio.run(app.work_until_idle())
+        clock.advance(3600)
+        assert len(app.purge(actor="ops").items) == 1  # the outcome only: the journal keeps more
+        page = w.signed_in(SYSTEM).get(f"/ui/operations/{submitted}").text
+        holds = page[page.index('<h2 id="holds">') :].split("</section>")[0]
+        assert "None" not in holds and "Outcome Record" in holds
+        outcome = page[page.index('<h2 id="outcome">') :].split("</section>")[0]
+        assert "its Outcome Record was purged" in outcome
+    finally:
+        app.close()
+
+
+def test_the_journal_page_lists_a_quiet_spaces_latest_lines(world: World) -> None:
+    """Only the last 500 positions were read: after 500 lines of another Space, a Space's
+    page listed none (and said nothing)."""
+    for n in range(510):
+        world.app.run("demo.echo", {"n": n}, actor="t", tenant="globex")
+    client = world.signed_in(world.tokens["acme"])
+    page = client.get("/ui/journal?space=acme").text
+    body = page[page.index('<table class="list" id="tail"') :].split("</table>")[0]
+    assert body.count("<tr>") - 1 >= 1  # acme's lines, under the header row
+    assert ">globex<" not in body
+
+
+def test_an_export_is_shown_to_a_space_by_its_record_not_its_file_name(
+    world: World, tmp_path: Path
+) -> None:
+    """A whole-journal export to a file named "... (space acme)" was listed to acme's
+    readers as acme's export (the Space was read from the output's name)."""
+    from blackops.cli.main import main
+
+    store = f"sqlite:///{world.db}"
+    named = tmp_path / "whole (space acme)"
+    assert main(["journal", "export", "--output", str(named), "--store", store]) == 0
+    with TestClient(world.api) as client:
+        mine = client.get("/v1/spaces/acme/journal/export", headers=H)
+        assert mine.status_code == 200
+    page = world.signed_in(world.tokens["acme"]).get("/ui/journal?space=acme").text
+    assert str(named) not in page  # the whole journal's export: not acme's to see
+    assert "GET /v1/journal/export (space acme)" in page  # its own Space's export is
