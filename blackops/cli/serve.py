@@ -347,22 +347,18 @@ def _bind(host: str, port: int) -> socket.socket:
     """A listening socket on ``host``:``port``, as uvicorn binds one. One that cannot be
     had (a port in use, a host this machine does not have) is ``invalid_request``, as for
     ``worker --metrics-port``: nothing was started."""
-    import socket
-
+    from blackops.observability.listening import listen
     from domain.errors import InvalidRequest
 
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((host, port))
-        listener.listen(2048)  # uvicorn's default backlog
-    except (OSError, UnicodeError, ValueError) as error:  # gaierror is an OSError
-        listener.close()
-        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
-        raise InvalidRequest(f"cannot listen on {host}:{port}: {reason}") from None
-    listener.set_inheritable(False)
-    return listener
+        return listen(host, port, backlog=2048)  # uvicorn's default backlog
+    except (OSError, UnicodeError, ValueError, TypeError) as error:  # gaierror: an OSError
+        raise InvalidRequest(f"cannot listen on {host}:{port}: {_reason(error)}") from None
+
+
+def _reason(error: Exception) -> object:
+    """What a failed bind says: its system message, else the error itself."""
+    return error.strerror if isinstance(error, OSError) and error.strerror else error
 
 
 def _url_host(host: str) -> str:
@@ -523,9 +519,8 @@ def _metrics_socket(args: argparse.Namespace) -> socket.socket | None:
 
     try:
         return listen(args.metrics_host, args.metrics_port)
-    except OSError as error:
-        reason = error.strerror or str(error)
-        raise InvalidRequest(f"--metrics-port {args.metrics_port}: {reason}") from None
+    except (OSError, UnicodeError, ValueError, TypeError) as error:  # a host no name
+        raise InvalidRequest(f"--metrics-port {args.metrics_port}: {_reason(error)}") from None
 
 
 def _metrics_server(observer: Any, listening: socket.socket | None, tokens: list[str]) -> Any:

@@ -1,8 +1,10 @@
-"""Listening sockets bound before the process forks: a worker binds its ``--metrics-port``
-before it opens anything (a port that is taken then changes nothing), and it forks its
-executors (and replacements, at any time) while the socket is open. A forked child closes
-its copy of each at once, or the port would stay bound by the executors after the worker
-is killed. Light on purpose: it is imported before the executors fork."""
+"""Listening sockets of a process that forks: ``serve``'s HTTP socket and a worker's
+``--metrics-port`` are bound before anything opens (a port that is taken then changes
+nothing), and the executors fork (replacements at any time) while they are open. A forked
+child closes its copy of each at once: else the port stayed bound by the executors after
+the server closed it or was killed, and the kernel still accepted connections nobody would
+answer (``serve``'s was, found by review, stop 36). Light on purpose: it is imported before
+the executors fork."""
 
 from __future__ import annotations
 
@@ -14,9 +16,21 @@ import weakref
 _OPEN: weakref.WeakSet[socket.socket] = weakref.WeakSet()
 
 
-def listen(host: str, port: int) -> socket.socket:
-    """A TCP socket listening on ``host:port`` (IPv4; port 0: one the system chooses)."""
-    listening = socket.create_server((host, port))
+def listen(host: str, port: int, backlog: int = 128) -> socket.socket:
+    """A TCP socket listening on ``host:port`` (IPv6 when the host has a colon; port 0:
+    one the system chooses), closed in every child forked while it is open. Raises what
+    binding raises: an ``OSError`` (a port in use, a host this machine does not have), a
+    ``UnicodeError``, ``ValueError`` or ``TypeError`` (a host that is no name: a NUL, a
+    label IDNA cannot encode)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind((host, port))
+        listening.listen(backlog)
+    except BaseException:
+        listening.close()
+        raise
     _OPEN.add(listening)
     return listening
 
