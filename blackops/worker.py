@@ -199,8 +199,6 @@ class Worker:
             # The observer attached by now (``blackops worker`` attaches it after the
             # executors forked: they never load what it imports).
             self.workflows.signals = self.runtime.signals
-            if self._stop_requested.is_set():  # asked before start: it claims nothing either
-                self.workflows.request_stop(self.grace_seconds)
             self.workflows.start()
         self._thread = threading.Thread(target=self._loop, name=f"blackops-{self.id}", daemon=True)
         self._thread.start()
@@ -216,7 +214,7 @@ class Worker:
         self._stop_requested.set()
         self._paced.set()
         self._wake.set()
-        if self.workflows is not None and self._thread is not None:
+        if self.workflows is not None:  # started or not: the runner claims nothing after it
             self.workflows.request_stop(self.grace_seconds)
 
     def stop(self, grace_seconds: float | None = None) -> None:

@@ -46,7 +46,7 @@ def entry_bytes(position: int, stream: str, version: int, topic: str, state: byt
         or any(end in state for end in _LINE_ENDS)
     ):
         raise ValueError(f"event at position {position} is not a canonical envelope")
-    if not SAFE_NAME.match(stream) or not SAFE_NAME.match(topic):
+    if not SAFE_NAME.fullmatch(stream) or not SAFE_NAME.fullmatch(topic):  # $ allows a last LF
         raise ValueError(f"event at position {position} has a stream or type it cannot have")
     return b"".join(
         (

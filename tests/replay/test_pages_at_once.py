@@ -109,7 +109,9 @@ def test_page_entries_leave_a_row_entry_bytes_refuses_or_cannot_write(row: Store
         _row(b'{"at":"x"}\n{"at":"y"}'),
         _row(b'{"at":"x"}\r{"at":"y"}'),
         _row(b'{"at":"x"}', stream='op-1"'),
+        _row(b'{"at":"x"}', stream="op-1\n"),  # a pattern's $ matched before a last LF
         StoredRow(7, "op-1", 3, "a\\b", b'{"at":"x"}'),
+        StoredRow(7, "op-1", 3, "operation.received\n", b'{"at":"x"}'),
     ],
 )
 def test_entry_bytes_refuses_what_would_not_be_one_line_of_json(row: StoredRow) -> None:
