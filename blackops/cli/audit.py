@@ -279,11 +279,15 @@ def check_signed_export(lines: Any, manifest: Any, keys: list[str], report: Any)
 
     verifiers = [parse_verifier_key(text) for text in keys]
     found = []
+    purged: set[int] = set()  # positions the file's tombstones account for
     for number, raw in enumerate(lines, start=1):
         text = raw.rstrip(b"\n")
         if text:
             event, entry = parse_line_canonical(text, number)
             found.append((event.position, leaf_hash(entry)))
+            named = event.data.get("positions") if event.type.endswith(".purged") else None
+            if isinstance(named, list):  # a hostile line's may hold anything
+                purged.update(p for p in named if type(p) is int)
     try:
         checkpoint = verify_signed_export(found, manifest, verifiers)
     except ReceiptError as error:
@@ -291,4 +295,6 @@ def check_signed_export(lines: Any, manifest: Any, keys: list[str], report: Any)
         report.problems.append(Problem("signature", first, f"{error.code}: {error}"))
         return
     report.tree_heads_checked += 1 if checkpoint.size else 0
-    report.hidden_leaves = len(manifest["attestation"]["hidden"])  # read by the check above
+    hidden = [position for position, _ in manifest["attestation"]["hidden"]]  # checked above
+    accounted = sum(1 for position in hidden if position in purged)
+    report.hidden_leaves = {"purged": accounted, "unaccounted": len(hidden) - accounted}

@@ -423,10 +423,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if report.ok:
             size = report.tree_size
             said = f"verified: {report.events} events, tree size {size}, root {report.root}"
-            if report.hidden_leaves:
+            hidden = report.hidden_leaves or {}
+            if hidden.get("purged"):
+                said += f"; {hidden['purged']} purged events of the range, as its tombstones say"
+            if hidden.get("unaccounted"):
                 said += (
-                    f"; {report.hidden_leaves} more events of the range are not in the file "
-                    "(in the signed log, but hashes only: nothing about them is verified)"
+                    f"; {hidden['unaccounted']} more events of the range are not in the file "
+                    "(another Space's, or taken out: in the signed log, but hashes only, so "
+                    "nothing about them is verified)"
                 )
             return said
         first = report.problems[0]
