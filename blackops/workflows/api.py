@@ -34,7 +34,9 @@ class WorkflowStepError(Exception):
 
     @property
     def name(self) -> str:
-        return self._NAME
+        # The class's, never an instance attribute's: `error._NAME = ...` relabelled one
+        # error (found by a spec review, stop 36).
+        return type(self)._NAME
 
 
 class StepFailed(WorkflowStepError):

@@ -135,8 +135,13 @@ class Step:
 
     # -- the three steps -------------------------------------------------------------------
 
+    # The arguments after the name may be left out: a completed name does not use them
+    # (DW-STEP-3, "完了済み名の残りの引数は使わない"; as JavaScript passes undefined), and an
+    # unfinished one refuses what is missing as anything invalid (InvalidStepArgument). A
+    # completed name called without them killed the run with Python's own TypeError (found
+    # by a spec review, stop 36).
     def do(
-        self, name: str, effect: Callable[[], Any], retry_policy: Any = None
+        self, name: str, effect: Callable[[], Any] | None = None, retry_policy: Any = None
     ) -> Awaitable[dict[str, Any] | None]:
         record = self._begin(name, "do")
         if record is not None and record["completed"]:
@@ -153,7 +158,7 @@ class Step:
         call = self._start(name)
         return self._do(call, effect, policy, attempt)
 
-    def sleep(self, name: str, seconds: int) -> Awaitable[dict[str, Any] | None]:
+    def sleep(self, name: str, seconds: int | None = None) -> Awaitable[dict[str, Any] | None]:
         # None, unless the name completed as a do or wait: then its recorded result.
         record = self._begin(name, "sleep")
         if record is not None and record["completed"]:
@@ -166,7 +171,7 @@ class Step:
         return self._ask(call, "sleep", ("sleep", name, seconds))
 
     def wait_for_event(
-        self, name: str, *, type: str, timeout_seconds: int
+        self, name: str, *, type: str | None = None, timeout_seconds: int | None = None
     ) -> Awaitable[dict[str, Any] | None]:
         record = self._begin(name, "wait")
         if record is not None and record["completed"]:

@@ -29,6 +29,7 @@ from workflow_cases import (
 
 from blackops import (
     Application,
+    InvalidStepArgument,
     StepFailed,
     WaitTimeout,
     WorkflowStepError,
@@ -207,6 +208,48 @@ def test_dw_step_2_an_unfinished_name_reused_for_another_kind(
     error = errored(app, Changed, clock, later=10 + MICRO)
     assert calls == [first, then]
     assert error["reason"] == "step_definition_mismatch"
+
+
+@pytest.mark.parametrize("kind", ["do", "sleep", "wait"])
+@pytest.mark.parametrize("where", ["same context", "later context"])
+def test_dw_step_3_a_completed_name_needs_none_of_its_other_arguments(
+    app: Application, clock: FakeClock, kind: str, where: str
+) -> None:
+    """DW-STEP-3: "完了済み名の残りの引数は使わない" (as JavaScript passes undefined): a
+    completed name called with the name alone replays; an unfinished one refuses what is
+    missing (InvalidStepArgument, the spec's TypeError). Left out, they raised Python's own
+    TypeError, which ended the run as run_threw (found by a spec review, stop 36)."""
+
+    class Bare:
+        def __init__(self, env: Any) -> None:
+            pass
+
+        async def run(self, event: Any, step: Any) -> Any:
+            if kind == "do":
+                await step.do("x", lambda: {"done": True})
+            elif kind == "sleep":
+                await step.sleep("x", 0)
+            else:
+                await step.wait_for_event("x", type="go", timeout_seconds=60)
+            if where == "later context":
+                await step.sleep("between", 5)
+            again = {"do": step.do, "sleep": step.sleep, "wait": step.wait_for_event}[kind]
+            replayed = await again("x")
+            try:
+                await again("unfinished")
+            except InvalidStepArgument as refused:
+                return {"replayed": replayed, "refused": str(refused)[:80]}
+            return {"replayed": replayed, "refused": None}
+
+    instance = create(app.register_workflow(Bare), "bare")
+    send(instance, "go", {"p": 1})
+    work(app)
+    clock.advance(6)
+    work(app)
+    view = status(instance)
+    assert view["status"] == "complete", view
+    assert view["output"]["replayed"] == RECORDED[kind]
+    assert view["output"]["refused"]
 
 
 #: What a completed name resolves to, by its recorded kind: a do's result, a sleep's
@@ -513,6 +556,8 @@ def test_dw_herr_1_names_are_exact_and_read_only() -> None:
         assert error.name == name
         assert "name" not in vars(error)
         assert str(error) == "message"
+        error._NAME = "relabelled"  # what it reads is the class's
+        assert error.name == name
 
 
 def test_dw_herr_1_host_errors_raised_into_run(app: Application, clock: FakeClock) -> None:
