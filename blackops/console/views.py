@@ -267,4 +267,10 @@ def step_history(events: list[Any]) -> tuple[list[Step], list[Any]]:
         elif event.type == "workflow.step_suspended":
             step.status = "sleeping" if step.kind == "sleep" else "waiting"
             step.due_at = data.get("due_at")
+    if any(event.type in INSTANCE_TERMINAL for event in events):
+        # A step the instance ended during (a terminate, say) waits for nothing now: it
+        # was shown "waiting · until ..." for ever (found by a defect hunt, stop 36).
+        for step in steps.values():
+            if step.status in ("sleeping", "waiting", "retry scheduled"):
+                step.status, step.due_at = "unfinished", None  # the page says the instance ended
     return list(steps.values()), events

@@ -45,6 +45,19 @@ def test_a_retried_do_step_its_delay_and_a_consumed_event() -> None:
     assert (decision.status, decision.event_consumed) == ("succeeded", 3)
 
 
+def test_a_step_pending_when_the_instance_ended_waits_for_nothing() -> None:
+    """A terminated instance's pending wait was shown "waiting · until ..." for ever
+    (found by a defect hunt, stop 36)."""
+    waiting = {"name": "decision", "kind": "wait", "due_at": "2026-01-01T01:00:04Z"}
+    events = [
+        Event(1, "workflow.step_suspended", "2026-01-01T00:00:04Z", waiting),
+        Event(2, "workflow.terminated", "2026-01-01T00:00:05Z"),
+    ]
+    (decision,), _ = step_history(events)
+    assert decision.status == "unfinished"
+    assert decision.due_at is None
+
+
 def test_a_do_step_that_failed_for_good_counts_each_try_once() -> None:
     """maxAttempts 2, failed both times: the engine counts the final try in the failed
     step's ``failed_attempts`` (DW-DO-4), so the page says 2, not 3."""
