@@ -18,10 +18,25 @@ REJECTION_CATEGORIES: Final = (
 _CODE = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
 
 
+def recordable_code(code: str) -> str:
+    """A rejection code as the journal records it (``[a-z][a-z0-9_.-]{0,63}``): lower case,
+    any other character ``_``, ``r_`` before one that starts with no letter, cut at 64.
+    ``INSUFFICIENT_FUNDS`` is ``insufficient_funds``. Refusing such a code turned the
+    handler's rejection into a ValueError, a failure its policy could even retry (found by
+    a spec review, stop 36)."""
+    if _CODE.fullmatch(code):
+        return code
+    spelled = re.sub(r"[^a-z0-9_.-]", "_", code.lower())
+    if not spelled[0].isalpha():  # only [a-z0-9_.-] are left
+        spelled = "r_" + spelled
+    return spelled[:64]
+
+
 class OperationRejected(Exception):
     """An expected business rejection (OL-6): Received/Running -> Rejected, terminal.
 
-    An unknown category is a programming error and raises ``ValueError`` at once.
+    An unknown category is a programming error and raises ``ValueError`` at once; a code
+    is recorded as `recordable_code` spells it.
     """
 
     def __init__(self, category: str, code: str, message: str = "") -> None:
@@ -29,13 +44,13 @@ class OperationRejected(Exception):
             raise ValueError(
                 f"rejection category must be one of {REJECTION_CATEGORIES}, not {category!r}"
             )
-        if not isinstance(code, str) or not _CODE.fullmatch(code):
-            raise ValueError("rejection code must match [a-z][a-z0-9_.-]{0,63}")
+        if not isinstance(code, str) or not code:
+            raise ValueError("rejection code must be a non-empty string")
         if not isinstance(message, str):
             raise ValueError("rejection message must be a string")
         super().__init__(f"{category}/{code}: {message}")
         self.category = category
-        self.code = code
+        self.code = recordable_code(code)
         self.message = scalar_text(message, 1000)  # recordable whatever the handler wrote
 
 

@@ -144,7 +144,30 @@ def test_ol6_unknown_rejection_category_is_a_programming_error() -> None:
     with pytest.raises(ValueError, match="category"):
         OperationRejected("teapot", "x", "y")
     with pytest.raises(ValueError, match="code"):
-        OperationRejected("validation", "Not A Code", "y")
+        OperationRejected("validation", "", "y")
+
+
+@pytest.mark.parametrize(
+    ("code", "recorded"),
+    [("INSUFFICIENT_FUNDS", "insufficient_funds"), ("Not A Code", "not_a_code"),
+     ("9 lives", "r_9_lives"), ("x" * 80, "x" * 64), ("ok.code-1", "ok.code-1")],
+)  # fmt: skip
+def test_ol6_a_rejection_with_any_code_is_a_rejection(
+    app: Application, code: str, recorded: str
+) -> None:
+    """A code the journal does not record as written is recorded in its spelling: refused,
+    it turned the rejection into a ValueError, a failure (found by a spec review, stop 36)."""
+
+    @app.operation("t.refuse")
+    def refuse(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        raise OperationRejected("business_rule", code, "no funds")
+
+    result = app.run("t.refuse", {}, actor="t", tenant="acme")
+    assert result.status == "rejected", result
+    status = app.status(result.operation_id)
+    assert status["rejection"] == {
+        "category": "business_rule", "code": recorded, "message": "no funds"
+    }  # fmt: skip
 
 
 class Order(BaseModel):
