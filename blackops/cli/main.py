@@ -16,11 +16,13 @@ import signal
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import NoReturn
 
 from blackops.cli.common import (
     EXIT_BROKEN_PIPE,
     EXIT_ERROR,
     EXIT_INTERRUPTED,
+    EXIT_USAGE,
     OPENED,
     json_line,
     record_interrupt,
@@ -66,10 +68,21 @@ def group(name: str) -> ModuleType:
     return importlib.import_module(f"blackops.cli.{name}")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, keeping the last usage error's words (its subparsers are of
+    this class too): `_main` writes them as the ``--json`` document."""
+
+    refusal: str | None = None
+
+    def error(self, message: str) -> NoReturn:
+        _Parser.refusal = message
+        super().error(message)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command, or (``command``) of that command's module only: the
     others are listed by name and help, as ``--help`` shows them, and take no arguments."""
-    parser = argparse.ArgumentParser(prog="blackops", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="blackops", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     chosen = COMMANDS[command][0] if command in COMMANDS else None
     registered: set[str] = set()
@@ -108,10 +121,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     command = next((word for word in words if not word.startswith("-")), "")
+    _Parser.refusal = None
     try:
         # Only the command's own parsers (none for ``--help`` or an unknown command).
         args = build_parser(command if command in COMMANDS else "").parse_args(words)
-    except SystemExit:  # --help, a usage error: what was printed is flushed in main's try
+    except SystemExit as usage:  # --help, a usage error: what was printed is flushed in main
+        if usage.code == EXIT_USAGE and _Parser.refusal is not None and "--json" in words:
+            # --json: one document, errors included (P16); argparse's lines stay on stderr
+            # (a usage error printed none: found by a spec review, stop 36).
+            from domain.errors import InvalidRequest
+
+            sys.stdout.write(json_line(InvalidRequest(_Parser.refusal).to_body()) + "\n")
         sys.stdout.flush()
         raise
     from domain.errors import BlackOpsError

@@ -131,3 +131,19 @@ def test_serve_prints_how_to_try_it_and_answers(tmp_path: Path, store_url: str) 
 def test_usage_errors_exit_two(args: list[str]) -> None:
     done = subprocess.run([*BLACKOPS, *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
+    assert done.stdout == ""  # without --json: argparse's words, on stderr only
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [(["hold", "abc", "--json"], "--reason"), (["op", "run", "t.ok", "--json", "--bogus"],
+     "--bogus"), (["op", "status", "--json"], "operation_id")],
+)  # fmt: skip
+def test_a_usage_error_with_json_is_one_document_too(args: list[str], words: str) -> None:
+    """python-contract §5 and P16: --json prints exactly one document, errors included; a
+    usage error printed none (found by a spec review, stop 36). Still exit 2."""
+    done = subprocess.run([*BLACKOPS, *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    error = json.loads(done.stdout)["error"]  # exactly one document
+    assert error["code"] == "invalid_request" and words in error["message"]
+    assert words in done.stderr  # the usage lines stay where a person reads them
