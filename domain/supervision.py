@@ -89,6 +89,8 @@ class Supervision:
                 raise ValueError(f"{name} must be a number of seconds from 0 to 31536000")
         if self.exhausted not in ("failed", "dead_letter"):
             raise ValueError("exhausted must be 'failed' or 'dead_letter'")
+        if type(self.jitter) is not bool:  # "false" was taken, and jittered (a spec review)
+            raise ValueError("jitter must be True or False")
         for name in ("retry_on", "retry_always_on"):
             types = getattr(self, name)
             if not isinstance(types, tuple) or not all(
