@@ -420,6 +420,22 @@ class Application:
             check_operation_id(operation_id), reason=reason, actor=Actor.of(actor)
         )
 
+    def purge_operation(
+        self,
+        operation_id: str,
+        *,
+        actor: Actor | str | dict[str, Any],
+        reason: str,
+        dry_run: bool = False,
+    ) -> PurgeReport:
+        """Purge one terminal, unheld operation now, whatever its retention (OL-10's
+        explicit purge): only a privileged actor, with a reason; ``conflict`` if it is not
+        terminal, is held, or was purged."""
+        return RetentionService(self._runtime).purge_operation(
+            check_operation_id(operation_id), actor=Actor.of(actor), reason=reason,
+            dry_run=dry_run,
+        )  # fmt: skip
+
     def purge(
         self,
         *,

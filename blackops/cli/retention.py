@@ -22,7 +22,13 @@ def register(commands: Commands) -> None:
     purge = commands.add_parser("purge", help="purge what is past retention (OL-10)")
     add_common(purge)
     purge.add_argument("--dry-run", action="store_true", help="list what would go")
-    purge.add_argument("--reason", default="retention")
+    purge.add_argument(
+        "--operation",
+        metavar="OPERATION_ID",
+        help="purge this terminal, unheld operation now, whatever its retention (a "
+        "privileged actor; give the --reason)",
+    )
+    purge.add_argument("--reason", default=None, help="why (default: retention)")
     acting(purge)
     purge.set_defaults(handler=cmd_purge)
 
@@ -44,7 +50,18 @@ def cmd_release(args: argparse.Namespace) -> int:
 def cmd_purge(args: argparse.Namespace) -> int:
     """Retention is the --app's (its Application and operation types' Retention)."""
     application = app_of(args)
-    report = application.purge(actor=cli_actor(args), reason=args.reason, dry_run=args.dry_run)
+    if args.operation is not None:
+        if args.reason is None:  # an explicit purge says why, in the tombstone
+            from domain.errors import InvalidRequest
+
+            raise InvalidRequest("purge --operation needs a --reason")
+        report = application.purge_operation(
+            args.operation, actor=cli_actor(args), reason=args.reason, dry_run=args.dry_run
+        )
+    else:
+        report = application.purge(
+            actor=cli_actor(args), reason=args.reason or "retention", dry_run=args.dry_run
+        )
 
     def human() -> str:
         verb = "would purge" if report.dry_run else "purged"

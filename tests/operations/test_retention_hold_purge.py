@@ -326,3 +326,50 @@ def test_a_purged_dead_letter_is_not_redriven_and_a_redrive_before_the_purge_sta
     cli = run("op", "redrive", lost, "--json", store=store_url)
     assert cli.returncode == 1 and json.loads(cli.stdout)["error"]["code"] == "conflict"
     assert "Traceback" not in cli.stderr
+
+
+OPS = {"id": "ops", "kind": "admin"}
+
+
+def test_ol10_an_explicit_purge_by_a_privileged_actor(retained: Application) -> None:
+    """OL-10: "(or an explicit purge by an authorized actor)": one terminal, unheld
+    operation purged now, before its retention ends, with its reason and actor in the
+    tombstone; only a privileged actor; refused (conflict, nothing changed) for one not
+    terminal, held, or purged already. It was not offered (found by a spec review, stop
+    36)."""
+    from domain.errors import Conflict, Forbidden
+
+    app = retained
+    done = app.run("order.place", {"n": 1}, actor="a", tenant="t").operation_id
+    waiting = app.submit("order.place", {"n": 2}, actor="a", tenant="t")  # not run: not terminal
+    held = app.run("order.place", {"n": 3}, actor="a", tenant="t").operation_id
+    app.hold(held, reason="audit", actor="auditor")
+    size = app.store.last_position()
+    with pytest.raises(Forbidden):
+        app.purge_operation(done, actor={"id": "eve", "kind": "user"}, reason="gone")
+    for refused in (waiting, held):
+        with pytest.raises(Conflict):
+            app.purge_operation(refused, actor=OPS, reason="gone")
+    dry = app.purge_operation(done, actor=OPS, reason="gdpr erasure", dry_run=True)
+    assert [i.operation_id for i in dry.items] == [done]
+    assert app.store.last_position() == size  # nothing changed by any of them
+    report = app.purge_operation(done, actor=OPS, reason="gdpr erasure")
+    assert [(i.operation_id, i.what) for i in report.items] == [(done, "operation")]
+    status = app.status(done)
+    assert status["purged"]["reason"] == "gdpr erasure" and status["status"] == "completed"
+    with pytest.raises(Conflict, match="purged already"):
+        app.purge_operation(done, actor=OPS, reason="again")
+    assert verify_store(app.store).ok
+    assert app.status(held)["status"] == "completed" and "purged" not in app.status(held)
+
+
+def test_cli_purges_one_operation_with_a_reason(store_url: str, clock: FakeClock) -> None:
+    app = shop(store_url, clock)
+    done = app.run("order.place", {"n": 1}, actor="a", tenant="t").operation_id
+    app.close()
+    nameless = run("purge", "--operation", done, "--json", store=store_url)
+    assert nameless.returncode == 1
+    assert json.loads(nameless.stdout)["error"]["code"] == "invalid_request"
+    purged = run("purge", "--operation", done, "--reason", "asked", "--json", store=store_url)
+    assert purged.returncode == 0, purged.stderr
+    assert [i["operationId"] for i in json.loads(purged.stdout)["purged"]] == [done]
