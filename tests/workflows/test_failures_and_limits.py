@@ -210,6 +210,19 @@ def test_dw_step_2_an_unfinished_name_reused_for_another_kind(
     assert error["reason"] == "step_definition_mismatch"
 
 
+async def _complete_x(step: Any, kind: str, where: str) -> None:
+    """Complete step "x" as ``kind`` (a wait consumes the instance's "go" event), then, for
+    "later context", sleep so that what follows runs in the next context."""
+    if kind == "do":
+        await step.do("x", lambda: {"done": True})
+    elif kind == "sleep":
+        await step.sleep("x", 0)
+    else:
+        await step.wait_for_event("x", type="go", timeout_seconds=60)
+    if where == "later context":
+        await step.sleep("between", 5)
+
+
 @pytest.mark.parametrize("kind", ["do", "sleep", "wait"])
 @pytest.mark.parametrize("where", ["same context", "later context"])
 def test_dw_step_3_a_completed_name_needs_none_of_its_other_arguments(
@@ -225,14 +238,7 @@ def test_dw_step_3_a_completed_name_needs_none_of_its_other_arguments(
             pass
 
         async def run(self, event: Any, step: Any) -> Any:
-            if kind == "do":
-                await step.do("x", lambda: {"done": True})
-            elif kind == "sleep":
-                await step.sleep("x", 0)
-            else:
-                await step.wait_for_event("x", type="go", timeout_seconds=60)
-            if where == "later context":
-                await step.sleep("between", 5)
+            await _complete_x(step, kind, where)
             again = {"do": step.do, "sleep": step.sleep, "wait": step.wait_for_event}[kind]
             replayed = await again("x")
             try:
@@ -273,14 +279,7 @@ def test_dw_step_3_d7_a_completed_name_called_as_another_kind_replays(
             pass
 
         async def run(self, event: Any, step: Any) -> Any:
-            if first == "do":
-                await step.do("x", lambda: {"done": True})
-            elif first == "sleep":
-                await step.sleep("x", 0)
-            else:
-                await step.wait_for_event("x", type="go", timeout_seconds=60)
-            if where == "later context":
-                await step.sleep("between", 5)
+            await _complete_x(step, first, where)
 
             # Arguments that would start new, suspending work if they were used.
             def effect() -> dict[str, Any]:
