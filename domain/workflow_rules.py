@@ -137,18 +137,17 @@ def decide_step(state: InstanceState, request: tuple[Any, ...], now: int) -> Ste
         return StepDecision([], ("stop", "lifetime_exceeded", "the instance outlived its lifetime"))
     kind, name = request[0], request[1]
     record = state.steps.get(name)
+    if record is not None and record.kind != kind:  # completed or not: DW-STEP-2, D7
+        message = f"step {name[:64]!r} was a {record.kind} step, now called as {kind}"
+        return StepDecision([], ("stop", "step_definition_mismatch", message))
     if record is not None and record.completed:  # a stale plan: answer from the journal
-        # Whatever kind it is called as now: a completed name replays its recorded
-        # outcome (DW-STEP-3, DW-REPLAY-2, decisions D7).
+        # A completed name replays its recorded outcome (DW-STEP-3).
         if record.succeeded:
             return StepDecision([], ("ok", record.result))
         error = record.error or {}
         return StepDecision(
             [], ("failed", error.get("message", ""), error.get("name", "step_failed"))
         )
-    if record is not None and record.kind != kind:  # an unfinished name: DW-STEP-2, D7
-        message = f"step {name[:64]!r} was a {record.kind} step, now called as {kind}"
-        return StepDecision([], ("stop", "step_definition_mismatch", message))
     if kind == "do":
         return _decide_do(state, record, request, now)
     if kind == "sleep":

@@ -159,7 +159,6 @@ class Step:
         return self._do(call, effect, policy, attempt)
 
     def sleep(self, name: str, seconds: int | None = None) -> Awaitable[dict[str, Any] | None]:
-        # None, unless the name completed as a do or wait: then its recorded result.
         record = self._begin(name, "sleep")
         if record is not None and record["completed"]:
             return self._replayed(record)
@@ -188,7 +187,7 @@ class Step:
 
     def _begin(self, name: str, kind: str) -> dict[str, Any] | None:
         """Checks every call makes, in the spec's order: stopped? name valid? overlap?
-        an unfinished name called as another kind (DW-STEP-2/3, decisions D7)?"""
+        a recorded name called as another kind (DW-STEP-2/3, decisions D7)?"""
         if self._stop is not None:
             raise self._stop  # a stopped context stays stopped, even if the app caught it
         # A recorded name passed this check when it was first journaled: replaying a
@@ -203,9 +202,10 @@ class Step:
         if self._trace is not None:
             self._trace.append((name, kind))
         record = self._plan.steps.get(name)
-        # Only an unfinished name must keep its kind: a completed one replays what was
-        # recorded for it whatever it is called as now (DW-STEP-3, DW-REPLAY-2).
-        if record is not None and not record["completed"] and record["kind"] != kind:
+        # A name keeps its kind, completed or not (DW-STEP-2, decisions D7): replaying a
+        # result across kinds has no meaning (a do's document for a sleep, whose promise
+        # is void; a wait's timeout from a do). Stops 33-35 replayed a completed one.
+        if record is not None and record["kind"] != kind:
             self._halt(
                 "step_definition_mismatch",
                 f"step {name[:64]!r} was a {record['kind']} step, now called as {kind}",
@@ -228,7 +228,7 @@ class Step:
         raise self._stop
 
     def _replayed(self, record: dict[str, Any]) -> _Ready:
-        """A completed name, called as any kind: its recorded outcome, no new effect
+        """A completed name, called as its kind: its recorded outcome, no new effect
         (DW-STEP-3, D7, D8)."""
         if record["succeeded"]:
             return _Ready(handed_out(record["result"]))

@@ -1,6 +1,7 @@
-"""``decide_step`` for a name the journal already holds, called as another kind
-(DW-STEP-2/3, DW-REPLAY-2, decisions D7): a completed name is answered from its
-record, with no event; only an unfinished one is a step_definition_mismatch."""
+"""``decide_step`` for a name the journal already holds (DW-STEP-2/3, decisions D7): a
+completed name called as its kind is answered from its record, with no event; called as
+another kind, completed or not, it is a step_definition_mismatch (D7; stops 33-35
+answered a completed one from its record whatever it was called as)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ REQUESTS: dict[str, tuple[Any, ...]] = {
 TIMEOUT = {"name": "wait_timeout", "message": "no 'go' event within 10 s"}
 FAILED = {"name": "step_failed", "message": "RuntimeError: boom"}
 COMPLETED = [
-    # (recorded kind, record fields, the answer whatever kind it is called as)
+    # (recorded kind, record fields, the answer when it is called as that kind)
     ("do", {"succeeded": True, "result": {"a": 1}}, ("ok", {"a": 1})),
     ("do", {"error": FAILED}, ("failed", FAILED["message"], "step_failed")),
     ("sleep", {"succeeded": True}, ("ok", None)),
@@ -39,12 +40,17 @@ def _state(record: StepRecord) -> InstanceState:
 
 @pytest.mark.parametrize(("recorded", "fields", "answer"), COMPLETED)
 @pytest.mark.parametrize("called", ["do", "sleep", "wait"])
-def test_a_completed_name_is_answered_from_its_record_whatever_its_kind(
+def test_a_completed_name_is_answered_from_its_record_as_its_kind_only(
     recorded: str, fields: dict[str, Any], answer: tuple[Any, ...], called: str
 ) -> None:
     record = StepRecord("x", recorded, completed=True, **fields)
     decision = decide_step(_state(record), REQUESTS[called], NOW)
-    assert (decision.events, decision.reply, decision.suspension) == ([], answer, None)
+    assert decision.events == [] and decision.suspension is None
+    if called == recorded:
+        assert decision.reply == answer
+    else:
+        assert decision.reply[:2] == ("stop", "step_definition_mismatch")
+        assert f"was a {recorded} step, now called as {called}" in decision.reply[2]
 
 
 @pytest.mark.parametrize(

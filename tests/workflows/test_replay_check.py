@@ -234,14 +234,11 @@ def test_a_step_called_as_another_kind(recorded: Application) -> None:
     assert (finding.kind, finding.step, finding.step_kind) == ("kind_changed", "cool", "do")
     assert finding.position == _position(recorded, "nap", "workflow.step_suspended", "cool")
     assert "sleep" in finding.reason
-    # A completed one replays what was recorded for it (None, for a sleep) whatever it
-    # is called as now, so the changed kind does not break the history (DW-REPLAY-2, D7).
-    done = _by_id(report)["done"]
-    assert done.findings == []
-    assert done.end == {
-        "kind": "complete",
-        "output": {"a": {"did": "reserve"}, "b": {"did": "charge"}, "c": {"did": "ship"}},
-    }
+    # A completed one must keep its kind too (D7: replaying a result across kinds has no
+    # meaning): the changed kind breaks its history the same way.
+    (finding,) = _by_id(report)["done"].findings
+    assert (finding.kind, finding.step, finding.step_kind) == ("kind_changed", "cool", "do")
+    assert not report.compatible
 
 
 def test_a_changed_output_and_a_removed_step(recorded: Application) -> None:
