@@ -287,14 +287,7 @@ def _serve(args: argparse.Namespace, port: int) -> bool:
 
 def _serve_worker_options(args: argparse.Namespace) -> dict[str, Any] | None:
     """What ``serve``'s in-process worker is built with; None with ``--no-worker``."""
-    if not args.worker:
-        return None
-    return {
-        "concurrency": args.concurrency,
-        "grace_seconds": args.grace_seconds,
-        "workflow_processes": args.workflow_processes,
-        "contexts_per_process": args.contexts_per_process,
-    }
+    return _worker_options(args) if args.worker else None
 
 
 def check_start_options(args: argparse.Namespace, *, worker_options: dict[str, Any] | None) -> None:
@@ -344,21 +337,22 @@ def _serve_port(given: int | None) -> int:
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host``:``port``, as uvicorn binds one. One that cannot be
-    had (a port in use, a host this machine does not have) is ``invalid_request``, as for
-    ``worker --metrics-port``: nothing was started."""
+    """A listening socket on ``host``:``port``, as uvicorn binds one (its backlog)."""
+    return _listening(host, port, f"cannot listen on {host}:{port}", backlog=2048)
+
+
+def _listening(host: str, port: int, said: str, backlog: int = 128) -> socket.socket:
+    """A socket listening on ``host``:``port``; one that cannot be had (a port in use, a
+    host this machine does not have, a host that is no name) is ``invalid_request`` saying
+    ``said`` and why: nothing was started (``serve``'s port, ``worker --metrics-port``)."""
     from blackops.observability.listening import listen
     from domain.errors import InvalidRequest
 
     try:
-        return listen(host, port, backlog=2048)  # uvicorn's default backlog
+        return listen(host, port, backlog=backlog)
     except (OSError, UnicodeError, ValueError, TypeError) as error:  # gaierror: an OSError
-        raise InvalidRequest(f"cannot listen on {host}:{port}: {_reason(error)}") from None
-
-
-def _reason(error: Exception) -> object:
-    """What a failed bind says: its system message, else the error itself."""
-    return error.strerror if isinstance(error, OSError) and error.strerror else error
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        raise InvalidRequest(f"{said}: {reason}") from None
 
 
 def _url_host(host: str) -> str:
@@ -477,15 +471,18 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def _worker_options(args: argparse.Namespace) -> dict[str, Any]:
-    """What ``blackops worker`` builds its worker with."""
-    return {
+    """What ``blackops worker`` (and ``serve``'s in-process worker) is built with: the
+    flags both take, and the lease and polling ``worker`` alone takes."""
+    options = {
         "concurrency": args.concurrency,
-        "lease_seconds": args.lease_seconds,
         "grace_seconds": args.grace_seconds,
-        "poll_seconds": args.poll_seconds,
         "workflow_processes": args.workflow_processes,
         "contexts_per_process": args.contexts_per_process,
     }
+    for name in ("lease_seconds", "poll_seconds"):
+        if hasattr(args, name):
+            options[name] = getattr(args, name)
+    return options
 
 
 def _metrics_tokens(args: argparse.Namespace) -> list[str]:
@@ -510,17 +507,10 @@ def _metrics_tokens(args: argparse.Namespace) -> list[str]:
 
 
 def _metrics_socket(args: argparse.Namespace) -> socket.socket | None:
-    """The worker's --metrics-port, bound (None without it): ``invalid_request`` if it
-    cannot be."""
+    """The worker's --metrics-port, bound (None without it)."""
     if args.metrics_port is None:
         return None
-    from blackops.observability.listening import listen
-    from domain.errors import InvalidRequest
-
-    try:
-        return listen(args.metrics_host, args.metrics_port)
-    except (OSError, UnicodeError, ValueError, TypeError) as error:  # a host no name
-        raise InvalidRequest(f"--metrics-port {args.metrics_port}: {_reason(error)}") from None
+    return _listening(args.metrics_host, args.metrics_port, f"--metrics-port {args.metrics_port}")
 
 
 def _metrics_server(observer: Any, listening: socket.socket | None, tokens: list[str]) -> Any:
