@@ -275,7 +275,9 @@ def operation(request: Request, operation_id: OperationId) -> Response:
     holds = [e for e in events if e["type"] in ("operation.held", "operation.released")]
     # The Outcome Record's stream is its own: the tombstone of its purge is there (it was
     # left out, so a purged outcome showed as none, unexplained: found by a defect hunt).
-    recorded = [e.to_observed() for e in app.store.read_stream(outcome_stream(operation_id))]
+    # Read only when the record is missing: a record that is there has no tombstone.
+    outcome_events = app.store.read_stream(outcome_stream(operation_id)) if no_outcome else []
+    recorded = [e.to_observed() for e in outcome_events]
     tombstones = sorted(
         (e for e in [*events, *recorded] if e["type"].endswith(".purged")),
         key=lambda e: int(e["position"]),
