@@ -32,6 +32,8 @@ from blackops import (
     InvalidStepArgument,
     StepFailed,
     WaitTimeout,
+    WorkflowBinding,
+    WorkflowInstance,
     WorkflowStepError,
 )
 from blackops.testing import FakeClock
@@ -210,6 +212,20 @@ def test_dw_step_2_an_unfinished_name_reused_for_another_kind(
     assert error["reason"] == "step_definition_mismatch"
 
 
+def _run_with_go(
+    app: Application, clock: FakeClock, cls: type, id: str
+) -> tuple[WorkflowBinding, WorkflowInstance]:
+    """Instance ``id`` of ``cls``, sent the event "go" ``{"p": 1}``, run, then run again
+    past the 5 s sleep "between" of `_complete_x`."""
+    binding = app.register_workflow(cls)
+    instance = create(binding, id)
+    send(instance, "go", {"p": 1})
+    work(app)
+    clock.advance(6)
+    work(app)
+    return binding, instance
+
+
 async def _complete_x(step: Any, kind: str, where: str) -> None:
     """Complete step "x" as ``kind`` (a wait consumes the instance's "go" event), then, for
     "later context", sleep so that what follows runs in the next context."""
@@ -247,11 +263,7 @@ def test_dw_step_3_a_completed_name_needs_none_of_its_other_arguments(
                 return {"replayed": replayed, "refused": str(refused)[:80]}
             return {"replayed": replayed, "refused": None}
 
-    instance = create(app.register_workflow(Bare), "bare")
-    send(instance, "go", {"p": 1})
-    work(app)
-    clock.advance(6)
-    work(app)
+    _, instance = _run_with_go(app, clock, Bare, "bare")
     view = status(instance)
     assert view["status"] == "complete", view
     assert view["output"]["replayed"] == RECORDED[kind]
@@ -296,12 +308,7 @@ def test_dw_step_2_d7_a_completed_name_called_as_another_kind_is_a_mismatch(
                     await step.wait_for_event("x", type="never", timeout_seconds=10)
             return {"caught": True}
 
-    binding = app.register_workflow(Reused)
-    instance = create(binding, "r")
-    send(instance, "go", {"p": 1})
-    work(app)
-    clock.advance(5)
-    work(app)
+    binding, instance = _run_with_go(app, clock, Reused, "r")
     view = status(instance)
     assert view["status"] == "errored", view
     assert view["error"]["reason"] == "step_definition_mismatch"
