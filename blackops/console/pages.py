@@ -126,6 +126,12 @@ def _safe_next(target: str | None) -> str:
 # -- sign-in -----------------------------------------------------------------------------------
 
 
+@router.get("/ui")
+def console_root() -> Response:
+    """``/ui`` as typed: the console's address (the API answers no trailing-slash guesses)."""
+    return RedirectResponse("/ui/", status_code=303, headers=SECURITY_HEADERS)
+
+
 @router.get("/ui/")
 def home(request: Request) -> Response:
     require(request)

@@ -59,6 +59,9 @@ def create_http_app(
         description="Durable operations on an event-sourced journal.",
         docs_url=None,  # api_docs serves both pages from this origin (decisions H10)
         redoc_url=None,
+        # A path with a trailing slash names no route: 404 not_found with the error body,
+        # not a 307 to an absolute URL the OpenAPI document never mentions (decisions H17).
+        redirect_slashes=False,
     )
     api.state.blackops = Served(application, token)
     api.state.checkpoints = checkpoints

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import threading
 from typing import Annotated, Any
-from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
@@ -28,6 +27,7 @@ from blackops.http.openapi import errors
 from blackops.http.operations import OperationId, operation_of
 from blackops.http.params import QUERY_INTEGER, SpacePath
 from blackops.http.responses import JSON
+from blackops.http.scopes import served_path
 from domain.access import Action
 from domain.errors import Conflict, InvalidRequest, NotFound
 from journal.store import MAX_POSITION
@@ -308,8 +308,8 @@ def _manifest_link(request: Request, export_id: str) -> dict[str, str]:
     """The export's ``Link`` to its manifest, under the prefix the API is served at (a
     proxy's ``--root-path``): without it, a client whose base URL has a path was sent to a
     404 and lost the export (found by a defect hunt, stop 35)."""
-    prefix = quote(str(request.scope.get("root_path", "")), safe="/")
-    return {"Link": f'<{prefix}/v1/journal/exports/{export_id}/manifest>; rel="describedby"'}
+    manifest = served_path(request.scope, f"/v1/journal/exports/{export_id}/manifest")
+    return {"Link": f'<{manifest}>; rel="describedby"'}
 
 
 @router.get(

@@ -36,6 +36,7 @@ from blackops.http.openapi import errors, request_body
 from blackops.http.operations import Cursor, Limit, Since, Until
 from blackops.http.params import SpacePath  # also registers the any_path convertor
 from blackops.http.responses import JSON
+from blackops.http.scopes import served_path
 from blackops.workflows.code import WorkflowResource
 from domain.access import Action
 from domain.errors import InvalidRequest, NotFound
@@ -153,7 +154,7 @@ async def create_instance(
     instance_id = await run_in_threadpool(parse_and_create)
     location = instance_path(resource, instance_id)
     body = {"id": instance_id, "status": "queued"}  # a new instance is queued (D2)
-    return JSON(body, status_code=201, headers={"Location": location})
+    return JSON(body, status_code=201, headers={"Location": served_path(request.scope, location)})
 
 
 @router.get(

@@ -29,6 +29,7 @@ from blackops.http.models import (
 from blackops.http.openapi import document_body, errors, request_body
 from blackops.http.params import QUERY_INTEGER, SPACE_PATTERN, SpacePath, TypePath
 from blackops.http.responses import JSON, result_response
+from blackops.http.scopes import served_path
 from blackops.operations.contexts import IDEMPOTENCY_KEY
 from blackops.operations.results import OperationResult
 from blackops.operations.service import read_params
@@ -164,7 +165,8 @@ async def _run(
         operation_id, status = await run_in_threadpool(parse_and_submit)
         location = f"/v1/operations/{operation_id}"
         body = {"operationId": operation_id, "status": status, "location": location}
-        headers = {"Location": location, "Preference-Applied": "respond-async"}
+        served = served_path(request.scope, location)
+        headers = {"Location": served, "Preference-Applied": "respond-async"}
         return JSON(body, status_code=202, headers=headers)
 
     def parse_and_run() -> OperationResult:
@@ -200,6 +202,7 @@ async def operation_outcome(
 )
 async def redrive_operation(
     operation_id: OperationId,
+    request: Request,
     who: Caller = Depends(caller),
     app: Application = Depends(application),
 ) -> Response:
@@ -208,7 +211,7 @@ async def redrive_operation(
     new_id = await run_in_threadpool(lambda: app.redrive(operation_id, actor=actor))
     location = f"/v1/operations/{new_id}"
     body = {"operationId": new_id, "redriveOf": operation_id, "location": location}
-    return JSON(body, status_code=202, headers={"Location": location})
+    return JSON(body, status_code=202, headers={"Location": served_path(request.scope, location)})
 
 
 def _tenant_of(who: Caller, tenant: str | None) -> str | None:

@@ -134,7 +134,8 @@ async def upload_version(
     check_space(app, who, space, Action.DEPLOY)
     body = await resource_body(request)
     return accepted(
-        await run_in_threadpool(lambda: app.control.upload_version(space, worker, body, who.actor))
+        await run_in_threadpool(lambda: app.control.upload_version(space, worker, body, who.actor)),
+        request,
     )
 
 
@@ -193,7 +194,8 @@ async def delete_version(
     check_space(app, who, space, Action.DEPLOY)
     key = idempotency_key(request)
     return accepted(
-        await run_in_threadpool(lambda: app.control.delete_version(space, version, who.actor, key))
+        await run_in_threadpool(lambda: app.control.delete_version(space, version, who.actor, key)),
+        request,
     )
 
 
@@ -239,7 +241,8 @@ async def put_deployment(
     return accepted(
         await run_in_threadpool(
             lambda: app.control.update_deployment(space, worker, allocation, who.actor, key)
-        )
+        ),
+        request,
     )
 
 
@@ -300,7 +303,8 @@ async def create_workflow(
     key = idempotency_key(request)
     body = await resource_body(request)
     return accepted(
-        await run_in_threadpool(lambda: app.control.create_workflow(space, body, who.actor, key))
+        await run_in_threadpool(lambda: app.control.create_workflow(space, body, who.actor, key)),
+        request,
     )
 
 
@@ -356,7 +360,8 @@ async def replace_workflow(
     return accepted(
         await run_in_threadpool(
             lambda: app.control.replace_workflow(space, uid, body, who.actor, key)
-        )
+        ),
+        request,
     )
 
 
@@ -378,5 +383,6 @@ async def delete_workflow(
     check_space(app, who, space, Action.DEPLOY)
     key = idempotency_key(request)
     return accepted(
-        await run_in_threadpool(lambda: app.control.delete_workflow(space, uid, who.actor, key))
+        await run_in_threadpool(lambda: app.control.delete_workflow(space, uid, who.actor, key)),
+        request,
     )

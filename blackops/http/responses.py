@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
 
 from blackops.http.head import answers_head
-from blackops.http.scopes import route_path
+from blackops.http.scopes import route_path, served_path
 from blackops.jsonbody import render_json
 from blackops.operations.results import OperationResult
 from domain.errors import HTTP_STATUS, BackendUnavailable, BlackOpsError, InvalidRequest
@@ -54,9 +54,11 @@ def result_response(result: OperationResult) -> JSON:
     return JSON(body, status_code=200)
 
 
-def accepted(view: dict[str, Any]) -> JSON:
-    """202 with a control-plane Operation and its Location."""
-    return JSON(view, status_code=202, headers={"Location": view["location"]})
+def accepted(view: dict[str, Any], request: Request) -> JSON:
+    """202 with a control-plane Operation and its Location (under the API's prefix; the
+    body's ``location`` is the API path, as every answer names routes)."""
+    location = served_path(request.scope, view["location"])
+    return JSON(view, status_code=202, headers={"Location": location})
 
 
 def install_error_handlers(api: FastAPI) -> None:

@@ -130,7 +130,7 @@ def ui_routes(api: FastAPI) -> set[tuple[str, str]]:
             routes.extend(included.routes)
             continue
         path = getattr(route, "path", "")
-        if path.startswith("/ui/"):
+        if path == "/ui" or path.startswith("/ui/"):
             found.update((method, path) for method in getattr(route, "methods", ()))
     return found
 
@@ -144,6 +144,7 @@ def main_of(html: str) -> str:
 
 #: Every console route with a real acme target (``{op}``: the completed operation).
 UI = {
+    ("GET", "/ui"): None,  # public: it only leads to /ui/, which asks for a session
     ("GET", "/ui/"): "/ui/",
     ("GET", "/ui/login"): None,  # the sign-in page itself: public
     ("POST", "/ui/login"): None,  # public, but CSRF-checked (below)

@@ -518,7 +518,7 @@ ROUTES: dict[tuple[str, str], Route] = {
 
 def app_routes(api: FastAPI) -> set[tuple[str, str]]:
     """(method, path template) of every route but the documentation's and the web
-    console's (``/ui/``: pages, not API, left out of the schema; their own access table is
+    console's (``/ui`` and ``/ui/``: pages, not API, left out of the schema; their own access table is
     tests/console/test_console_access.py)."""
     found = set()
     routes = list(api.routes)
@@ -529,7 +529,7 @@ def app_routes(api: FastAPI) -> set[tuple[str, str]]:
             routes.extend(included.routes)
             continue
         path = getattr(route, "path", repr(route))
-        if path in DOCS or path.startswith("/ui/"):
+        if path in DOCS or path == "/ui" or path.startswith("/ui/"):
             continue
         for method in getattr(route, "methods", None) or {"*"}:
             found.add((method, path))

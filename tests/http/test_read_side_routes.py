@@ -271,3 +271,50 @@ def test_behind_a_prefix_the_middleware_sees_the_routes_the_router_sees(
         listed = http.head("/blackops/v1/operations?tenant=acme", headers=SYSTEM)
         assert listed.status_code == 200 and listed.content == b""
     assert app.store.last_position() == before  # no journal.exported
+
+
+def test_behind_a_prefix_every_location_names_the_prefix(app: Application) -> None:
+    """A 201's or 202's ``Location`` named /v1/... without the prefix the API is served under:
+    a client following it from its base URL got a 404 (found by review, stop 37). The body's
+    ``location`` stays the API path, as every answer names routes."""
+    from resource_helpers import bundle, new_worker
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    app.operation("t.echo")(lambda ctx, params: params)
+    app.register_workflow(Pause, space="acme")
+    spaces(app, "acme")
+    outer = Starlette(routes=[Mount("/blackops", app=create_http_app(app, TOKEN))])
+    async_submit = {**SYSTEM, "Prefer": "respond-async"}
+    with TestClient(outer) as http:
+        submitted = http.post(
+            "/blackops/v1/spaces/acme/operations/t.echo", json={}, headers=async_submit
+        )
+        created = http.post(
+            "/blackops/v1/spaces/acme/workflows/Pause/instances", json={"id": "i"}, headers=SYSTEM
+        )
+        uploaded = http.post(
+            f"/blackops/v1/spaces/acme/workers/{new_worker(app)}/versions",
+            json=bundle(),
+            headers=SYSTEM,
+        )
+        answers = (submitted, created, uploaded)
+        assert [a.status_code for a in answers] == [202, 201, 202], [a.text for a in answers]
+        for answer in answers:
+            location = answer.headers["Location"]
+            assert location.startswith("/blackops/v1/"), location
+            assert http.get(location, headers=SYSTEM).status_code == 200, location
+        assert submitted.json()["location"] == submitted.headers["Location"].removeprefix(
+            "/blackops"
+        )
+
+
+def test_a_trailing_slash_names_no_route(client: TestClient) -> None:
+    """``GET /v1/operations/`` was a 307 to an absolute URL the OpenAPI document never
+    mentions; it is a 404 with the error body, like any path that names no route (decisions
+    H17). The console's address without its slash still leads to it."""
+    answer = client.get("/v1/operations/", headers=SYSTEM, follow_redirects=False)
+    assert answer.status_code == 404
+    assert answer.json() == {"error": {"code": "not_found", "message": "Not Found"}}
+    console = client.get("/ui", follow_redirects=False)
+    assert console.status_code == 303 and console.headers["Location"] == "/ui/"
