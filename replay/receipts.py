@@ -146,10 +146,12 @@ def verify_signed_export(
     hidden leaves (nothing the manifest says about the file's own lines is used), then the
     consistency proof must lead from it to the signed root. What the manifest says of the
     range must agree with that: every position above ``after``, ``firstPosition`` and
-    ``lastPosition`` the file's first and last line, ``journalRoot`` the rebuilt root. (That
+    ``lastPosition`` the file's first and last line, ``journalRoot`` the rebuilt root, and a
+    prefix of at most ``after`` leaves (positions are distinct whole numbers from 1). (That
     no leaf between ``after`` and the first line was folded into the prefix instead cannot
-    be told from the file: the prefix is hashes, and positions skip numbers; the journal's
-    ``journal.exported`` record of the export says where its range began.)"""
+    be told from the file beyond that bound: the prefix is hashes, and PostgreSQL's
+    positions skip numbers; the journal's ``journal.exported`` record of the export says
+    where its range began.)"""
     try:
         attestation = manifest["attestation"]
         size, after = manifest["journalTreeSize"], manifest["after"]
@@ -165,6 +167,13 @@ def verify_signed_export(
     if not all(type(n) is int and n >= 0 for n in (size, after, first)):
         raise ReceiptError(
             "malformed_manifest", "journalTreeSize, after and firstIndex are whole numbers"
+        )
+    if first > after:
+        # At most ``after`` leaves lie at positions up to ``after``: a prefix holding more
+        # folded lines of the range away (a whole-journal export, after 0, whose first lines
+        # were dropped verified complete; found by a defect hunt against the operator, stop 37).
+        raise ReceiptError(
+            "malformed_manifest", f"firstIndex {first} is more leaves than positions up to {after}"
         )
     if not all(type(p) is int and p >= 1 for p, _ in hidden):
         raise ReceiptError("malformed_manifest", "a hidden leaf's position is a whole number")

@@ -28,7 +28,7 @@ from journal.leaves import SAFE_NAME, event_leaf, leaf_hash
 from journal.outcomes import outcome_stream
 from journal.store import MAX_POSITION, EventStore
 from replay.merkle import EMPTY_ROOT, Frontier, root_of
-from replay.observed import ObservedLineError, parse_line_entry
+from replay.observed import ObservedEvent, ObservedLineError, parse_line_entry
 from replay.receipts import range_fault
 from replay.recorded import RecordedLeaves
 
@@ -287,7 +287,7 @@ class Tombstones:
 
 
 @dataclass(frozen=True, slots=True)
-class _Tombstone:
+class PurgeTombstone:
     position: int
     stream: str
     version: int
@@ -312,36 +312,26 @@ def read_tombstones(store: EventStore) -> Tombstones:
     Every purge (blackops/operations/retention.py, blackops/workflows/retention.py) appends
     its tombstone to the purged stream, after the events it lists, at the version after
     those it purged (``versions`` + 1), then deletes them. So a tombstone vouches only when
-    (`_fault`): its positions are distinct, from 1, and all below its own; it lists one
-    position per purged version (an operation's: up to `OUTCOME_EVENTS` more, its Outcome
-    Record stream's); every event still present at a purged version of those streams is
-    one it lists (present only until the deletion that follows the tombstone has run); and
-    no other tombstone lists one of its positions, unless the later of the two lists the
-    earlier one and all its positions (a purge of a stream, or of an operation, whose
-    earlier tombstone it replaces). Anyone who can append could otherwise write a
-    "tombstone" listing any positions, later ones included, and delete those events."""
+    (`_fault`): it purged at least one version; its positions are distinct, from 1, and all
+    below its own; it lists one position per purged version (an operation's: up to
+    `OUTCOME_EVENTS` more, its Outcome Record stream's); every event still present at a
+    purged version of those streams is one it lists (present only until the deletion that
+    follows the tombstone has run); and no other tombstone lists one of its positions,
+    unless the later of the two lists the earlier one and all its positions (a purge of a
+    stream, or of an operation, whose earlier tombstone it replaces). Anyone who can append
+    could otherwise write a "tombstone" listing any positions, later ones included, and
+    delete those events."""
     problems: list[Problem] = []
-    found: list[_Tombstone] = []
+    found: list[PurgeTombstone] = []
     for row in store.read_topics_raw(PURGE_TYPES):
-        data = _data(row.state)
-        positions, versions = _purged_positions(data), _tombstone_versions(data)
         stream, version = row.originator_id, row.originator_version
-        if (
-            positions is None
-            or versions is None
-            or type(stream) is not str
-            or type(version) is not int
-        ):
+        tombstone = tombstone_of(row.id, stream, version, row.topic, _data(row.state))
+        if tombstone is None:
             problems.append(Problem("modified", row.id, "the tombstone cannot be read"))
         else:
-            found.append(_Tombstone(row.id, stream, version, row.topic, versions, positions))
+            found.append(tombstone)
     present = _present(store, {s for t in found for s in t.streams()})
-    faults = {t.position: fault for t in found if (fault := _fault(t, present)) is not None}
-    purged = set().union(*(t.positions for t in found))
-    if len(purged) != sum(len(t.positions) for t in found):  # (C-level) a position shared
-        _shared(found, faults)
-    if faults:
-        purged = set().union(*(t.positions for t in found if t.position not in faults))
+    purged, faults = judge_tombstones(found, present)
     for tombstone in found:
         fault = faults.get(tombstone.position)
         if fault is not None:
@@ -350,12 +340,61 @@ def read_tombstones(store: EventStore) -> Tombstones:
     return Tombstones(frozenset(purged), problems)
 
 
-def _shared(found: list[_Tombstone], faults: dict[int, str]) -> None:
+def tombstone_of(
+    position: int, stream: object, version: object, topic: str, data: dict[str, Any] | None
+) -> PurgeTombstone | None:
+    """A tombstone as `read_tombstones` judges it, or ``None`` when it cannot be read."""
+    positions, versions = _purged_positions(data), _tombstone_versions(data)
+    if positions is None or versions is None or type(stream) is not str:
+        return None
+    if type(version) is not int:
+        return None
+    return PurgeTombstone(position, stream, version, topic, versions, positions)
+
+
+def purged_by_tombstones(events: Iterable[ObservedEvent]) -> set[int]:
+    """The positions the tombstones among an export's ``events`` vouch for, judged by the
+    rules `read_tombstones` applies to the journal, with the file's lines as what is
+    present: a line merely named ``*.purged`` that lists positions vouched for them (found
+    by a defect hunt against the operator, stop 37)."""
+    found: list[PurgeTombstone] = []
+    present: dict[str, list[tuple[int, int]]] = {}
+    for event in events:
+        present.setdefault(event.stream, []).append((event.position, event.version))
+        if event.type in PURGE_TYPES:
+            tombstone = tombstone_of(
+                event.position, event.stream, event.version, event.type, event.data
+            )
+            if tombstone is not None:
+                found.append(tombstone)
+    found.sort(key=lambda t: t.position)  # the file's order is checked elsewhere
+    streams = {s for t in found for s in t.streams()}
+    return judge_tombstones(found, {s: present.get(s, []) for s in streams})[0]
+
+
+def judge_tombstones(
+    found: list[PurgeTombstone], present: Mapping[str, list[tuple[int, int]] | None]
+) -> tuple[set[int], dict[int, str]]:
+    """The positions the valid ones of ``found`` (in position order) vouch for, and why each
+    other one vouches for nothing (by its position). ``present``: each purged stream's events
+    still there, as ``(position, version)``. The rules of `read_tombstones`, shared by the
+    offline check of a signed export (blackops/cli/audit.py), where the file's own lines are
+    what is present."""
+    faults = {t.position: fault for t in found if (fault := _fault(t, present)) is not None}
+    purged = set().union(*(t.positions for t in found))
+    if len(purged) != sum(len(t.positions) for t in found):  # (C-level) a position shared
+        _shared(found, faults)
+    if faults:
+        purged = set().union(*(t.positions for t in found if t.position not in faults))
+    return purged, faults
+
+
+def _shared(found: list[PurgeTombstone], faults: dict[int, str]) -> None:
     """Add to ``faults`` each tombstone that lists a position an earlier one lists, unless
     it lists that one and all its positions too (it took it over: a stream purged again,
     an operation purged after its Outcome Record). The earlier claim stands: a purge never
     lists what another tombstone already accounts for, otherwise."""
-    latest: dict[int, _Tombstone] = {}  # each position's last claimant that took it fairly
+    latest: dict[int, PurgeTombstone] = {}  # each position's last claimant that took it fairly
     for tombstone in found:  # in position order
         if tombstone.position in faults:
             continue  # it vouches for nothing: no claim to defend, none to take over
@@ -375,7 +414,7 @@ def _shared(found: list[_Tombstone], faults: dict[int, str]) -> None:
 
 
 def _fault(
-    tombstone: _Tombstone, present: Mapping[str, list[tuple[int, int]] | None]
+    tombstone: PurgeTombstone, present: Mapping[str, list[tuple[int, int]] | None]
 ) -> str | None:
     """Why ``tombstone`` is not one a purge writes (`read_tombstones`), or ``None``."""
     listed, versions = tombstone.positions, tombstone.versions
@@ -389,6 +428,11 @@ def _fault(
             f"it is version {tombstone.version} of its stream, not the one after the "
             f"{versions} it purged"
         )
+    if versions < 1:
+        # Every purge deletes at least one version of the stream it writes in: a tombstone
+        # purging none could only lend its extra positions to a stream that never was
+        # (found by a defect hunt against the operator, stop 37).
+        return f"it says {versions} versions were purged"
     most = versions + (OUTCOME_EVENTS if tombstone.topic == PURGE_TYPES[0] else 0)
     if not versions <= len(listed) <= most:
         return f"it lists {len(listed)} positions for {versions} purged versions"

@@ -275,19 +275,17 @@ def check_signed_export(lines: Any, manifest: Any, keys: list[str], report: Any)
     from journal.leaves import leaf_hash
     from replay.observed import parse_line_canonical
     from replay.receipts import ReceiptError, verify_signed_export
-    from replay.verify import Problem
+    from replay.verify import Problem, purged_by_tombstones
 
     verifiers = [parse_verifier_key(text) for text in keys]
     found = []
-    purged: set[int] = set()  # positions the file's tombstones account for
+    events = []
     for number, raw in enumerate(lines, start=1):
         text = raw.rstrip(b"\n")
         if text:
             event, entry = parse_line_canonical(text, number)
             found.append((event.position, leaf_hash(entry)))
-            named = event.data.get("positions") if event.type.endswith(".purged") else None
-            if isinstance(named, list):  # a hostile line's may hold anything
-                purged.update(p for p in named if type(p) is int)
+            events.append(event)
     try:
         checkpoint = verify_signed_export(found, manifest, verifiers)
     except ReceiptError as error:
@@ -296,5 +294,6 @@ def check_signed_export(lines: Any, manifest: Any, keys: list[str], report: Any)
         return
     report.tree_heads_checked += 1 if checkpoint.size else 0
     hidden = [position for position, _ in manifest["attestation"]["hidden"]]  # checked above
+    purged = purged_by_tombstones(events)
     accounted = sum(1 for position in hidden if position in purged)
     report.hidden_leaves = {"purged": accounted, "unaccounted": len(hidden) - accounted}

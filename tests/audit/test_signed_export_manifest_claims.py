@@ -8,6 +8,7 @@ K]`` runs it: the manifest check (kind ``manifest``), then the signature (kind
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from cli_processes import run
 from rich_journal import inline_runs
 
 from blackops.cli.audit import check_signed_export
-from replay.merkle import root_of
+from replay.merkle import Frontier, root_of
 from replay.notes import SigningKey
 from replay.verify import VerifyReport, verify_export
 
@@ -186,4 +187,30 @@ def test_a_tree_too_small_for_the_leaves_is_refused(whole: Export) -> None:
     assert verified(whole, change) == (
         "manifest",
         "the manifest's journalTreeSize and journalRoot name no tree holding its leaves",
+    )
+
+
+def test_a_whole_journal_export_cannot_fold_its_first_lines_into_the_prefix(
+    whole: Export,
+) -> None:
+    """The first three lines taken out of a whole-journal export (``after`` 0) and folded into
+    the attestation's prefix: every hash still led to the signed root, and the file verified
+    as the whole journal with nothing unaccounted (found by a defect hunt against the
+    operator, stop 37). Positions are whole numbers from 1, so at most ``after`` leaves come
+    before the range."""
+    lines, manifest, vkey = copy.deepcopy(whole)
+    gone = manifest["leaves"][:3]
+    folded = Frontier()
+    for _, leaf in gone:
+        folded.append(bytes.fromhex(leaf))
+    manifest["attestation"]["firstIndex"] = folded.size
+    manifest["attestation"]["prefix"] = [base64.b64encode(n).decode() for n in folded.nodes()]
+    del manifest["leaves"][:3], lines[:3]
+    manifest["count"] = len(manifest["leaves"])
+    manifest["root"] = root_of(bytes.fromhex(h) for _, h in manifest["leaves"]).hex()
+    manifest["firstPosition"] = manifest["leaves"][0][0]
+    assert manifest["after"] == 0
+    assert verified((lines, manifest, vkey)) == (
+        "signature",
+        "malformed_manifest: firstIndex 3 is more leaves than positions up to 0",
     )
