@@ -19,6 +19,7 @@ from typing import Any
 from journal.leaves import leaf_hash
 from replay.merkle import Frontier, verify_consistency, verify_inclusion
 from replay.notes import MAX_TREE_SIZE, Checkpoint, NoteError, VerifierKey, open_note
+from replay.observed import ObservedLineError, parse_line_entry
 
 HEADER = "c2sp.org/tlog-proof@v1"
 REQUIRED_KEYS = frozenset({"entry", "index", "proof"})
@@ -99,22 +100,32 @@ def verify_receipt(receipt: Any, keys: Sequence[VerifierKey]) -> Checkpoint:
     if proof.index != index:
         raise ReceiptError("malformed_receipt", "the receipt's index is not its proof's index")
     checkpoint = open_checkpoint(proof.checkpoint, keys)
-    leaf = leaf_hash(_entry_bytes(entry))
+    leaf = leaf_hash(_canonical_entry(entry))
     if not verify_inclusion(index, checkpoint.size, leaf, proof.path, checkpoint.root):
         raise ReceiptError("not_included", "the audit path does not lead to the signed root")
     return checkpoint
 
 
-def _entry_bytes(entry: str) -> bytes:
+def _canonical_entry(entry: str) -> bytes:
     """The bytes the leaf hashes: the JSONL line without its newline. One trailing newline
-    is allowed (the line as an export file holds it); any other newline is refused."""
+    is allowed (the line as an export file holds it); any other newline is refused, and so
+    is a line that is not an Observed event in RFC 8785's spelling: a duplicate key reads as
+    one value to a parser keeping the first and as another to one keeping the last, so
+    such an entry proved nothing (found by a defect hunt against the operator, stop 37)."""
     line = entry[:-1] if entry.endswith("\n") else entry
     if "\n" in line:
         raise ReceiptError("malformed_receipt", "the entry is one JSONL line")
     try:
-        return line.encode("utf-8")
+        raw = line.encode("utf-8")
     except UnicodeEncodeError:
         raise ReceiptError("malformed_receipt", "the entry is not valid UTF-8 text") from None
+    try:
+        canonical = parse_line_entry(raw, 1)[1]
+    except ObservedLineError as error:
+        raise ReceiptError("malformed_receipt", f"the entry: {error.message}") from None
+    if canonical != raw:
+        raise ReceiptError("malformed_receipt", "the entry is not spelled as RFC 8785 writes it")
+    return raw
 
 
 def verify_consistency_text(old: Checkpoint, new: Checkpoint, proof_text: str) -> bool:

@@ -9,6 +9,15 @@ from replay.merkle import consistency_proof, root_of
 from replay.notes import Checkpoint, SigningKey, sign_note
 
 
+def observed_entry(n: int) -> str:
+    """An Observed JSONL line as the journal writes it (RFC 8785): the entry a receipt
+    proves, which its verifier reads as one (decisions A16)."""
+    return (
+        '{"at":"2026-11-30T09:00:00.000000Z","context":{},"data":{"n":%d},"position":%d,'
+        '"stream":"s","type":"t.created","version":%d}' % (n, n + 1, n + 1)
+    )
+
+
 class ToyLog:
     def __init__(self, origin: str = "example.com/log", key: SigningKey | None = None) -> None:
         self.key = key or SigningKey.generate(origin)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from transparency_log import ToyLog
+from transparency_log import ToyLog, observed_entry
 
 from replay.merkle import inclusion_proof
 from replay.notes import Checkpoint
@@ -23,9 +23,9 @@ CODES = {
     "malformed_receipt", "malformed_proof", "malformed_note", "malformed_checkpoint",
     "bad_signature", "unknown_key", "not_included", "ambiguous_key",
 }  # fmt: skip
-LOG = ToyLog().append(*(f'{{"n":{n}}}' for n in range(7)))
+LOG = ToyLog().append(*(observed_entry(n) for n in range(7)))
 RECEIPT: dict[str, Any] = {
-    "entry": '{"n":3}',
+    "entry": observed_entry(3),
     "index": 3,
     "proof": TlogProof(3, tuple(inclusion_proof(3, LOG.leaves)), LOG.note()).text(),
 }
@@ -34,13 +34,13 @@ KEYS = [LOG.key.verifier()]
 
 def test_the_receipt_verifies_with_its_entry_and_with_one_trailing_newline() -> None:
     assert verify_receipt(RECEIPT, KEYS).size == 7
-    assert verify_receipt({**RECEIPT, "entry": '{"n":3}\n'}, KEYS).size == 7
+    assert verify_receipt({**RECEIPT, "entry": observed_entry(3) + "\n"}, KEYS).size == 7
 
 
 @pytest.mark.parametrize("tail", ["\n\n", "\n\n\n\n", "\r\n", "\n \n"])
 def test_more_than_one_trailing_newline_is_refused(tail: str) -> None:
     with pytest.raises(ReceiptError) as caught:
-        verify_receipt({**RECEIPT, "entry": '{"n":3}' + tail}, KEYS)
+        verify_receipt({**RECEIPT, "entry": observed_entry(3) + tail}, KEYS)
     assert caught.value.code in {"malformed_receipt", "not_included"}
 
 
@@ -100,7 +100,7 @@ def test_mangled_receipts_verify_or_are_refused_with_a_code(data: st.DataObject)
         assert code in CODES
     else:  # it verified: then it is the receipt of leaf 3 under the signed root
         assert checkpoint.size == 7 and receipt["index"] == 3
-        assert receipt["entry"] in ('{"n":3}', '{"n":3}\n')
+        assert receipt["entry"] in (observed_entry(3), observed_entry(3) + "\n")
 
 
 def outcome(receipt: Any) -> tuple[str, Checkpoint | None]:
@@ -158,3 +158,32 @@ def test_a_receipt_that_names_a_member_twice_is_refused(tmp_path: Path) -> None:
     listed.write_text("[]")
     done = verify_receipt_file(listed)
     assert done.returncode == 1 and json.loads(done.stdout)["problem"] == "malformed_receipt"
+
+
+@pytest.mark.parametrize(
+    ("entry", "said"),
+    [
+        # A reader keeping the first "verdict" sees approved, one keeping the last rejected.
+        (
+            observed_entry(0).replace('{"n":0}', '{"verdict":"approved","verdict":"rejected"}'),
+            "duplicate",
+        ),
+        (observed_entry(0).replace('"context":{}', '"context": {}'), "spelled"),
+        ('{"n":0}', "missing"),  # no Observed event at all
+    ],
+    ids=["duplicate-key", "not-rfc8785", "not-an-event"],
+)
+def test_an_entry_that_is_no_canonical_observed_line_is_refused(entry: str, said: str) -> None:
+    """The log signed over it, and the audit path leads to the signed root; but an entry two
+    readers read differently proves nothing (found by a defect hunt against the operator,
+    stop 37: a row with a duplicate key, appended by SQL with its leaf, got a receipt that
+    verified)."""
+    log = ToyLog().append(entry, observed_entry(1))
+    receipt = {
+        "entry": entry,
+        "index": 0,
+        "proof": TlogProof(0, tuple(inclusion_proof(0, log.leaves)), log.note()).text(),
+    }
+    with pytest.raises(ReceiptError) as caught:
+        verify_receipt(receipt, [log.key.verifier()])
+    assert caught.value.code == "malformed_receipt" and said in str(caught.value)
