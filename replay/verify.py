@@ -28,7 +28,7 @@ from journal.leaves import SAFE_NAME, event_leaf, leaf_hash
 from journal.outcomes import outcome_stream
 from journal.store import MAX_POSITION, EventStore
 from replay.merkle import EMPTY_ROOT, Frontier, root_of
-from replay.observed import ObservedEvent, ObservedLineError, parse_line_entry
+from replay.observed import ObservedEvent, ObservedLineError, canonical_faults, parse_line_entry
 from replay.receipts import range_fault
 from replay.recorded import RecordedLeaves
 
@@ -207,6 +207,8 @@ class _Live:
             self.problem("modified", event.id, str(error))
         if leaf and leaf != recorded:
             self.problem("modified", event.id, "the event's content differs from what was appended")
+        elif leaf:
+            self.canonical([event])
         self.version(event.id, stream, event.originator_version, event.topic, event.state)
         self.fold_one(recorded)
         self.report.events += 1
@@ -224,6 +226,12 @@ class _Live:
             )
         self.versions[stream] = version
 
+    def canonical(self, rows: list[StoredRow]) -> None:
+        """Each stored state is RFC 8785's spelling of what it says (`canonical_faults`): the
+        offline check of an export refuses any other, so `verify` does too."""
+        for index, fault in canonical_faults(list(map(itemgetter(4), rows))).items():
+            self.problem("modified", rows[index].id, f"the stored event is {fault}")
+
     def page_at_once(self, rows: list[StoredRow], leaves: RecordedLeaves) -> bool:
         """Check a page at once when its recorded leaves match (`RecordedLeaves.take_matching`:
         the usual journal): each stream's versions in one loop, one fold. Else ``False`` and
@@ -231,6 +239,7 @@ class _Live:
         page = leaves.take_matching(rows, self.purged)
         if page is None:
             return False
+        self.canonical(rows)
         versions, version = self.versions, self.version
         for position, stream, number, topic, state in rows:
             if number != versions.get(stream, 0) + 1 or (number == 1 and topic in PURGE_TYPES):

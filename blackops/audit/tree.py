@@ -23,6 +23,7 @@ from journal.backend_common import StoredRow
 from journal.leaves import event_leaf, leaf_hashes, page_entries
 from journal.store import EventStore
 from replay.merkle import EMPTY_ROOT, consistency_in, node_hash, path_in, root_of
+from replay.observed import canonical_faults
 
 TILE = 256  # leaves under the smallest kept subtree hash
 _TILE_BITS = 8
@@ -117,6 +118,10 @@ class JournalTree:
             page = events[: bisect_right(events, last, key=attrgetter("id"))]
             if page and not self._rehashed_at_once(page):
                 self._rehash_each(page)
+            faults = canonical_faults(list(map(attrgetter("state"), page)))
+            if faults:  # the offline check of an export, or of a receipt, refuses it
+                first = min(faults)
+                raise LeafMismatch(page[first].id, f"an event signed over is {faults[first]}")
             if len(page) < len(events):
                 return
             after = events[-1].id

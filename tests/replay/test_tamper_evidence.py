@@ -25,6 +25,7 @@ from cli_processes import run
 from tampering import behind_the_journals_back, position_column, q
 
 from blackops import Application, ExecutionContext, Retryable, Supervision
+from blackops.audit.checkpoints import CheckpointService, JournalRewritten
 from blackops.testing import FakeClock
 from domain.context import Actor
 from domain.events import NewEvent
@@ -564,3 +565,44 @@ def test_a_tree_head_emptied_or_made_text_is_named_not_raised(tmp_path: Path, va
         assert ("tree_head", head["position"]) in kinds
     finally:
         filled.close()
+
+
+@pytest.mark.parametrize(
+    "respell",
+    [
+        # A reader keeping the first "attempt" reads 1, one keeping the last reads 7.
+        lambda state: state.replace(b'"attempt":', b'"attempt":7,"attempt":', 1),
+        lambda state: state.replace(b'"context":', b'"context": ', 1),  # not RFC 8785's
+    ],
+    ids=["duplicate-key", "whitespace"],
+)
+def test_a_stored_event_that_is_not_canonical_is_named_even_with_its_leaf(
+    filled: Application, respell: Any
+) -> None:
+    """An event rewritten with its recorded leaf, where no tree head covers it yet, into a
+    state with a duplicate key (or another spelling): the leaf matches, so `verify` passed
+    it and the checkpoint signer signed over it, while the offline check of its export
+    refused it (found by a defect hunt against the operator, stop 37)."""
+    victim = tamper_position(filled.store)
+    forged = respell(victim.state)
+    assert forged != victim.state
+    leaf = leaf_hash(entry_bytes(victim.id, str(victim.originator_id), 2, victim.topic, forged))
+    with behind_the_journals_back(filled.store) as (conn, events, leaves):
+        conn.execute(
+            q(
+                conn,
+                f"UPDATE {events} SET state = ? WHERE originator_id = ? AND originator_version = ?",
+            ),
+            (forged, victim.originator_id, 2),
+        )
+        conn.execute(q(conn, f"UPDATE {leaves} SET leaf = ? WHERE position = ?"), (leaf, victim.id))
+    report = verify_store(filled.store)
+    assert [(p.kind, p.position) for p in report.problems] == [("modified", victim.id)]
+    assert "the stored event is not" in report.problems[0].message
+    with pytest.raises(IntegrityError):
+        record_checkpoint(filled.store, actor=Actor("auditor"), clock=FakeClock(CLOCK_START))
+    # Nor does the service's signer sign over it (it rechecks every leaf once, then the new).
+    signer = CheckpointService(filled.store, SigningKey.generate("example.com/t"), FakeClock())
+    with pytest.raises(JournalRewritten) as refused:
+        signer.sign()
+    assert f"position {victim.id}" in str(refused.value)
