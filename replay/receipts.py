@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from journal.leaves import leaf_hash
+from replay.cosignature import cosignatures
 from replay.merkle import Frontier, verify_consistency, verify_inclusion
 from replay.notes import MAX_TREE_SIZE, Checkpoint, NoteError, VerifierKey, open_note
 from replay.observed import ObservedLineError, parse_line_entry
@@ -74,21 +75,36 @@ class TlogProof:
         return cls(index=int(digits), path=path, checkpoint=checkpoint, extra=extra)
 
 
-def open_checkpoint(note: str, keys: Sequence[VerifierKey]) -> Checkpoint:
+def open_checkpoint(
+    note: str, keys: Sequence[VerifierKey], witnesses: Sequence[VerifierKey] = ()
+) -> Checkpoint:
     """The checkpoint of a signed note, after checking a log key of ``keys`` signed it and
-    its origin is that key's name."""
+    its origin is that key's name, and that each of ``witnesses`` cosigned it: a log that
+    signs two trees of one size (a fork) can show each reader its own, and only a witness
+    every reader requires sees both (`missing_cosignature` without its cosignature, as
+    ``blackops audit watch --witness-key`` says)."""
     try:
         opened, signers = open_note(note, keys)
         checkpoint = Checkpoint.parse(opened.text)
+        cosigned = cosignatures(note, witnesses)
     except NoteError as error:
         raise ReceiptError(error.code, str(error)) from None
     if not any(k.name == checkpoint.origin for k in signers):
         raise ReceiptError("bad_signature", "no key named like the origin signed the checkpoint")
+    if cosigned.invalid:
+        raise ReceiptError("bad_signature", f"witness {cosigned.invalid[0]}'s cosignature fails")
+    if cosigned.missing:
+        raise ReceiptError(
+            "missing_cosignature", f"witness {cosigned.missing[0]} did not cosign the checkpoint"
+        )
     return checkpoint
 
 
-def verify_receipt(receipt: Any, keys: Sequence[VerifierKey]) -> Checkpoint:
-    """Check a receipt document offline; returns the checkpoint it is included in."""
+def verify_receipt(
+    receipt: Any, keys: Sequence[VerifierKey], witnesses: Sequence[VerifierKey] = ()
+) -> Checkpoint:
+    """Check a receipt document offline; returns the checkpoint it is included in (signed by
+    a log key of ``keys``, cosigned by every one of ``witnesses``: `open_checkpoint`)."""
     if not isinstance(receipt, dict) or not receipt.keys() >= REQUIRED_KEYS:
         raise ReceiptError("malformed_receipt", 'a receipt is {"entry", "index", "proof"}')
     entry, index, text = receipt["entry"], receipt["index"], receipt["proof"]
@@ -99,7 +115,7 @@ def verify_receipt(receipt: Any, keys: Sequence[VerifierKey]) -> Checkpoint:
     proof = TlogProof.parse(text)
     if proof.index != index:
         raise ReceiptError("malformed_receipt", "the receipt's index is not its proof's index")
-    checkpoint = open_checkpoint(proof.checkpoint, keys)
+    checkpoint = open_checkpoint(proof.checkpoint, keys, witnesses)
     leaf = leaf_hash(_canonical_entry(entry))
     if not verify_inclusion(index, checkpoint.size, leaf, proof.path, checkpoint.root):
         raise ReceiptError("not_included", "the audit path does not lead to the signed root")
@@ -148,7 +164,10 @@ def _b64(text: str) -> bytes:
 
 
 def verify_signed_export(
-    found: Sequence[tuple[int, bytes]], manifest: Any, keys: Sequence[VerifierKey]
+    found: Sequence[tuple[int, bytes]],
+    manifest: Any,
+    keys: Sequence[VerifierKey],
+    witnesses: Sequence[VerifierKey] = (),
 ) -> Checkpoint:
     """Check an export's lines (``(position, leaf)`` recomputed from the file) against the
     signed checkpoint its manifest names; returns that checkpoint.
@@ -194,7 +213,7 @@ def verify_signed_export(
     fault = range_fault([p for p, _ in found], [p for p, _ in hidden], after, claimed[:2])
     if fault is not None:
         raise ReceiptError("malformed_manifest", fault)
-    checkpoint = open_checkpoint(note, keys)
+    checkpoint = open_checkpoint(note, keys, witnesses)
     try:
         frontier = Frontier.restore(first, prefix)
     except ValueError as error:

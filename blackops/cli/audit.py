@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from blackops.audit.checkpoints import CheckpointService
     from journal.locator import StoreLocation
     from journal.store import EventStore
-    from replay.notes import SigningKey
+    from replay.notes import SigningKey, VerifierKey
 
 
 def register(commands: Commands) -> None:
@@ -54,10 +55,40 @@ def register(commands: Commands) -> None:
     )
     verify.add_argument("file", help="a receipt JSON file ({entry, index, proof}), - for stdin")
     verify.add_argument(
-        "--key", required=True, action="append", help="verifier key (text or file); repeatable"
+        "--key",
+        required=True,
+        action="append",
+        help="the log's verifier key (text or file; a witness's cosignature key counts as "
+        "--witness-key); repeatable",
     )
+    witness_key_option(verify)
     verify.add_argument("--json", action="store_true", help="print exactly one JSON document")
     verify.set_defaults(handler=cmd_verify_receipt)
+
+
+def witness_key_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--witness-key", action="append", default=[], metavar="K",
+        help="a witness whose cosignature the checkpoint must carry (verifier key text or "
+        "file); repeatable: a log that signs a fork shows each reader its own tree, and "
+        "only a witness every reader requires sees both",
+    )  # fmt: skip
+
+
+def log_and_witness_keys(
+    keys: Sequence[str], witness_keys: Sequence[str]
+) -> tuple[list[VerifierKey], list[VerifierKey]]:
+    """The log keys and the required witnesses' keys of ``--key`` and ``--witness-key``. A
+    witness's cosignature key (type 0x04) given as ``--key`` is required as a witness: it
+    was silently taken as a log key that signs nothing, and a forked checkpoint verified
+    with it given (found by a defect hunt against the operator, stop 37)."""
+    from blackops.audit.keys import parse_verifier_key
+    from replay.notes import COSIGNATURE_KEY
+
+    given = [parse_verifier_key(text) for text in keys]
+    log_keys = [key for key in given if key.key_type != COSIGNATURE_KEY]
+    witnesses = [key for key in given if key.key_type == COSIGNATURE_KEY]
+    return log_keys, witnesses + [parse_verifier_key(text) for text in witness_keys]
 
 
 def signing_key_option(parser: argparse.ArgumentParser) -> None:
@@ -232,10 +263,9 @@ def receipt_text(receipt: dict[str, Any]) -> str:
 
 def cmd_verify_receipt(args: argparse.Namespace) -> int:
     """Exit 0 only when the receipt verifies: signature, leaf, audit path."""
-    from blackops.audit.keys import parse_verifier_key
     from replay.receipts import ReceiptError, verify_receipt
 
-    keys = [parse_verifier_key(text) for text in args.key]
+    keys, witnesses = log_and_witness_keys(args.key, args.witness_key)
     try:
         raw = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
     except OSError as error:
@@ -244,7 +274,7 @@ def cmd_verify_receipt(args: argparse.Namespace) -> int:
     # to a reader that keeps the first.
     document = strict_json(raw, f"{args.file} is not a JSON receipt")
     try:
-        checkpoint = verify_receipt(document, keys)
+        checkpoint = verify_receipt(document, keys, witnesses)
     except ReceiptError as error:
         problem = f"{error.code}: {error}"
         body = {"ok": False, "problem": error.code, "message": str(error)}
@@ -268,16 +298,18 @@ def cmd_verify_receipt(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def check_signed_export(lines: Any, manifest: Any, keys: list[str], report: Any) -> None:
-    """``verify --jsonl FILE --key K``: the lines are in a tree the log signed; a problem
-    is added to ``report`` (kind ``signature``) when they are not."""
-    from blackops.audit.keys import parse_verifier_key
+def check_signed_export(
+    lines: Any, manifest: Any, keys: list[str], report: Any, witness_keys: Sequence[str] = ()
+) -> None:
+    """``verify --jsonl FILE --key K [--witness-key W]``: the lines are in a tree the log
+    signed (and every witness named cosigned); a problem is added to ``report`` (kind
+    ``signature``) when they are not."""
     from journal.leaves import leaf_hash
     from replay.observed import parse_line_canonical
     from replay.receipts import ReceiptError, verify_signed_export
     from replay.verify import Problem, purged_by_tombstones
 
-    verifiers = [parse_verifier_key(text) for text in keys]
+    verifiers, witnesses = log_and_witness_keys(keys, witness_keys)
     found = []
     events = []
     for number, raw in enumerate(lines, start=1):
@@ -287,7 +319,7 @@ def check_signed_export(lines: Any, manifest: Any, keys: list[str], report: Any)
             found.append((event.position, leaf_hash(entry)))
             events.append(event)
     try:
-        checkpoint = verify_signed_export(found, manifest, verifiers)
+        checkpoint = verify_signed_export(found, manifest, verifiers, witnesses)
     except ReceiptError as error:
         first = found[0][0] if found else 0
         report.problems.append(Problem("signature", first, f"{error.code}: {error}"))

@@ -78,6 +78,7 @@ def register(commands: Commands) -> None:
         help="with --jsonl: the log's verifier key (text or file); the manifest's signed "
         "checkpoint must cover the lines (repeatable)",
     )
+    audit.witness_key_option(verify)
     verify.set_defaults(handler=cmd_verify)
 
     replay = commands.add_parser(
@@ -395,8 +396,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from journal.store import EventStore
     from replay.verify import verify_export, verify_store
 
-    if args.key and not args.jsonl:
+    if (args.key or args.witness_key) and not args.jsonl:
         raise InvalidRequest("--key goes with --jsonl (a live journal is checked directly)")
+    if args.witness_key and not args.key:
+        raise InvalidRequest("--witness-key goes with --key (the log's key)")
     if args.jsonl:
         manifest_path = args.manifest or f"{args.jsonl}.manifest.json"
         try:
@@ -409,7 +412,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 report = verify_export(lines, manifest)
             if report.ok and args.key:
                 with open(args.jsonl, "rb") as lines:
-                    audit.check_signed_export(lines, manifest, args.key, report)
+                    audit.check_signed_export(lines, manifest, args.key, report, args.witness_key)
         except OSError as unreadable:
             raise InvalidRequest(
                 f"cannot read {unreadable.filename}: {unreadable.strerror}"

@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transparency_log import ToyLog, observed_entry
 
+from replay.cosignature import cosign, cosigner_verifier
 from replay.merkle import inclusion_proof
-from replay.notes import Checkpoint
+from replay.notes import Checkpoint, SigningKey
 from replay.receipts import ReceiptError, TlogProof, verify_receipt
 
 CODES = {
@@ -187,3 +188,47 @@ def test_an_entry_that_is_no_canonical_observed_line_is_refused(entry: str, said
     with pytest.raises(ReceiptError) as caught:
         verify_receipt(receipt, [log.key.verifier()])
     assert caught.value.code == "malformed_receipt" and said in str(caught.value)
+
+
+def test_a_required_witness_must_have_cosigned_the_receipts_checkpoint(tmp_path: Path) -> None:
+    """A log that signs a fork shows each reader its own tree: only a witness every reader
+    requires sees both. ``verify-receipt`` could not require one; a witness's key given as
+    ``--key`` was taken as a log key that signed nothing, and a forked receipt verified with
+    it given (found by a defect hunt against the operator, stop 37)."""
+    witness, other = SigningKey.generate("witness.example/w1"), SigningKey.generate("w2.example")
+    body = LOG.checkpoint().body()
+    cosigned = LOG.note() + cosign(body, witness, 1_700_000_000).line()
+    proof = TlogProof(3, tuple(inclusion_proof(3, LOG.leaves)), cosigned).text()
+    receipt = {**RECEIPT, "proof": proof}
+    witness_key = cosigner_verifier(witness.verifier())
+    assert verify_receipt(receipt, KEYS, [witness_key]).size == 7
+    with pytest.raises(ReceiptError) as another:
+        verify_receipt(receipt, KEYS, [witness_key, cosigner_verifier(other.verifier())])
+    assert another.value.code == "missing_cosignature"
+    with pytest.raises(ReceiptError) as uncosigned:
+        verify_receipt(RECEIPT, KEYS, [witness_key])
+    assert uncosigned.value.code == "missing_cosignature"
+    forged = LOG.note() + cosign(body.replace("\n7\n", "\n8\n"), witness, 5).line()
+    with pytest.raises(ReceiptError) as bad:
+        verify_receipt({**RECEIPT, "proof": RECEIPT["proof"].replace(LOG.note(), forged)},
+                       KEYS, [witness_key])  # fmt: skip
+    assert bad.value.code == "bad_signature"
+    # The CLI: --witness-key, and a witness's cosignature key given as --key, both require it.
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(RECEIPT))
+    log_key = KEYS[0].encode()
+    for flags in (["--witness-key", witness_key.encode()], ["--key", witness_key.encode()]):
+        done = subprocess.run(
+            [sys.executable, "-m", "blackops", "verify-receipt", str(path), "--key", log_key,
+             *flags, "--json"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 1, done.stdout
+        assert json.loads(done.stdout)["problem"] == "missing_cosignature"
+    path.write_text(json.dumps(receipt))
+    done = subprocess.run(
+        [sys.executable, "-m", "blackops", "verify-receipt", str(path), "--key", log_key,
+         "--witness-key", witness_key.encode()],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -214,3 +214,25 @@ def test_a_whole_journal_export_cannot_fold_its_first_lines_into_the_prefix(
         "signature",
         "malformed_manifest: firstIndex 3 is more leaves than positions up to 0",
     )
+
+
+def test_verify_jsonl_requires_each_witness_named(whole: Export, tmp_path: Path) -> None:
+    """``verify --jsonl F --key K --witness-key W``: the manifest's checkpoint must carry W's
+    cosignature (a fork shown to this reader alone has none); without one it is not
+    verified (found by a defect hunt against the operator, stop 37: no option required it)."""
+    from replay.cosignature import cosigner_verifier
+
+    lines, manifest, vkey = whole
+    store = f"sqlite:///{tmp_path}/unused.sqlite3"  # --jsonl reads no store
+    target = tmp_path / "j.jsonl"
+    target.write_bytes(b"".join(lines))
+    Path(f"{target}.manifest.json").write_text(json.dumps(manifest))
+    witness = cosigner_verifier(SigningKey.generate("witness.example/w1").verifier()).encode()
+    plain = run("verify", "--jsonl", str(target), "--key", vkey, "--json", store=store)
+    assert plain.returncode == 0, plain.stdout
+    required = run("verify", "--jsonl", str(target), "--key", vkey, "--witness-key", witness,
+                   "--json", store=store)  # fmt: skip
+    assert required.returncode == 1, required.stdout
+    assert "missing_cosignature" in json.loads(required.stdout)["firstProblem"]["message"]
+    alone = run("verify", "--witness-key", witness, "--json", store=store)
+    assert alone.returncode == 1 and "--key goes with --jsonl" in alone.stdout
