@@ -36,6 +36,9 @@ _RFC3339 = re.compile(
 )
 
 
+_GREGORIAN_CYCLE_DAYS = 146_097  # 400 years
+
+
 def parse_instant(text: object) -> datetime:
     """An RFC 3339 instant, any offset, as an aware UTC datetime, rounded *up* to the
     microsecond (the journal's precision), so ``>= since`` and ``< until`` compare
@@ -55,11 +58,16 @@ def parse_instant(text: object) -> datetime:
     leap = int(second) == 60
     if leap:
         micros = 0
-    fields = (int(year), int(month), int(day), int(hour), int(minute), min(int(second), 59))
-    moment = datetime(*fields, tzinfo=zone)
+    # Year 0000 is RFC 3339's too, which Python's dates lack: read 400 years (one whole cycle
+    # of the Gregorian calendar, so the same days) later and taken back in UTC, where a
+    # negative offset may bring it into year 1 (it was refused, found by a defect hunt).
+    cycles = 1 if int(year) == 0 else 0
+    fields = (int(year) + 400 * cycles, int(month), int(day), int(hour), int(minute))
+    moment = datetime(*fields, min(int(second), 59), tzinfo=zone)
     try:
         # In UTC first: a leap second of 9999-12-31 at +01:00 is 23:00 UTC, no overflow.
-        return moment.astimezone(UTC) + timedelta(seconds=leap, microseconds=micros)
+        utc = moment.astimezone(UTC) + timedelta(seconds=leap, microseconds=micros)
+        return utc - timedelta(days=_GREGORIAN_CYCLE_DAYS * cycles)
     except OverflowError:  # before year 1 or after 9999 in UTC: as early or as late as can be
         extreme = datetime.min if moment.year < 5000 else datetime.max
         return extreme.replace(tzinfo=UTC)

@@ -71,7 +71,8 @@ def create_http_app(
     for module in (operations, journal, audit, instances, access, resources, metrics):
         api.include_router(module.router)
     api.add_middleware(head.HeadAsGet)  # everything inside sees a GET
-    api.add_middleware(query.OneValueEach)  # a filter named twice is refused, not cut
+    # A filter named twice is refused, not cut (the names the published document declares).
+    api.add_middleware(query.OneValueEach, document=lambda: api.openapi())
     # Outside HeadAsGet: a HEAD is timed and counted as HEAD.
     api.add_middleware(metrics.TimingMiddleware, observability=api.state.observability)
     serve_lean(api, "POST", operations.RUN_PATH, operations.run_operation_lean)

@@ -87,11 +87,17 @@ async def reason_of(request: Request) -> str:
     return reason
 
 
+def one_header(request: Request, name: str) -> str | None:
+    """The value of header ``name``, sent at most once: two would say two things, and a
+    server keeping the first and a proxy keeping the last would act on different ones."""
+    values = request.headers.getlist(name)
+    if len(values) > 1:
+        raise InvalidRequest(f"send one {name} header, not several")
+    return values[0] if values else None
+
+
 def idempotency_key(request: Request) -> str | None:
-    keys = request.headers.getlist("idempotency-key")
-    if len(keys) > 1:
-        raise InvalidRequest("send one Idempotency-Key header, not several")
-    return keys[0] if keys else None
+    return one_header(request, "Idempotency-Key")
 
 
 def prefers_async(prefer: str) -> bool:

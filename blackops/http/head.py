@@ -14,12 +14,14 @@ import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from blackops.http.scopes import raw_route_path
+from blackops.http.scopes import segments_path
 
 #: GET routes that journal something: no HEAD for them. Exports record themselves; a
 #: receipt signs a checkpoint on the spot when none covers its event yet (A3: a HEAD of one
-#: wrote `journal.checkpoint`, found by a defect hunt, stop 34). Matched on the path as sent,
-#: so an instance whose id ends in ``%2Freceipt`` is still a status.
+#: wrote `journal.checkpoint`, found by a defect hunt, stop 34). Matched on the path's
+#: segments (`segments_path`): an instance whose id ends in ``%2Freceipt`` is still a status,
+#: and ``/v1/journal/%65xport`` is an export (its HEAD exported and journaled it, found by a
+#: defect hunt, stop 37).
 _WRITING_GETS = re.compile(
     r"/v1/(?:spaces/[^/]+/)?journal/export"
     r"|/v1/operations/[^/]+/receipt"
@@ -42,7 +44,7 @@ class HeadAsGet:
             return
         # Below the prefix the API is served under: with the whole path, a HEAD of an export
         # behind a proxy ran the GET and journaled it (found by review, stop 35).
-        if not answers_head(raw_route_path(scope)):
+        if not answers_head(segments_path(scope)):
             await self.app(scope, receive, send)  # a writing GET's HEAD: 405 from the router
             return
         ended = False

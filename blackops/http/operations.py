@@ -36,7 +36,7 @@ from blackops.operations.service import read_params
 from domain.access import Action
 from domain.context import TRACEPARENT, Actor, check_traceparent
 from domain.errors import InvalidRequest, NotFound
-from domain.operation_types import OPERATION_TYPE
+from domain.operation_types import MAX_TYPE_LENGTH, OPERATION_TYPE
 from projections.catalog import CURSOR
 
 router = APIRouter(tags=["operations"])
@@ -250,7 +250,9 @@ Cursor = Annotated[
 )
 async def list_operations(
     tenant: Annotated[str | None, Query(pattern=SPACE_PATTERN)] = None,
-    type: Annotated[str | None, Query(pattern=OPERATION_TYPE.pattern, max_length=128)] = None,
+    type: Annotated[
+        str | None, Query(pattern=OPERATION_TYPE.pattern, max_length=MAX_TYPE_LENGTH)
+    ] = None,
     status: OperationStatusName | None = None,
     since: Since = None,
     until: Until = None,

@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
 
 from blackops.http.head import answers_head
-from blackops.http.scopes import route_path, served_path
+from blackops.http.scopes import segments_path, served_path
 from blackops.jsonbody import render_json
 from blackops.operations.results import OperationResult
 from domain.errors import HTTP_STATUS, BackendUnavailable, BlackOpsError, InvalidRequest
@@ -76,7 +76,7 @@ def install_error_handlers(api: FastAPI) -> None:
         headers = dict(error.headers or {})
         if error.status_code == 405:
             # Every method the path has, not only those of the one route that matched.
-            headers["Allow"] = ", ".join(allowed_methods(api, route_path(request.scope)))
+            headers["Allow"] = ", ".join(allowed_methods(api, segments_path(request.scope)))
         return JSON(body, status_code=error.status_code, headers=headers)
 
     @api.exception_handler(Exception)

@@ -43,7 +43,10 @@ def check_tenant(tenant: object) -> str:
 
 def check_operation_id(operation_id: object) -> str:
     if not isinstance(operation_id, str) or not _ID.fullmatch(operation_id):
-        raise NotFound(f"operation {operation_id!r} does not exist")
+        # Named up to 128 characters, as instance and workflow ids are: a 60,000-character id
+        # was echoed whole (found by a defect hunt, stop 37).
+        shown = operation_id[:128] if isinstance(operation_id, str) else operation_id
+        raise NotFound(f"operation {shown!r} does not exist")
     return operation_id
 
 

@@ -62,3 +62,16 @@ def test_a_leap_second_with_an_offset_is_taken_in_utc() -> None:
     """At the year 9999 edge, the extra second added before converting overflowed to the
     largest instant (found by review)."""
     assert parse_instant("9999-12-31T23:59:60+01:00") == datetime(9999, 12, 31, 23, tzinfo=UTC)
+
+
+def test_year_zero_is_an_instant_too() -> None:
+    """RFC 3339's ``date-fullyear`` is any four digits; Python's dates start at year 1, so
+    0000 was refused, even at an offset that puts it in year 1 in UTC (found by a defect hunt,
+    stop 37). Before year 1 in UTC it is as early as can be, as 10000 is as late."""
+    assert parse_instant("0000-12-31T23:30:00-01:00") == datetime(1, 1, 1, 0, 30, tzinfo=UTC)
+    earliest = datetime.min.replace(tzinfo=UTC)
+    for text in ("0000-01-01T00:00:00Z", "0000-02-29T12:00:00Z", "0000-12-31T23:59:60Z"):
+        assert parse_instant(text) == earliest, text
+    assert parse_instant("0000-12-31T23:59:60-00:01") == datetime(1, 1, 1, 0, 1, tzinfo=UTC)
+    with pytest.raises(ValueError):
+        parse_instant("0000-02-30T00:00:00Z")  # no such day, in year 0 as in any other

@@ -97,6 +97,37 @@ def test_a_head_of_a_receipt_writes_nothing(tmp_path: Path) -> None:
             "/v1/spaces/default/workflows/Wait/instances/a%2Freceipt", headers=AUTH
         )
         assert status.status_code == 200
+        # A letter of the route word percent-encoded: the router decodes it and runs the
+        # export or the receipt, so the HEAD must not (it exported and journaled the export,
+        # or signed a checkpoint: found by a defect hunt, stop 37).
+        for path in (
+            "/v1/journal/%65xport",
+            "/v1/spaces/default/journal/%65xport",
+            f"/v1/operations/{operation}/%72eceipt",
+        ):
+            refused = client.head(path, headers=AUTH)
+            assert refused.status_code == 405, (path, refused.status_code)
+            assert refused.headers["allow"] == "GET", path
+        assert app.store.last_position() == before
+    app.close()
+
+
+def test_a_405_names_the_methods_of_an_instance_whose_id_holds_a_slash(tmp_path: Path) -> None:
+    """An id sent with ``%2F`` (P42) is one segment: its 405 named no method at all (the
+    decoded path matched no template), or POST for an id ending in ``/events`` (found by a
+    defect hunt, stop 37)."""
+    app = with_space(Application(f"sqlite:///{tmp_path}/j.sqlite3"))
+    binding = app.register_workflow(Wait)
+    for instance in ("a/b", "x/events"):
+        asyncio.run(binding.create(id=instance))
+    instances = "/v1/spaces/default/workflows/Wait/instances/"
+    with TestClient(create_http_app(app, "systok")) as client:
+        for segment in ("a%2Fb", "x%2Fevents"):
+            assert client.get(instances + segment, headers=AUTH).status_code == 200
+            answer = client.delete(instances + segment, headers=AUTH)
+            assert answer.status_code == 405 and answer.headers["allow"] == "GET, HEAD", segment
+        plain = client.delete(instances + "i1", headers=AUTH)
+        assert plain.status_code == 405 and plain.headers["allow"] == "GET, HEAD"
     app.close()
 
 
@@ -149,3 +180,48 @@ def test_a_whole_number_written_with_a_zero_fraction_is_an_integer() -> None:
     ]  # fmt: skip
     with pytest.raises(InvalidRequest):
         check_allocation([{"version": version, "weight": 99.5}])
+
+
+def test_every_operation_type_parameter_publishes_the_length_the_service_takes(
+    tmp_path: Path,
+) -> None:
+    """The path's ``{type}`` published only its pattern, which admits 519 characters: a
+    schema-valid type of 182 was refused with 400 (found by a defect hunt, stop 37)."""
+    app = with_space(Application(f"sqlite:///{tmp_path}/j.sqlite3"))
+    document = create_http_app(app, "systok").openapi()
+    found = [
+        (path, parameter["schema"].get("maxLength"))
+        for path, methods in document["paths"].items()
+        for operation in methods.values()
+        for parameter in operation.get("parameters", [])
+        if parameter["name"] == "type"
+    ]
+    assert len(found) >= 2 and {length for _, length in found} == {128}, found
+    app.close()
+
+
+def test_a_token_label_of_null_is_refused_as_its_schema_says(tmp_path: Path) -> None:
+    """``label`` is a string in the published schema; ``null`` was taken as no label (found
+    by a defect hunt, stop 37). Leaving it out is how to ask for none."""
+    app = with_space(Application(f"sqlite:///{tmp_path}/j.sqlite3"))
+    tokens = "/v1/spaces/default/principals/zz/tokens"
+    with TestClient(create_http_app(app, "systok")) as client:
+        put = client.put("/v1/spaces/default/principals/zz", json={"role": "reader"}, headers=AUTH)
+        assert put.status_code == 200, put.text
+        before = app.store.last_position()
+        refused = client.post(tokens, json={"label": None}, headers=AUTH)
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_request"
+        assert app.store.last_position() == before
+        issued = client.post(tokens, json={}, headers=AUTH)
+        assert issued.status_code == 201 and issued.json()["label"] is None
+    app.close()
+
+
+def test_an_unknown_operation_id_is_named_in_part(tmp_path: Path) -> None:
+    """A 60,000-character id came back whole in its 404 (found by a defect hunt, stop 37);
+    instance and workflow ids were already named up to 128 characters."""
+    app = with_space(Application(f"sqlite:///{tmp_path}/j.sqlite3"))
+    with TestClient(create_http_app(app, "systok")) as client:
+        answer = client.get("/v1/operations/" + "a" * 60_000, headers=AUTH)
+        assert answer.status_code == 404 and len(answer.content) < 400, len(answer.content)
+    app.close()

@@ -315,3 +315,17 @@ def test_an_id_beyond_every_position_waits_for_lines_that_never_come(
     assert response.status_code == 200, response.text
     events, _ = events_of(response.content)
     assert events == []
+
+
+def test_two_last_event_id_headers_are_refused(served: TestClient, app: Application) -> None:
+    """The first of two was taken, silently (found by a defect hunt, stop 37): a proxy keeping
+    the other would resume elsewhere. Refused, as two Idempotency-Key headers are."""
+    run_some(app, 2)
+    for path in ("/v1/journal/stream", "/v1/spaces/acme/journal/stream"):
+        answer = served.get(
+            f"{path}?limit=1",
+            headers=[("Authorization", f"Bearer {SYSTEM}"), ("Last-Event-ID", "1"),
+                     ("Last-Event-ID", "2")],
+        )  # fmt: skip
+        assert answer.status_code == 400, (path, answer.text)
+        assert "one Last-Event-ID header" in answer.json()["error"]["message"]

@@ -128,6 +128,10 @@ def test_a_query_parameter_named_twice_is_refused_not_cut_to_its_last_value(
         assert answer.json()["error"]["code"] == "invalid_request"
     once = client.get("/v1/operations?tenant=acme&status=completed", headers=SYSTEM)
     assert once.status_code == 200 and len(once.json()["items"]) == 1
+    # A name the API declares nowhere (a cache-buster) is ignored, also repeated: it was
+    # refused (found by a defect hunt, stop 37).
+    busted = client.get("/v1/operations?tenant=acme&_=1&_=2&status=completed", headers=SYSTEM)
+    assert busted.status_code == 200 and len(busted.json()["items"]) == 1
 
 
 def test_time_filters_compare_instants_whatever_the_offset(
