@@ -50,7 +50,7 @@ from blackops.observability.signals import NO_SIGNALS, Signals
 from blackops.workflows.code import CodeProvider
 from blackops.workflows.context import ContextEnd
 from blackops.workflows.engine import HeldContext, WorkflowEngine
-from blackops.workflows.executor_process import executor_main
+from blackops.workflows.executor_process import executor_main, group_members
 from domain.errors import BlackOpsError
 from domain.workflow import REASONS, to_micros
 
@@ -110,25 +110,9 @@ GROUP_WAIT_LIMIT = 10.0
 
 
 def _live_members(pgid: int) -> bool | None:
-    """Whether a process of group ``pgid`` still runs (a zombie runs no code: one whose
-    new parent does not reap it, as a container's pid 1 may not, counts as stopped);
-    None if /proc cannot tell."""
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return None
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                # state, ppid, pgrp follow the command name, which may hold ")".
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # it just ended
-        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
+    """Whether a process of group ``pgid`` still runs; None if /proc cannot tell."""
+    members = group_members(pgid)
+    return None if members is None else bool(members)
 
 
 def wait_group_stopped(pgid: int) -> None:

@@ -63,13 +63,46 @@ _REAPER = ("/bin/sh", "-c", "read _ ; kill -9 0")
 #: The pipe's write end, held by the executor alone for its whole life (never inherited:
 #: Python's descriptors are not, and it is closed in the reaper before it execs).
 _reaper_pipe: int | None = None
+_reaper_pid: int | None = None
+
+
+def group_members(pgid: int) -> list[int] | None:
+    """The processes of group ``pgid`` that still run (a zombie runs no code: one whose new
+    parent does not reap it, as a container's pid 1 may not, counts as stopped), read in
+    /proc; None if /proc cannot tell."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    found = []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                # state, ppid, pgrp follow the command name, which may hold ")".
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # it just ended
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            found.append(int(entry))
+    return found
+
+
+def _effects_processes_run() -> bool:
+    """Does a process an effect started still run, in this executor's group (W16)? Besides
+    the executor and its reaper; where /proc cannot tell, as before: no."""
+    if os.getpgid(0) != os.getpid():
+        return False  # no group of our own: nothing was ever told apart
+    members = group_members(os.getpid()) or []
+    return any(pid not in (os.getpid(), _reaper_pid) for pid in members)
 
 
 def _start_reaper() -> None:
     """Fork the group's reaper (after `_lead_own_group`, so it is in the group). Without
     it (no /bin/sh, a failed fork) the watchdog and the worker's kill still end the group;
     only a kernel-killed executor would then leave its effects' processes behind."""
-    global _reaper_pipe
+    global _reaper_pipe, _reaper_pid
     if os.getpgid(0) != os.getpid():
         return  # not a group of our own: nothing to reap
     read_end, write_end = os.pipe()
@@ -87,7 +120,7 @@ def _start_reaper() -> None:
         finally:
             os._exit(127)
     os.close(read_end)
-    _reaper_pipe = write_end
+    _reaper_pipe, _reaper_pid = write_end, pid
 
 
 def _die_with_parent() -> None:
@@ -164,9 +197,11 @@ def _serve(conn: Connection, provider: CodeProvider, deadline: Any) -> None:
             return
         except Exception as error:  # the code could not even be loaded
             end = ContextEnd("stopped", "fenced", f"executor failed: {type(error).__name__}")
-        # Threads an effect started may still run: then this process must be killed
-        # before the end is published (DW-FENCE-1).
-        lingering = threading.active_count() > baseline
+        # Threads an effect started may still run, or processes it started (a process
+        # outlived a context that then slept, and terminate() found no context to stop:
+        # found by a spec review, stop 37): then this process and its group must be killed
+        # before the end is published (DW-FENCE-1, DW-TERM-1).
+        lingering = threading.active_count() > baseline or _effects_processes_run()
         try:
             conn.send(("end", end, lingering))
         except (EOFError, OSError):

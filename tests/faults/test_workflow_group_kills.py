@@ -66,9 +66,31 @@ class Spawning:
         return await step.do("spawn", effect)  # type: ignore[no-any-return]
 
 
+class Leaving:
+    """An effect that starts a helper and returns without waiting for it; then a long sleep."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+
+    async def run(self, event: Any, step: Any) -> dict[str, Any]:
+        folder = Path(event.params["folder"])
+
+        def effect() -> dict[str, Any]:
+            late = folder / "late"
+            helper = subprocess.Popen(["sh", "-c", f"sleep {HELPER_SECONDS}; echo late >> {late}"])
+            (folder / "pids.tmp").write_text(f"{os.getpid()} {helper.pid}")
+            (folder / "pids.tmp").replace(folder / "pids")
+            return {"helper": helper.pid}
+
+        await step.do("leave", effect)
+        await step.sleep("nap", 3600)
+        return {"ok": True}
+
+
 def build_app(store: str | None = None) -> Application:
     application = Application(store)
     application.register_workflow(Spawning)
+    application.register_workflow(Leaving)
     return application
 
 
@@ -191,4 +213,24 @@ def test_an_interrupted_worker_stops_the_effects_processes(
     owner.signal(signal.SIGINT)
     assert owner.wait_exit(15) == 0
     assert not alive(executor_pid) and not alive(helper_pid)
+    assert_never_written(tmp_path, helper_pid)
+
+
+def test_a_process_an_effect_left_running_is_stopped_before_the_sleep_is_published(
+    spawning: Application, fleet: Fleet, store_url: str, tmp_path: Path
+) -> None:
+    """DW-FENCE-1: sleeping is published only once the code has stopped, and what an effect
+    started is code of the context (W16). A helper the effect did not wait for ran on after
+    ``sleeping`` was published, and after ``terminate()`` returned ``terminated`` (no context
+    was open: found by a spec review, stop 37); its executor is now replaced first."""
+    params = {"folder": str(tmp_path)}
+    instance = asyncio.run(spawning.workflow("Leaving").create(id="leaver", params=params))
+    fleet.start(store_url, "A", app=APP)
+    wait_for(
+        lambda: asyncio.run(instance.status())["status"] == "sleeping", 60, "the instance to sleep"
+    )
+    executor_pid, helper_pid = (int(p) for p in (tmp_path / "pids").read_text().split())
+    assert not alive(helper_pid) and not alive(executor_pid)
+    asyncio.run(instance.terminate())
+    assert asyncio.run(instance.status()) == {"status": "terminated"}
     assert_never_written(tmp_path, helper_pid)
