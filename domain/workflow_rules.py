@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain.workflow import (
+    MAX_STEPS,
     InstanceState,
     RetryPolicy,
     StepRecord,
@@ -140,6 +141,10 @@ def decide_step(state: InstanceState, request: tuple[Any, ...], now: int) -> Ste
     if record is not None and record.kind != kind:  # completed or not: DW-STEP-2, D7
         message = f"step {name[:64]!r} was a {record.kind} step, now called as {kind}"
         return StepDecision([], ("stop", "step_definition_mismatch", message))
+    if record is None and len(state.steps) >= MAX_STEPS:
+        # The host's limit (DW-STEP-5): the code's own count lives in its process, where
+        # the code can reset it (found by a spec review, stop 37: 1,100 steps committed).
+        return StepDecision([], ("stop", "step_limit_exceeded", f"more than {MAX_STEPS} steps"))
     if record is not None and record.completed:  # a stale plan: answer from the journal
         # A completed name replays its recorded outcome (DW-STEP-3).
         if record.succeeded:

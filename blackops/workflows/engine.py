@@ -70,6 +70,10 @@ class HeldContext:
     code: WorkflowCode
     plan: ContextPlan
     suspension: Suspension | None = None
+    #: The error the host answered a step request with (``step_limit_exceeded``, a kind
+    #: mismatch): the context's end is that error whatever the code reports (DW-STEP-5: a
+    #: limit is the host's, no sentinel the code can catch to live on).
+    verdict: tuple[str, str] | None = None
     abandoned: bool = False
     #: The version of the snapshot this context was folded from (0: none was used).
     snapshot_version: int = 0
@@ -262,6 +266,8 @@ class WorkflowEngine:
             return None, ("stop", "fenced", "")
         decision = decide_step(held.state, message, now)
         held.suspension = decision.suspension
+        if decision.reply[0] == "stop" and decision.reply[1] not in ("fenced", "suspend"):
+            held.verdict = (decision.reply[1], decision.reply[2])
         if not decision.events:
             return None, decision.reply
         return stamp(held.state, decision.events, at, held.context), decision.reply
@@ -305,6 +311,8 @@ class WorkflowEngine:
     def _decide_end(
         self, held: HeldContext, end: ContextEnd | None, now: int, at: str
     ) -> Append | None:
+        if end is not None and held.verdict is not None:
+            end = ContextEnd("errored", *held.verdict)
         events = decide_end(
             held.state,
             held.owner,

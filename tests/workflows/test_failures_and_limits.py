@@ -378,6 +378,32 @@ def test_dw_step_5_dw_inst_5_the_1025th_step_exceeds_the_limit(app: Application)
     assert len(of_type(app, binding, "e", "step_completed")) == MAX_STEPS
 
 
+def test_dw_step_5_the_host_holds_the_limit_whatever_the_code_counts(app: Application) -> None:
+    """DW-STEP-5: 「上限・期限はHost制御」: the count lived only in the code's own Step object,
+    and a run that reset it committed 1,100 steps and completed (found by a spec review,
+    stop 37). The host refuses the 1025th name and ends the run errored, whatever the code
+    reports after it."""
+
+    class Greedy:
+        def __init__(self, env: Any) -> None:
+            pass
+
+        async def run(self, event: Any, step: Any) -> Any:
+            for n in range(MAX_STEPS):
+                await step.do(f"s{n}", lambda: None)
+            step._plan.steps.clear()  # the code's own count forgotten
+            step._new_names.clear()
+            with contextlib.suppress(BaseException):
+                await step.do("one too many", lambda: None)
+            step._stop = None  # and the stop the host answered
+            return {"lived": True}
+
+    binding = app.register_workflow(Greedy)
+    error = errored(app, Greedy)
+    assert error["reason"] == "step_limit_exceeded"
+    assert len(of_type(app, binding, "e", "step_completed")) == MAX_STEPS
+
+
 def test_dw_step_5_1024_steps_across_contexts_complete(app: Application, clock: FakeClock) -> None:
     """DW-STEP-5: the limit counts distinct steps across contexts: 1022 steps, a sleep
     that is pending when the next context replays it, and one more step make exactly
@@ -930,3 +956,28 @@ def test_dw_herr_2_invalid_step_argument_is_a_type_error(app: Application) -> No
     assert seen == ["InvalidStepArgument"]
     assert error["reason"] == "run_threw"
     assert "timeout" in error["message"]
+
+
+def test_dw_do_1_an_effect_that_needs_an_argument_is_refused_before_it_runs(
+    app: Application,
+) -> None:
+    """DW-DO-1: the effect is a zero-argument callable; one that needs an argument ran
+    every attempt of its retry policy, each failing with Python's TypeError, and ended
+    step_failed (found by a spec review, stop 37). It is refused as any invalid step
+    argument is; effects with defaults or only ``*args`` are fine."""
+    calls: list[str] = []
+
+    class Arity:
+        def __init__(self, env: Any) -> None:
+            pass
+
+        async def run(self, event: Any, step: Any) -> Any:
+            await step.do("defaults", lambda x=1: calls.append("defaults"))
+            await step.do("star", lambda *args: calls.append("star"))
+            await step.do("needs", lambda x: calls.append("needs"), {"maxAttempts": 3})
+
+    binding = app.register_workflow(Arity)
+    error = errored(app, Arity)
+    assert error["reason"] == "run_threw" and "zero-argument" in error["message"]
+    assert calls == ["defaults", "star"]
+    assert not of_type(app, binding, "e", "step_failed")
