@@ -13,8 +13,8 @@ def observed_entry(n: int) -> str:
     """An Observed JSONL line as the journal writes it (RFC 8785): the entry a receipt
     proves, which its verifier reads as one (decisions A16)."""
     return (
-        '{"at":"2026-11-30T09:00:00.000000Z","context":{},"data":{"n":%d},"position":%d,'
-        '"stream":"s","type":"t.created","version":%d}' % (n, n + 1, n + 1)
+        f'{{"at":"2026-11-30T09:00:00.000000Z","context":{{}},"data":{{"n":{n}}},'
+        f'"position":{n + 1},"stream":"s","type":"t.created","version":{n + 1}}}'
     )
 
 

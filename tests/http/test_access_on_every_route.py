@@ -518,8 +518,8 @@ ROUTES: dict[tuple[str, str], Route] = {
 
 def app_routes(api: FastAPI) -> set[tuple[str, str]]:
     """(method, path template) of every route but the documentation's and the web
-    console's (``/ui`` and ``/ui/``: pages, not API, left out of the schema; their own access table is
-    tests/console/test_console_access.py)."""
+    console's (``/ui`` and ``/ui/``: pages, not API, left out of the schema; their own
+    access table is tests/console/test_console_access.py)."""
     found = set()
     routes = list(api.routes)
     while routes:
