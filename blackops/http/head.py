@@ -14,24 +14,27 @@ import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from blackops.http.scopes import segments_path
+from blackops.http.scopes import route_path, segments_path
 
 #: GET routes that journal something: no HEAD for them. Exports record themselves; a
 #: receipt signs a checkpoint on the spot when none covers its event yet (A3: a HEAD of one
-#: wrote `journal.checkpoint`, found by a defect hunt, stop 34). Matched on the path's
-#: segments (`segments_path`): an instance whose id ends in ``%2Freceipt`` is still a status,
-#: and ``/v1/journal/%65xport`` is an export (its HEAD exported and journaled it, found by a
-#: defect hunt, stop 37).
-_WRITING_GETS = re.compile(
-    r"/v1/(?:spaces/[^/]+/)?journal/export"
-    r"|/v1/operations/[^/]+/receipt"
-    r"|/v1/spaces/[^/]+/workflows/[^/]+/instances/.+/receipt"
-)
+#: wrote `journal.checkpoint`, found by a defect hunt, stop 34). Their ids and Space names
+#: hold no ``/``, so they are matched on the decoded path, as the router matches it: the
+#: path as sent let ``/v1/journal/%65xport`` and ``/v1/journal%2Fexport`` pass for other
+#: routes while the router ran the export (found by a defect hunt and a review, stop 37).
+_WRITING_GETS = re.compile(r"/v1/(?:spaces/[^/]+/)?journal/export|/v1/operations/[^/]+/receipt")
+#: An instance's receipt: its id may hold ``/`` (sent as ``%2F``), so its segments decide
+#: (`segments_path`): an instance whose id ends in ``%2Freceipt`` is a status (the route
+#: tells them apart by the path as sent).
+_INSTANCE_RECEIPT = re.compile(r"/v1/spaces/[^/]+/workflows/[^/]+/instances/.+/receipt")
 
 
-def answers_head(path: str) -> bool:
-    """Does a GET of ``path`` also answer HEAD (what a 405's ``Allow`` names)?"""
-    return _WRITING_GETS.fullmatch(path) is None
+def answers_head(scope: Scope) -> bool:
+    """Does a GET of the request's path also answer HEAD (what a 405's ``Allow`` names)?"""
+    return (
+        _WRITING_GETS.fullmatch(route_path(scope)) is None
+        and _INSTANCE_RECEIPT.fullmatch(segments_path(scope)) is None
+    )
 
 
 class HeadAsGet:
@@ -44,7 +47,7 @@ class HeadAsGet:
             return
         # Below the prefix the API is served under: with the whole path, a HEAD of an export
         # behind a proxy ran the GET and journaled it (found by review, stop 35).
-        if not answers_head(segments_path(scope)):
+        if not answers_head(scope):
             await self.app(scope, receive, send)  # a writing GET's HEAD: 405 from the router
             return
         ended = False

@@ -12,9 +12,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
+from starlette.types import Scope
 
 from blackops.http.head import answers_head
-from blackops.http.scopes import segments_path, served_path
+from blackops.http.scopes import route_path, segments_path, served_path
 from blackops.jsonbody import render_json
 from blackops.operations.results import OperationResult
 from domain.errors import HTTP_STATUS, BackendUnavailable, BlackOpsError, InvalidRequest
@@ -76,7 +77,7 @@ def install_error_handlers(api: FastAPI) -> None:
         headers = dict(error.headers or {})
         if error.status_code == 405:
             # Every method the path has, not only those of the one route that matched.
-            headers["Allow"] = ", ".join(allowed_methods(api, segments_path(request.scope)))
+            headers["Allow"] = ", ".join(allowed_methods(api, request.scope))
         return JSON(body, status_code=error.status_code, headers=headers)
 
     @api.exception_handler(Exception)
@@ -92,8 +93,10 @@ def install_error_handlers(api: FastAPI) -> None:
         return error_response(InvalidRequest(f"invalid request: {where}"))
 
 
-def allowed_methods(api: FastAPI, path: str) -> list[str]:
-    """The methods the published document gives the path template ``path`` matches."""
+def allowed_methods(api: FastAPI, scope: Scope) -> list[str]:
+    """The methods the published document gives the path template the request's path
+    matches: by its segments (an instance id ``a%2Fb`` is one), else as the router decodes
+    it (``/v1/journal%2Fexport`` is the export it runs)."""
     table: list[tuple[re.Pattern[str], list[str]]] | None = getattr(api.state, "allow", None)
     if table is None:
         table = [
@@ -101,7 +104,11 @@ def allowed_methods(api: FastAPI, path: str) -> list[str]:
             for template, methods in api.openapi()["paths"].items()
         ]
         api.state.allow = table
-    found = {method for pattern, methods in table if pattern.match(path) for method in methods}
-    if "GET" in found and answers_head(path):
+    found: set[str] = set()
+    for path in (segments_path(scope), route_path(scope)):
+        found = {method for pattern, methods in table if pattern.match(path) for method in methods}
+        if found:
+            break
+    if "GET" in found and answers_head(scope):
         found.add("HEAD")  # blackops/http/head.py answers it for a GET that writes nothing
     return sorted(found)

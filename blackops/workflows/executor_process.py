@@ -90,37 +90,74 @@ def group_members(pgid: int) -> list[int] | None:
 
 
 def _effects_processes_run() -> bool:
-    """Does a process an effect started still run, in this executor's group (W16)? Besides
-    the executor and its reaper; where /proc cannot tell, as before: no."""
+    """Does a process an effect started still run (W16)? With the executor a subreaper
+    (`_become_subreaper`), every such process is a child of it or below a living child, and
+    the reaper is not one: a child that is not a zombie (each one is reaped here, as nothing
+    will wait for it once the effects are done) is the answer, in one system call. Without,
+    the group's members are read in /proc, the executor and its reaper aside."""
     if os.getpgid(0) != os.getpid():
         return False  # no group of our own: nothing was ever told apart
+    if _subreaper:
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return False  # no child at all
+            if pid == 0:
+                return True  # one still runs
     members = group_members(os.getpid()) or []
     return any(pid not in (os.getpid(), _reaper_pid) for pid in members)
 
 
+#: PR_SET_CHILD_SUBREAPER: orphaned descendants become this process's children.
+_PR_SET_CHILD_SUBREAPER = 36
+_subreaper = False
+
+
+def _become_subreaper() -> None:
+    """Adopt what an effect's processes leave orphaned (a ``sh -c 'cmd &'`` that exited), so
+    that this executor's children are all that still runs of them; after the reaper is
+    forked (it must not be one of them)."""
+    global _subreaper
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        _subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1) == 0
+
+
 def _start_reaper() -> None:
-    """Fork the group's reaper (after `_lead_own_group`, so it is in the group). Without
-    it (no /bin/sh, a failed fork) the watchdog and the worker's kill still end the group;
-    only a kernel-killed executor would then leave its effects' processes behind."""
+    """Fork the group's reaper (after `_lead_own_group`, so it is in the group), through a
+    child that exits at once, so that it is not this executor's child (whose children are
+    what its effects started, `_effects_processes_run`). Without it (no /bin/sh, a failed
+    fork) the watchdog and the worker's kill still end the group; only a kernel-killed
+    executor would then leave its effects' processes behind."""
     global _reaper_pipe, _reaper_pid
     if os.getpgid(0) != os.getpid():
         return  # not a group of our own: nothing to reap
     read_end, write_end = os.pipe()
+    told, tell = os.pipe()  # the reaper's pid, from the child between
     try:
         pid = os.fork()
     except OSError:
-        os.close(read_end)
-        os.close(write_end)
+        for end in (read_end, write_end, told, tell):
+            os.close(end)
         return
-    if pid == 0:  # the reaper: only async-signal-safe calls until exec
+    if pid == 0:  # only async-signal-safe calls until exec (the executor has one thread here)
         try:
-            os.close(write_end)
-            os.dup2(read_end, 0)
-            os.execv(_REAPER[0], list(_REAPER))
+            reaper = os.fork()
+            if reaper == 0:
+                os.close(write_end)
+                os.dup2(read_end, 0)
+                os.execv(_REAPER[0], list(_REAPER))
+            os.write(tell, reaper.to_bytes(4, "big"))
         finally:
-            os._exit(127)
+            os._exit(0)
     os.close(read_end)
-    _reaper_pipe, _reaper_pid = write_end, pid
+    os.close(tell)
+    os.waitpid(pid, 0)
+    said = os.read(told, 4)
+    os.close(told)
+    _reaper_pipe = write_end
+    _reaper_pid = int.from_bytes(said, "big") if len(said) == 4 else None
 
 
 def _die_with_parent() -> None:
@@ -158,6 +195,7 @@ def executor_main(conn: Connection, provider: CodeProvider, deadline: Any) -> No
     """The executor process: run one context at a time, for as long as it is asked."""
     _lead_own_group()
     _start_reaper()
+    _become_subreaper()
     try:
         _serve(conn, provider, deadline)
     finally:

@@ -104,6 +104,12 @@ def test_a_head_of_a_receipt_writes_nothing(tmp_path: Path) -> None:
             "/v1/journal/%65xport",
             "/v1/spaces/default/journal/%65xport",
             f"/v1/operations/{operation}/%72eceipt",
+            # A '/' sent as %2F: the router decodes it as well (found by review, stop 37).
+            "/v1/journal%2Fexport",
+            "/v1/journal%2fexport",
+            "/v1%2Fjournal%2Fexport",
+            "/v1/spaces/default%2Fjournal/export",
+            f"/v1/operations/{operation}%2Freceipt",
         ):
             refused = client.head(path, headers=AUTH)
             assert refused.status_code == 405, (path, refused.status_code)
@@ -128,6 +134,9 @@ def test_a_405_names_the_methods_of_an_instance_whose_id_holds_a_slash(tmp_path:
             assert answer.status_code == 405 and answer.headers["allow"] == "GET, HEAD", segment
         plain = client.delete(instances + "i1", headers=AUTH)
         assert plain.status_code == 405 and plain.headers["allow"] == "GET, HEAD"
+        # A path the router decodes into an export: what it answers there is named.
+        export = client.delete("/v1/journal%2Fexport", headers=AUTH)
+        assert export.status_code == 405 and export.headers["allow"] == "GET"
     app.close()
 
 

@@ -319,3 +319,44 @@ def test_a_stopped_runner_writes_nothing_when_asked_to_stop_again(tmp_path: Path
         for fd in opened:
             os.close(fd)
     assert [(tmp_path / f"f{n}").read_bytes() for n in range(2)] == [b"", b""]
+
+
+class Finishing:
+    """Effects that start processes which end before the effect does (one waited for, one
+    left a zombie, one orphaned and ended): nothing of them runs at the context's end."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+
+    async def run(self, event: Any, step: Any) -> dict[str, Any]:
+        def effect() -> dict[str, Any]:
+            import subprocess
+
+            subprocess.run(["true"], check=True)
+            left = subprocess.Popen(["true"])  # never waited for: a zombie once it ends
+            subprocess.run(["sh", "-c", "true & wait"], check=True)
+            while Path(f"/proc/{left.pid}/stat").read_text().split(") ")[1][0] != "Z":
+                time.sleep(0.01)
+            return {"pid": os.getpid()}
+
+        first = await step.do("first", effect)
+        await step.sleep("pause", 1)
+        second = await step.do("second", lambda: {"pid": os.getpid()})
+        return {"first": first["pid"], "second": second["pid"]}
+
+
+def test_processes_an_effect_started_and_saw_end_keep_its_executor(store_url: str) -> None:
+    """W16: an executor is replaced at a context's end only when a process its effects
+    started still runs; ended ones (waited for, zombies, orphans the executor adopted) do
+    not count, so the next context runs in the same process."""
+    app = Application(store_url)
+    binding = app.register_workflow(Finishing)
+    worker = app.worker(workflow_processes=1, lease_seconds=5).start()
+    try:
+        inst = asyncio.run(binding.create())
+        wait_until(lambda: asyncio.run(inst.status())["status"] == "complete", 30, "completion")
+        output = asyncio.run(inst.status())["output"]
+        assert output["first"] == output["second"] != os.getpid()
+    finally:
+        worker.stop(1)
+        app.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from typing import Any
 
 import pytest
@@ -974,10 +975,22 @@ def test_dw_do_1_an_effect_that_needs_an_argument_is_refused_before_it_runs(
         async def run(self, event: Any, step: Any) -> Any:
             await step.do("defaults", lambda x=1: calls.append("defaults"))
             await step.do("star", lambda *args: calls.append("star"))
+            await step.do("injected", injected)  # functools.wraps copied charge's signature
             await step.do("needs", lambda x: calls.append("needs"), {"maxAttempts": 3})
+
+    def with_db(effect: Any) -> Any:
+        @functools.wraps(effect)
+        def wrapper(*args: Any) -> Any:
+            return effect("db", *args)
+
+        return wrapper
+
+    @with_db
+    def injected(db: str) -> None:
+        calls.append(f"injected {db}")
 
     binding = app.register_workflow(Arity)
     error = errored(app, Arity)
     assert error["reason"] == "run_threw" and "zero-argument" in error["message"]
-    assert calls == ["defaults", "star"]
+    assert calls == ["defaults", "star", "injected db"]
     assert not of_type(app, binding, "e", "step_failed")
