@@ -377,7 +377,7 @@ class Worker:
         if room and not self._last_claim_full:
             self._forget_passed_due(began)  # this claim took all that was due by then
         for attempt in cycle.attempts:
-            future = self._pool.submit(self.engine.execute, attempt)
+            future = self._pool.submit(self.engine.execute, attempt, in_pool=True)
             self._running[attempt] = future
             future.add_done_callback(self._on_done)
         return len(cycle.attempts)

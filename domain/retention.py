@@ -1,7 +1,9 @@
 """Retention (OL-10, Part B): how long a terminal operation's journal and outcome are kept.
 
-``None`` keeps for ever. Journal and outcome retention are separate: an outcome may be
-purged long before the lifecycle that produced it. A hold overrides both.
+``None`` keeps for ever (an outcome: for as long as its journal). Journal and outcome
+retention are separate: an outcome may be purged long before the lifecycle that produced
+it, never after (a purged operation takes its Outcome Record with it). A hold overrides
+both.
 """
 
 from __future__ import annotations
@@ -27,3 +29,13 @@ class Retention:
                 type(value) not in (int, float) or not 0 <= value <= 3_153_600_000
             ):
                 raise InvalidRequest(f"{name} must be None or seconds from 0 to 100 years")
+        journal, outcome = self.journal_seconds, self.outcome_seconds
+        if journal is not None and outcome is not None and outcome > journal:
+            # A purge past the journal's retention takes the Outcome Record with the stream
+            # (P39): a longer outcome period was accepted and had no effect (found by a spec
+            # review, stop 37). Outcome retention may be shorter, or left to the journal's.
+            raise InvalidRequest(
+                "outcome_seconds cannot exceed journal_seconds: an operation purged from the "
+                "journal takes its Outcome Record with it (leave outcome_seconds None to keep "
+                "it as long as the journal)"
+            )

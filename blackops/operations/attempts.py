@@ -74,7 +74,7 @@ def record_failure(
     ctx: ExecutionContext,
     now: datetime,
     policy: Supervision,
-    error: Exception,
+    error: BaseException,
 ) -> Decision:
     """attempt.failed, then Supervising decides: Retry Scheduled, Failed or Dead Letter."""
     described = describe_error(error)

@@ -65,7 +65,7 @@ class Ending:
     attempt: Attempt
     outcome: Outcome | None = None
     rejection: OperationRejected | None = None
-    error: Exception | None = None
+    error: BaseException | None = None
     interrupt: str | None = None
     raised: BaseException | None = field(default=None, repr=False)
     #: The journal appends recording this end, made once: a turn that failed to commit
@@ -224,8 +224,15 @@ class DeferredEngine:
 
     # -- running ---------------------------------------------------------------------------
 
-    def execute(self, attempt: Attempt) -> Ending:
-        """Run the handler once; never raises (a BaseException is kept in ``raised``)."""
+    def execute(self, attempt: Attempt, *, in_pool: bool = False) -> Ending:
+        """Run the handler once; never raises (a BaseException is kept in ``raised``).
+
+        ``in_pool``: on a worker's handler thread, which no signal reaches, a BaseException
+        (``sys.exit()``, a cancellation) is the handler's own doing: a failure its policy
+        decides, like any other. It was taken for a worker interrupt, rescheduled at once
+        without spending the budget, and so retried for ever (found by a spec review, stop
+        37). In the caller's thread (``work_until_idle``) it is the caller's interrupt (P24).
+        """
         spec = attempt.spec
         try:
             parsed: Any = spec.parse_params(attempt.operation.params)  # freshly loaded copy
@@ -235,6 +242,8 @@ class DeferredEngine:
         except Exception as error:  # OL-8: never a rejection
             return Ending(attempt, error=error)
         except BaseException as interrupt:  # SystemExit, KeyboardInterrupt, cancellation
+            if in_pool:
+                return Ending(attempt, error=interrupt)
             return Ending(attempt, interrupt=type(interrupt).__name__, raised=interrupt)
 
     # -- ending ----------------------------------------------------------------------------

@@ -100,7 +100,22 @@ class InlineRunner:
                     return OperationResult(
                         operation.id, operation.public_status, failure=failure, attempt=attempt
                     )
-                self.clock.sleep(decision.retry_in)
+                try:
+                    self.clock.sleep(decision.retry_in)
+                except BaseException as interrupt:
+                    # Interrupted while it waits: its next attempt begins and ends interrupted
+                    # (Retry Scheduled leads only to Running), so the run ends failed, reason
+                    # interrupted (P17). It stayed retry_scheduled for good, with nobody to
+                    # run it (found by a spec review, stop 37).
+                    upcoming = ctx.for_attempt(attempt + 1)
+                    operation.record(
+                        EventType.ATTEMPT_STARTED,
+                        format_instant(self.clock.now()),
+                        upcoming.to_dict(),
+                        {"attempt": attempt + 1},
+                    )
+                    self._interrupted(operation, upcoming, interrupt)
+                    raise
                 attempt += 1
                 continue
             except BaseException as interrupt:  # SystemExit, KeyboardInterrupt, cancellation

@@ -560,6 +560,68 @@ def test_an_interrupt_inside_a_deferred_handler_reschedules_then_propagates(
     assert app.outcome(operation_id) == {"attempt": 2}
 
 
+@pytest.mark.parametrize("raised", [SystemExit, asyncio.CancelledError])
+def test_a_running_workers_handler_that_exits_fails_under_its_policy(
+    store_url: str, raised: type[BaseException]
+) -> None:
+    """OL-7 / OL-8: on a started worker's handler thread no signal arrives, so a
+    BaseException is the handler's own (``sys.exit()``, a cancellation): a failure its
+    Supervision Policy decides. It was taken for a worker interrupt, rescheduled at once
+    without spending the budget: retried ~170 times a second, for ever (found by a spec
+    review, stop 37)."""
+    from in_time import wait_until
+
+    app = Application(store_url)
+    calls: list[int] = []
+
+    @app.operation("t.exits", supervision=Supervision(max_attempts=2, exhausted="dead_letter"))
+    def exits(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        calls.append(ctx.attempt)
+        raise raised()
+
+    operation_id = submit(app, "t.exits")
+    worker = app.worker(poll_seconds=0.05).start()
+    try:
+        wait_until(lambda: app.status(operation_id)["status"] == "failed", 30, "failed")
+    finally:
+        worker.stop(5)
+    events = types_of(app, operation_id)
+    assert "attempt.interrupted" not in events and events.count("attempt.failed") == 1
+    assert calls == [1]  # not retryable (not in retry_on): failed at once, not dead-lettered
+    assert app.events(operation_id)[-2]["data"]["reason"] == "not_retryable"
+    app.close()
+
+
+def test_an_inline_run_interrupted_while_it_waits_to_retry_ends_failed(store_url: str) -> None:
+    """P17: an interrupted Inline run is never left behind, also when the interrupt comes
+    while it waits out its retry delay: it stayed ``retry_scheduled`` for good, with no
+    due-work row for anyone to run it (found by a spec review, stop 37)."""
+
+    class Interrupting(FakeClock):
+        def sleep(self, seconds: float) -> None:
+            raise KeyboardInterrupt
+
+    app = Application(store_url, clock=Interrupting())
+
+    @app.operation("t.flaky", supervision=Supervision(max_attempts=3, initial_delay_seconds=5))
+    def flaky(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        raise Retryable("not yet")
+
+    with pytest.raises(KeyboardInterrupt):
+        app.run("t.flaky", {}, actor="ana", tenant="acme")
+    [operation_id] = [item["operationId"] for item in app.list_operations()["items"]]
+    assert app.status(operation_id)["status"] == "failed"
+    assert types_of(app, operation_id)[-5:] == [
+        "attempt.retry_scheduled",
+        "attempt.started",
+        "attempt.interrupted",
+        "attempt.supervising",
+        "operation.failed",
+    ]
+    assert app.events(operation_id)[-1]["data"]["reason"] == "interrupted"
+    app.close()
+
+
 def test_redrive_submits_a_linked_new_operation_and_leaves_the_dead_one_alone(
     app: Application,
 ) -> None:

@@ -20,7 +20,7 @@ from blackops.audit.receipts import OPERATION_TERMINAL, terminal_position
 from blackops.http.app import create_http_app
 from blackops.testing import FakeClock
 from domain.context import Actor
-from domain.errors import BlackOpsError, NotFound
+from domain.errors import BlackOpsError, InvalidRequest, NotFound
 from domain.retention import Retention
 from replay.custody import export_with_manifest
 from replay.replayer import replay
@@ -373,3 +373,15 @@ def test_cli_purges_one_operation_with_a_reason(store_url: str, clock: FakeClock
     purged = run("purge", "--operation", done, "--reason", "asked", "--json", store=store_url)
     assert purged.returncode == 0, purged.stderr
     assert [i["operationId"] for i in json.loads(purged.stdout)["purged"]] == [done]
+
+
+def test_an_outcome_retention_longer_than_the_journals_is_refused() -> None:
+    """OL-10: the two periods are set apart, but a purge past the journal's takes the
+    Outcome Record with it (P39): an outcome period of an hour beside a journal's minute was
+    accepted and ended with the minute (found by a spec review, stop 37). Refused, with what
+    to do instead; shorter, equal or left to the journal's is fine."""
+    with pytest.raises(InvalidRequest, match="cannot exceed journal_seconds"):
+        Retention(journal_seconds=60, outcome_seconds=3600)
+    for outcome in (30, 60, None):
+        assert Retention(journal_seconds=60, outcome_seconds=outcome).journal_seconds == 60
+    assert Retention(outcome_seconds=3600).journal_seconds is None  # the journal: for ever
