@@ -7,6 +7,7 @@ import logging
 import secrets
 import select
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,7 +24,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import retry
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composed, Identifier
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from journal import append_sql, lease_sql, retention_index, topic_sql, work_index
 from journal.backend_common import (
@@ -53,6 +54,11 @@ FUNCTION_EXISTS = (
 )
 
 
+#: How long the pool keeps retrying a connection that failed before it gives up (the next
+#: request that needs one then tries again at once).
+RECONNECT_GIVE_UP_SECONDS = 5.0
+
+
 class BlackOpsPostgresRecorder(
     RetentionRecorder, SnapshotRecorder, MarkRecorder, PostgresApplicationRecorder
 ):
@@ -62,8 +68,15 @@ class BlackOpsPostgresRecorder(
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # The pool checks a connection before lending it (POSTGRES_PRE_PING): with a round
-        # trip only when the idle socket has something to read (decisions F31).
-        self.datastore.pool._check = check_lent_connection
+        # trip only when the idle socket has something to read (decisions F31), and a broken
+        # one is passed over at once (`lend_checked`).
+        lend_checked(self.datastore.pool)
+        # A connection that fails is retried 1, 2, 4... s apart, and a waiting caller cannot
+        # start another: with psycopg_pool's 5 minutes before it gives up, the next try came
+        # up to 64 s after the server was back (a 90 s outage kept the service down 30 s
+        # more: found by a fault hunt, stop 37). Giving up after a few seconds lets the next
+        # caller's request start a fresh try at once.
+        self.datastore.pool.reconnect_timeout = RECONNECT_GIVE_UP_SECONDS
         schema = self.datastore.schema
         table = f"{schema}.{self.events_table_name}"
         self.work = WorkTables(f"{schema}.", sqlite=False, events_table=table)
@@ -428,6 +441,46 @@ class BlackOpsPostgresRecorder(
         return SQL(text).format(  # our own literals, never user text
             schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)
         )
+
+
+def lend_checked(pool: ConnectionPool[Any]) -> None:
+    """Have ``pool`` lend only connections that pass `check_lent_connection`, trying the
+    next one at once when one fails (it is discarded and replaced in the background).
+
+    The pool's own check loop sleeps after each failed check (1 s, then 2, 4...), to spare
+    a server that refuses connections: after a burst of terminated backends its idle
+    connections were all dead, each one lent cost the next sleep, and every submit (the
+    commit queue's leader, the event loop's own reads) stalled 3-5 s, or waited out the
+    5 s timeout, with the database up (found by a fault hunt, stop 37). A dead idle
+    connection says nothing of the server: only a failure to connect does, and the pool's
+    reconnection backoff still governs that. ``timeout`` bounds the whole loop."""
+    if getattr(pool, "_lends_checked", False):
+        return  # another recorder of the same datastore did it
+    pool._check = None  # the pool's loop, without its check, lends what it has
+    pool._lends_checked = True  # type: ignore[attr-defined]
+    unchecked = pool.getconn
+
+    def getconn(timeout: float | None = None) -> Any:
+        wait = pool.timeout if timeout is None else timeout
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                conn = unchecked(max(deadline - time.monotonic(), 0.0))
+            except PoolTimeout:
+                raise PoolTimeout(f"couldn't get a connection after {wait:.2f} sec") from None
+            try:
+                check_lent_connection(conn)
+            except Exception:
+                pool.putconn(conn)  # broken: closed by the pool, which adds a new one
+                if time.monotonic() >= deadline:
+                    raise PoolTimeout(f"couldn't get a connection after {wait:.2f} sec") from None
+                continue
+            except BaseException:
+                pool.putconn(conn)  # interrupted: the connection goes back, unlent
+                raise
+            return conn
+
+    pool.getconn = getconn  # type: ignore[method-assign]
 
 
 def check_lent_connection(conn: psycopg.Connection[Any]) -> None:

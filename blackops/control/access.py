@@ -86,6 +86,9 @@ class AccessService:
         #: out of the cache (it may predate the change).
         self._generation = 0
         self._lock = threading.Lock()
+        #: Spaces found to exist: a Space is never removed, so the answer holds for good
+        #: (an unknown name is read again each time: another process may create it).
+        self._spaces_seen: set[str] = set()
 
     # -- spaces ----------------------------------------------------------------------------
 
@@ -106,7 +109,16 @@ class AccessService:
         return {"name": name, "createdAt": at}
 
     def space_exists(self, name: str) -> bool:
-        return self._space(name).exists
+        """Whether Space ``name`` exists. Asked on the HTTP event loop for every request of
+        a system principal, it read the Space's stream there each time, so a slow database
+        held up every request of the server (found by a fault hunt, stop 37): a Space seen
+        once is known without a read."""
+        if name in self._spaces_seen:
+            return True
+        exists = self._space(name).exists
+        if exists:
+            self._spaces_seen.add(name)
+        return exists
 
     def spaces(self) -> list[str]:
         """Every Space's name, sorted."""

@@ -303,3 +303,27 @@ def test_concurrent_grants_from_two_threads_all_land(access: AccessService) -> N
     assert errors == []
     roles = access.principal("alice").roles
     assert dict(roles) == dict.fromkeys(spaces, Role.OPERATOR)
+
+
+def test_a_space_seen_once_is_known_without_reading_the_journal(
+    access: AccessService, store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A system principal's every request asked whether its Space exists by reading the
+    Space's stream on the HTTP event loop: a slow database held up every request (found by
+    a fault hunt, stop 37). A Space is never removed, so one seen is known; an unknown name
+    is read each time (another process may create it)."""
+    reads: list[str] = []
+    real = store.read_stream
+    monkeypatch.setattr(
+        store, "read_stream", lambda stream, *a, **k: reads.append(stream) or real(stream, *a, **k)
+    )
+    assert not access.space_exists("later")
+    access.create_space("acme", {"actor": {"id": "ops", "kind": "system"}})
+    reads.clear()
+    assert access.space_exists("acme") and access.space_exists("acme")
+    assert len(reads) == 1
+    assert not access.space_exists("later") and not access.space_exists("later")
+    assert len(reads) == 3
+    other = AccessService(store, FakeClock())  # another process creates it: seen at once
+    other.create_space("later", {"actor": {"id": "ops", "kind": "system"}})
+    assert access.space_exists("later")

@@ -4,6 +4,8 @@ no transaction open, and a connection the server closed is replaced, not lent.""
 
 from __future__ import annotations
 
+import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -71,6 +73,36 @@ def test_a_connection_the_server_closed_is_replaced(store: EventStore) -> None:
     assert lent_backend(store)[0] not in pids
 
 
+def test_dead_idle_connections_are_passed_over_without_waiting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every idle connection terminated at once (a burst of pg_terminate_backend, a
+    failover): the pool's own check loop slept 1 s, 2 s, 4 s... before each next one, so
+    every caller stalled for seconds, or waited out its timeout, with the database up
+    (found by a fault hunt, stop 37). Each dead one is passed over at once now; the pool
+    never sleeps in its check loop."""
+    import psycopg_pool.pool
+
+    slept: list[float] = []
+    monkeypatch.setattr(psycopg_pool.pool, "sleep", slept.append)
+    for url in postgres_schema_url():
+        with EventStore(url + "&pool_size=4") as store:
+            pool = datastore(store).pool
+            pool.wait(10)  # its connections open and idle
+            pids = [conn.info.backend_pid for conn in pool._pool]
+            assert len(pids) >= 2
+            with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+                for pid in pids:
+                    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                live = "SELECT 1 FROM pg_stat_activity WHERE pid = ANY(%s)"
+                while admin.execute(live, (pids,)).fetchone():
+                    pass
+            [[position]] = store.append(Append("s", 0, [ev(1)]))
+            assert [e.position for e in store.read_stream("s")] == [position]
+            assert lent_backend(store)[0] not in pids
+    assert slept == []
+
+
 def settings(store: EventStore) -> tuple[str, str, str, TransactionStatus]:
     """The lent connection's session values of the settings appends and reservations
     change for their own transaction only."""
@@ -132,3 +164,36 @@ def test_a_reservation_commits_without_waiting_for_the_flush(store: EventStore) 
         assert shown is not None and shown["v"] == "off"
     assert settings(store)[0] == "on"
     assert [r.worker for r in store.work_rows()] == [None]  # rolled back
+
+
+def test_the_first_request_after_an_outage_connects_at_once() -> None:
+    """The pool retried a failed connection 1, 2, 4, 8... s apart for 5 minutes, and a
+    waiting caller could not start another try: after a 9 s outage the next try came at
+    15 s, so a request right after the server was back still failed (a 90 s outage kept
+    the service down 30 s more: found by a fault hunt, stop 37). The pool gives up after a
+    few seconds now, and the next request tries at once."""
+    from domain.errors import BackendUnavailable
+    from journal.backend_postgres import RECONNECT_GIVE_UP_SECONDS
+
+    for url in postgres_schema_url():
+        with EventStore(url + "&pool_size=2&connect_timeout=2") as store:
+            store.append(Append("s", 0, [ev(1)]))
+            pool = datastore(store).pool
+            pids = [conn.info.backend_pid for conn in pool._pool]
+            port = pool.kwargs["port"]
+            pool.kwargs["port"] = _closed_port()  # the server is gone...
+            with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+                for pid in pids:
+                    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            outage = time.monotonic()
+            with pytest.raises(BackendUnavailable):
+                store.read_stream("s")
+            time.sleep(max(0.0, outage + RECONNECT_GIVE_UP_SECONDS + 4 - time.monotonic()))
+            pool.kwargs["port"] = port  # ...and back
+            assert [e.data["n"] for e in store.read_stream("s")] == [1]
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])  # nothing listens once it is closed
