@@ -54,6 +54,8 @@ FUNCTION_EXISTS = (
 )
 
 
+#: The first pause once a caller has passed over more dead connections than the pool holds.
+_DYING_PAUSE = 0.5
 #: How long the pool keeps retrying a connection that failed before it gives up (the next
 #: request that needs one then tries again at once).
 RECONNECT_GIVE_UP_SECONDS = 5.0
@@ -463,6 +465,7 @@ def lend_checked(pool: ConnectionPool[Any]) -> None:
     def getconn(timeout: float | None = None) -> Any:
         wait = pool.timeout if timeout is None else timeout
         deadline = time.monotonic() + wait
+        failed, pause = 0, _DYING_PAUSE
         while True:
             try:
                 conn = unchecked(max(deadline - time.monotonic(), 0.0))
@@ -472,8 +475,16 @@ def lend_checked(pool: ConnectionPool[Any]) -> None:
                 check_lent_connection(conn)
             except Exception:
                 pool.putconn(conn)  # broken: closed by the pool, which adds a new one
-                if time.monotonic() >= deadline:
+                failed += 1
+                left = deadline - time.monotonic()
+                if left <= 0:
                     raise PoolTimeout(f"couldn't get a connection after {wait:.2f} sec") from None
+                if failed > pool.max_size:
+                    # More dead ones than the pool holds: new connections die too (a proxy
+                    # before a broken server). Pause, as the pool's loop did, or the pool
+                    # reconnects as fast as it can (found by review, stop 37).
+                    time.sleep(min(pause, left))
+                    pause *= 2
                 continue
             except BaseException:
                 pool.putconn(conn)  # interrupted: the connection goes back, unlent

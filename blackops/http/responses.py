@@ -109,6 +109,18 @@ def allowed_methods(api: FastAPI, scope: Scope) -> list[str]:
         found = {method for pattern, methods in table if pattern.match(path) for method in methods}
         if found:
             break
+    else:  # a route left out of the document (the console's pages): the router's own
+        path = route_path(scope)
+        routes = list(api.routes)
+        while routes:
+            route = routes.pop()
+            included = getattr(route, "original_router", None)  # what include_router added
+            if included is not None:
+                routes.extend(included.routes)
+                continue
+            regex = getattr(route, "path_regex", None)
+            if regex is not None and regex.match(path):
+                found.update(getattr(route, "methods", None) or ())
     if "GET" in found and answers_head(scope):
         found.add("HEAD")  # blackops/http/head.py answers it for a GET that writes nothing
     return sorted(found)

@@ -114,6 +114,16 @@ def test_a_head_of_a_receipt_writes_nothing(tmp_path: Path) -> None:
             refused = client.head(path, headers=AUTH)
             assert refused.status_code == 405, (path, refused.status_code)
             assert refused.headers["allow"] == "GET", path
+        # The console's pages that show a receipt make it the same way (found by review).
+        for path in (
+            f"/ui/operations/{operation}",
+            f"/ui/operations/{operation}/receipt.json",
+            "/ui/spaces/default/workflows/Wait/instances/a%2Freceipt",
+            "/ui/spaces/default/workflows/Wait/receipts/x",
+        ):
+            refused = client.head(path, follow_redirects=False)
+            assert refused.status_code == 405 and refused.headers["allow"] == "GET", path
+        assert client.head("/ui/operations", follow_redirects=False).status_code == 303
         assert app.store.last_position() == before
     app.close()
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import psycopg
+import psycopg_pool
 import pytest
 from conftest import POSTGRES_URL, postgres_schema_url  # type: ignore[import-not-found, unused-ignore]
 from psycopg.pq import TransactionStatus
@@ -197,3 +198,28 @@ def _closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])  # nothing listens once it is closed
+
+
+def test_connections_that_die_at_once_are_not_replaced_as_fast_as_they_can_be(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Dead connections are passed over at once, but when fresh ones die too (a proxy before
+    a broken server) the caller pauses, as the pool's own loop did: it reconnected 120-220
+    times a second (found by review, stop 37)."""
+    import journal.backend_postgres as backend
+
+    def dead(conn: Any) -> None:
+        conn.close()
+        raise psycopg.OperationalError("died at once")
+
+    lent: list[object] = []
+    for url in postgres_schema_url():
+        with EventStore(url + "&pool_size=2") as store:
+            pool = datastore(store).pool
+            monkeypatch.setattr(
+                backend, "check_lent_connection", lambda c: lent.append(c) or dead(c)
+            )
+            with pytest.raises(psycopg_pool.PoolTimeout):
+                pool.getconn(timeout=2.0)
+            # max_size passed over at once, then pauses of 0.5, 1 s... within the 2 s.
+            assert pool.max_size < len(lent) <= pool.max_size + 4, len(lent)
