@@ -314,9 +314,12 @@ def test_a_space_seen_once_is_known_without_reading_the_journal(
     is read each time (another process may create it)."""
     reads: list[str] = []
     real = store.read_stream
-    monkeypatch.setattr(
-        store, "read_stream", lambda stream, *a, **k: reads.append(stream) or real(stream, *a, **k)
-    )
+
+    def counted(stream: str, *args: Any, **kwargs: Any) -> Any:
+        reads.append(stream)
+        return real(stream, *args, **kwargs)
+
+    monkeypatch.setattr(store, "read_stream", counted)
     assert not access.space_exists("later")
     access.create_space("acme", {"actor": {"id": "ops", "kind": "system"}})
     reads.clear()

@@ -43,6 +43,17 @@ def lent_backend(store: EventStore) -> tuple[int, TransactionStatus]:
         return int(conn.info.backend_pid), conn.info.transaction_status
 
 
+def terminate(pids: list[int]) -> None:
+    """End these backends, as an operator or a failover does, and wait until they are gone
+    (termination is asynchronous)."""
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        for pid in pids:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        live = "SELECT 1 FROM pg_stat_activity WHERE pid = ANY(%s)"
+        while admin.execute(live, (pids,)).fetchone():
+            pass
+
+
 def test_a_refused_append_leaves_no_transaction_open(store: EventStore) -> None:
     store.append(Append("s", 0, [ev(1)]))
     with pytest.raises(FencingError):
@@ -60,13 +71,7 @@ def test_a_connection_the_server_closed_is_replaced(store: EventStore) -> None:
     store.append(Append("s", 0, [ev(1)]))
     pids = [conn.info.backend_pid for conn in datastore(store).pool._pool]  # the idle ones
     assert pids
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-        for pid in pids:
-            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        # Wait until the server has ended them (termination is asynchronous).
-        live = "SELECT 1 FROM pg_stat_activity WHERE pid = ANY(%s)"
-        while admin.execute(live, (pids,)).fetchone():
-            pass
+    terminate(pids)
     # A read with no retry of its own: the pool must not lend the dead connection.
     assert store.next_due(["test.happened"]) is None
     [[position]] = store.append(Append("s", 1, [ev(2)]))
@@ -92,12 +97,7 @@ def test_dead_idle_connections_are_passed_over_without_waiting(
             pool.wait(10)  # its connections open and idle
             pids = [conn.info.backend_pid for conn in pool._pool]
             assert len(pids) >= 2
-            with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-                for pid in pids:
-                    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-                live = "SELECT 1 FROM pg_stat_activity WHERE pid = ANY(%s)"
-                while admin.execute(live, (pids,)).fetchone():
-                    pass
+            terminate(pids)
             [[position]] = store.append(Append("s", 0, [ev(1)]))
             assert [e.position for e in store.read_stream("s")] == [position]
             assert lent_backend(store)[0] not in pids
@@ -183,9 +183,7 @@ def test_the_first_request_after_an_outage_connects_at_once() -> None:
             pids = [conn.info.backend_pid for conn in pool._pool]
             port = pool.kwargs["port"]
             pool.kwargs["port"] = _closed_port()  # the server is gone...
-            with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-                for pid in pids:
-                    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            terminate(pids)
             outage = time.monotonic()
             with pytest.raises(BackendUnavailable):
                 store.read_stream("s")
@@ -208,17 +206,17 @@ def test_connections_that_die_at_once_are_not_replaced_as_fast_as_they_can_be(
     times a second (found by review, stop 37)."""
     import journal.backend_postgres as backend
 
+    lent: list[object] = []
+
     def dead(conn: Any) -> None:
+        lent.append(conn)
         conn.close()
         raise psycopg.OperationalError("died at once")
 
-    lent: list[object] = []
     for url in postgres_schema_url():
         with EventStore(url + "&pool_size=2") as store:
             pool = datastore(store).pool
-            monkeypatch.setattr(
-                backend, "check_lent_connection", lambda c: lent.append(c) or dead(c)
-            )
+            monkeypatch.setattr(backend, "check_lent_connection", dead)
             with pytest.raises(psycopg_pool.PoolTimeout):
                 pool.getconn(timeout=2.0)
             # max_size passed over at once, then pauses of 0.5, 1 s... within the 2 s.

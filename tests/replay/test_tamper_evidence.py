@@ -218,22 +218,31 @@ def test_a_swapped_pair_is_named_at_the_first(filled: Application) -> None:
     assert (first.kind, first.position) == ("modified", a.id)
 
 
+def rewrite_with_its_leaf(store: EventStore, victim: Any, forged: bytes) -> None:
+    """``victim``'s state replaced by ``forged``, and its recorded leaf by the one that
+    matches: what someone with database access and no signing key can do."""
+    version = victim.originator_version
+    leaf = leaf_hash(
+        entry_bytes(victim.id, str(victim.originator_id), version, victim.topic, forged)
+    )
+    with behind_the_journals_back(store) as (conn, events, leaves):
+        conn.execute(
+            q(
+                conn,
+                f"UPDATE {events} SET state = ? WHERE originator_id = ? AND originator_version = ?",
+            ),
+            (forged, victim.originator_id, version),
+        )
+        conn.execute(q(conn, f"UPDATE {leaves} SET leaf = ? WHERE position = ?"), (leaf, victim.id))
+
+
 def test_a_forged_history_is_caught_by_an_earlier_tree_head(filled: Application) -> None:
     """Rewriting an event *and* its recorded leaf passes the leaf check, but not the tree
     head a checkpoint recorded before (a consistency failure)."""
     head = record_checkpoint(filled.store, actor=Actor("auditor"), clock=FakeClock(CLOCK_START))
     victim = tamper_position(filled.store)
     forged = victim.state.replace(b"attempt", b"atempt")
-    leaf = leaf_hash(entry_bytes(victim.id, str(victim.originator_id), 2, victim.topic, forged))
-    with behind_the_journals_back(filled.store) as (conn, events, leaves):
-        conn.execute(
-            q(
-                conn,
-                f"UPDATE {events} SET state = ? WHERE originator_id = ? AND originator_version = ?",
-            ),
-            (forged, victim.originator_id, 2),
-        )
-        conn.execute(q(conn, f"UPDATE {leaves} SET leaf = ? WHERE position = ?"), (leaf, victim.id))
+    rewrite_with_its_leaf(filled.store, victim, forged)
     report = verify_store(filled.store)
     assert [p.kind for p in report.problems] == ["tree_head"]
     assert report.problems[0].position == head["position"]
@@ -586,16 +595,7 @@ def test_a_stored_event_that_is_not_canonical_is_named_even_with_its_leaf(
     victim = tamper_position(filled.store)
     forged = respell(victim.state)
     assert forged != victim.state
-    leaf = leaf_hash(entry_bytes(victim.id, str(victim.originator_id), 2, victim.topic, forged))
-    with behind_the_journals_back(filled.store) as (conn, events, leaves):
-        conn.execute(
-            q(
-                conn,
-                f"UPDATE {events} SET state = ? WHERE originator_id = ? AND originator_version = ?",
-            ),
-            (forged, victim.originator_id, 2),
-        )
-        conn.execute(q(conn, f"UPDATE {leaves} SET leaf = ? WHERE position = ?"), (leaf, victim.id))
+    rewrite_with_its_leaf(filled.store, victim, forged)
     report = verify_store(filled.store)
     assert [(p.kind, p.position) for p in report.problems] == [("modified", victim.id)]
     assert "the stored event is not" in report.problems[0].message
