@@ -505,8 +505,12 @@ def check_lent_connection(conn: psycopg.Connection[Any]) -> None:
     """
     if conn.closed:
         raise psycopg.OperationalError("the connection is closed")
-    readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    if readable:
+    # poll, not select: select refuses a descriptor of 1024 or more, and a process with that
+    # many open (a server with many live streams) had every healthy connection refused
+    # (found by review, stop 37).
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    if poller.poll(0):
         ConnectionPool.check_connection(conn)
 
 

@@ -22,19 +22,19 @@ from blackops.http.scopes import route_path, segments_path
 #: hold no ``/``, so they are matched on the decoded path, as the router matches it: the
 #: path as sent let ``/v1/journal/%65xport`` and ``/v1/journal%2Fexport`` pass for other
 #: routes while the router ran the export (found by a defect hunt and a review, stop 37).
-#: The console's operation page and receipt file show its receipt, made the same way.
+#: The console's pages that show a receipt (an operation's, an instance's, and their
+#: receipt files) make it the same way; the console matches them on the decoded path too
+#: (a HEAD of one signed a checkpoint, also with a ``%2F`` for a ``/``: found by review,
+#: stop 37). ``[\s\S]``, not ``.``: an instance id may hold a line feed (P42).
 _WRITING_GETS = re.compile(
     r"/v1/(?:spaces/[^/]+/)?journal/export|/v1/operations/[^/]+/receipt"
     r"|/ui/operations/[^/]+(?:/receipt\.json)?"
+    r"|/ui/spaces/[^/]+/workflows/[^/]+/(?:instances|receipts)/[\s\S]*"
 )
 #: An instance's receipt: its id may hold ``/`` (sent as ``%2F``), so its segments decide
 #: (`segments_path`): an instance whose id ends in ``%2Freceipt`` is a status (the route
-#: tells them apart by the path as sent). The console's instance page and receipt file too
-#: (a HEAD of a console page signed a checkpoint: found by review, stop 37).
-_INSTANCE_RECEIPT = re.compile(
-    r"/v1/spaces/[^/]+/workflows/[^/]+/instances/.+/receipt"
-    r"|/ui/spaces/[^/]+/workflows/[^/]+/(?:instances|receipts)/.*"
-)
+#: tells them apart by the path as sent).
+_INSTANCE_RECEIPT = re.compile(r"/v1/spaces/[^/]+/workflows/[^/]+/instances/[\s\S]+/receipt")
 
 
 def answers_head(scope: Scope) -> bool:

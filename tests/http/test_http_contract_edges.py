@@ -120,6 +120,11 @@ def test_a_head_of_a_receipt_writes_nothing(tmp_path: Path) -> None:
             f"/ui/operations/{operation}/receipt.json",
             "/ui/spaces/default/workflows/Wait/instances/a%2Freceipt",
             "/ui/spaces/default/workflows/Wait/receipts/x",
+            # A '/' sent as %2F, a line feed in an id (found by review, stop 37).
+            "/ui/spaces/default/workflows/Wait%2Finstances/i2",
+            "/ui%2Fspaces/default/workflows/Wait/instances/i4",
+            "/ui/spaces/default/workflows/Wait/receipts/i2%0Az",
+            "/v1/spaces/default/workflows/Wait/instances/i3%0Az/receipt",
         ):
             refused = client.head(path, follow_redirects=False)
             assert refused.status_code == 405 and refused.headers["allow"] == "GET", path

@@ -4,6 +4,7 @@ no transaction open, and a connection the server closed is replaced, not lent.""
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Iterator
@@ -221,3 +222,27 @@ def test_connections_that_die_at_once_are_not_replaced_as_fast_as_they_can_be(
                 pool.getconn(timeout=2.0)
             # max_size passed over at once, then pauses of 0.5, 1 s... within the 2 s.
             assert pool.max_size < len(lent) <= pool.max_size + 4, len(lent)
+
+
+def test_a_connection_on_a_descriptor_past_1023_is_lent() -> None:
+    """The check looked at the idle socket with select(), which refuses a descriptor of 1024
+    or more: in a process with that many open (a server with many live streams) every
+    healthy connection failed its check, and the store was unreachable (found by review,
+    stop 37)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2048:
+        pytest.skip(f"this process may open only {hard} descriptors")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (2048, hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        for url in postgres_schema_url():
+            with EventStore(url + "&pool_size=1") as store:
+                [[position]] = store.append(Append("s", 0, [ev(1)]))
+                assert lent_backend(store)[0] > 0
+                assert [e.position for e in store.read_stream("s")] == [position]
+    finally:
+        for descriptor in held:
+            os.close(descriptor)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
