@@ -465,12 +465,13 @@ def lend_checked(pool: ConnectionPool[Any]) -> None:
     def getconn(timeout: float | None = None) -> Any:
         wait = pool.timeout if timeout is None else timeout
         deadline = time.monotonic() + wait
+        timed_out = f"couldn't get a connection after {wait:.2f} sec"  # the pool's words
         failed, pause = 0, _DYING_PAUSE
         while True:
             try:
                 conn = unchecked(max(deadline - time.monotonic(), 0.0))
             except PoolTimeout:
-                raise PoolTimeout(f"couldn't get a connection after {wait:.2f} sec") from None
+                raise PoolTimeout(timed_out) from None
             try:
                 check_lent_connection(conn)
             except Exception:
@@ -478,7 +479,7 @@ def lend_checked(pool: ConnectionPool[Any]) -> None:
                 failed += 1
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise PoolTimeout(f"couldn't get a connection after {wait:.2f} sec") from None
+                    raise PoolTimeout(timed_out) from None
                 if failed > pool.max_size:
                     # More dead ones than the pool holds: new connections die too (a proxy
                     # before a broken server). Pause, as the pool's loop did, or the pool

@@ -354,9 +354,7 @@ def tombstone_of(
 ) -> PurgeTombstone | None:
     """A tombstone as `read_tombstones` judges it, or ``None`` when it cannot be read."""
     positions, versions = _purged_positions(data), _tombstone_versions(data)
-    if positions is None or versions is None or type(stream) is not str:
-        return None
-    if type(version) is not int:
+    if positions is None or versions is None or type(stream) is not str or type(version) is not int:
         return None
     return PurgeTombstone(position, stream, version, topic, versions, positions)
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
-from starlette.routing import compile_path
+from starlette.routing import BaseRoute, compile_path
 from starlette.types import Scope
 
 from blackops.http.head import answers_head
@@ -93,6 +94,19 @@ def install_error_handlers(api: FastAPI) -> None:
         return error_response(InvalidRequest(f"invalid request: {where}"))
 
 
+def every_route(api: FastAPI) -> Iterator[BaseRoute]:
+    """Every route ``api`` serves, those its included routers hold too (``include_router``
+    keeps them under the route it adds)."""
+    routes = list(api.routes)
+    while routes:
+        route = routes.pop()
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            routes.extend(included.routes)
+        else:
+            yield route
+
+
 def allowed_methods(api: FastAPI, scope: Scope) -> list[str]:
     """The methods the published document gives the path template the request's path
     matches: by its segments (an instance id ``a%2Fb`` is one), else as the router decodes
@@ -111,13 +125,7 @@ def allowed_methods(api: FastAPI, scope: Scope) -> list[str]:
             break
     else:  # a route left out of the document (the console's pages): the router's own
         path = route_path(scope)
-        routes = list(api.routes)
-        while routes:
-            route = routes.pop()
-            included = getattr(route, "original_router", None)  # what include_router added
-            if included is not None:
-                routes.extend(included.routes)
-                continue
+        for route in every_route(api):
             regex = getattr(route, "path_regex", None)
             if regex is not None and regex.match(path):
                 found.update(getattr(route, "methods", None) or ())

@@ -25,10 +25,9 @@ def raw_route_path(scope: Scope) -> str:
 
 def segments_path(scope: Scope) -> str:
     """The path below ``root_path`` as its segments read: each percent-decoded, an encoded
-    ``/`` kept as ``%2F`` inside its segment. What a route template's segments are matched
-    against: the path as sent let ``/v1/journal/%65xport`` (an export the router runs) pass
-    for another route, and the decoded path split an instance id ``a%2Fb`` in two (found by
-    a defect hunt, stop 37)."""
+    ``/`` kept as ``%2F`` inside its segment. For routes whose ids may hold ``/`` (an
+    instance's): the decoded path splits an id ``a%2Fb`` in two, and the path as sent hides
+    a route word spelled ``%65xport`` (found by a defect hunt, stop 37)."""
     segments = raw_route_path(scope).split("/")
     return "/".join(unquote(segment).replace("/", "%2F") for segment in segments)
 

@@ -119,9 +119,7 @@ def _become_subreaper() -> None:
     that this executor's children are all that still runs of them; after the reaper is
     forked (it must not be one of them)."""
     global _subreaper
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        _subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1) == 0
+    _subreaper = _prctl(_PR_SET_CHILD_SUBREAPER, 1)
 
 
 def _start_reaper() -> None:
@@ -164,9 +162,16 @@ def _die_with_parent() -> None:
     """SIGKILLed by the kernel when the worker dies (the reaper then ends the group); a
     SIGTERM (a person, a supervisor) ends the group from here."""
     signal.signal(signal.SIGTERM, lambda signum, frame: end_group(128 + signum))
-    with contextlib.suppress(Exception):
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _prctl(option: int, value: int) -> bool:
+    """Linux's ``prctl(option, value)``; False where it fails or there is no such call."""
+    try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        return bool(libc.prctl(option, value) == 0)
+    except Exception:  # no libc.so.6, no prctl: not Linux
+        return False
 
 
 class _PipeHost:

@@ -24,6 +24,7 @@ from fastapi.testclient import TestClient
 from blackops import Application, ExecutionContext, Retryable, Supervision
 from blackops.audit.checkpoints import CheckpointService
 from blackops.http.app import create_http_app
+from blackops.http.responses import every_route
 from blackops.testing import FakeClock
 from replay.notes import SigningKey
 
@@ -122,13 +123,7 @@ def world(store_url: str, clock: FakeClock) -> Iterator[World]:
 def ui_routes(api: FastAPI) -> set[tuple[str, str]]:
     """(method, path) of every console route (as tests/http's table reads the app)."""
     found: set[tuple[str, str]] = set()
-    routes = list(api.routes)
-    while routes:
-        route = routes.pop()
-        included = getattr(route, "original_router", None)
-        if included is not None:
-            routes.extend(included.routes)
-            continue
+    for route in every_route(api):
         path = getattr(route, "path", "")
         if path == "/ui" or path.startswith("/ui/"):
             found.update((method, path) for method in getattr(route, "methods", ()))

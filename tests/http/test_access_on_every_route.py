@@ -31,6 +31,7 @@ from blackops import Application, ExecutionContext, Retryable, Supervision
 from blackops.audit.checkpoints import CheckpointService
 from blackops.control.access import AccessService
 from blackops.http.app import create_http_app
+from blackops.http.responses import every_route
 from blackops.testing import FakeClock
 from domain.access import token_digest
 from replay.notes import SigningKey
@@ -521,13 +522,7 @@ def app_routes(api: FastAPI) -> set[tuple[str, str]]:
     console's (``/ui`` and ``/ui/``: pages, not API, left out of the schema; their own
     access table is tests/console/test_console_access.py)."""
     found = set()
-    routes = list(api.routes)
-    while routes:
-        route = routes.pop()
-        included = getattr(route, "original_router", None)  # a router include_router added
-        if included is not None:
-            routes.extend(included.routes)
-            continue
+    for route in every_route(api):
         path = getattr(route, "path", repr(route))
         if path in DOCS or path == "/ui" or path.startswith("/ui/"):
             continue
