@@ -41,6 +41,7 @@ from journal.recorder import Recorder
 from journal.retention_index import RetentionRow
 from journal.setup import named_lock, postgres_setup_lock, sqlite_setup_lock
 from journal.snapshot_sql import StoredSnapshot
+from journal.use_gate import UseGate
 from journal.work_index import WAKING_TOPICS, WorkRow
 
 log = logging.getLogger("blackops.journal")
@@ -50,6 +51,8 @@ _RECORDERS = {
     "postgresql": "journal.backend_postgres:BlackOpsPostgresRecorder",
 }
 PAGE_LIMIT_MAX = 10_000
+#: How long closing a store waits for other threads' calls inside it to return.
+CLOSE_WAIT_SECONDS: Final = 10.0
 
 
 @contextlib.contextmanager
@@ -178,6 +181,7 @@ class EventStore:
         self._commit_observers: list[CommitObserver] = []
         self._factory: InfrastructureFactory[Any] | None = None
         self._queue: CommitQueue | None = None
+        self._gate = UseGate()
         if location.kind == "memory":
             # eventsourcing's POPO factory ignores APPLICATION_RECORDER_TOPIC.
             self._recorder: Recorder = BlackOpsMemoryRecorder()
@@ -202,9 +206,28 @@ class EventStore:
         self._queue = CommitQueue(self._commit, self._announce, observe=self._observed)
 
     def close(self) -> None:
-        if self._factory is not None:
-            with contextlib.suppress(Exception):
-                self._factory.close()
+        """Close the store once the calls other threads have inside it return (at most
+        ``CLOSE_WAIT_SECONDS``); later calls are ``backend_unavailable``."""
+        drained = self._gate.close(CLOSE_WAIT_SECONDS)
+        if self._factory is None:
+            return
+        if not drained and self.location.kind == "sqlite":
+            # Closing a SQLite connection under a running statement crashes the process:
+            # the connections are left to the process's end instead.
+            log.warning("journal store closed with calls still inside: connections left open")
+            return
+        with contextlib.suppress(Exception):
+            self._factory.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._gate.closed
+
+    @contextlib.contextmanager
+    def _using(self) -> Iterator[None]:
+        """Around every call into the recorder: counted for ``close``, errors translated."""
+        with self._gate.entered(), _backend_errors():
+            yield
 
     def __enter__(self) -> EventStore:
         return self
@@ -278,7 +301,7 @@ class EventStore:
         ]
         try:
             try:
-                with _backend_errors():
+                with self._using():
                     positions = list(self._recorder.insert_events(stored) or ())
             except IntegrityError:
                 return self._reconcile(appends, stored)
@@ -351,7 +374,7 @@ class EventStore:
         for append in appends:
             mine = stored[start : start + len(append.events)]
             start += len(append.events)
-            with _backend_errors():
+            with self._using():
                 found = self._recorder.select_stream(append.stream, append.expected_version)
             found = found[: len(mine)]
             if [(n.topic, n.state) for n in found] == [(s.topic, s.state) for s in mine]:
@@ -377,7 +400,7 @@ class EventStore:
     def read_stream(self, stream: str, after_version: int = 0) -> list[RecordedEvent]:
         """All events of one stream after ``after_version``, in version order."""
         _check_stream(stream)
-        with _backend_errors():
+        with self._using():
             found = self._recorder.select_stream(stream, after_version)
         return [_decode(n) for n in found]
 
@@ -387,7 +410,7 @@ class EventStore:
             _check_stream(stream)
         found: dict[str, list[RecordedEvent]] = {stream: [] for stream in streams}
         if streams:
-            with _backend_errors():
+            with self._using():
                 rows = self._recorder.select_streams(list(dict.fromkeys(streams)))
             for row in rows:
                 found[str(row.originator_id)].append(_decode(row))
@@ -414,7 +437,7 @@ class EventStore:
         found: list[Notification] = []
         position = after
         while True:
-            with _backend_errors():
+            with self._using():
                 rows = self._recorder.select_topics(list(dict.fromkeys(topics)), position, page)
             if not rows:
                 return found
@@ -427,7 +450,7 @@ class EventStore:
             raise InvalidRequest("position must be an integer from 0 to 2**63 - 1")
         if type(limit) is not int or not 1 <= limit <= PAGE_LIMIT_MAX:
             raise InvalidRequest(f"limit must be an integer from 1 to {PAGE_LIMIT_MAX}")
-        with _backend_errors():
+        with self._using():
             return self._recorder.select_after(position, limit)
 
     def read_raw_before_start(self, limit: int = 1000) -> list[StoredRow]:
@@ -435,7 +458,7 @@ class EventStore:
         positions from 1, so each is a row written behind its back: `verify` names them."""
         if type(limit) is not int or not 1 <= limit <= PAGE_LIMIT_MAX:
             raise InvalidRequest(f"limit must be an integer from 1 to {PAGE_LIMIT_MAX}")
-        with _backend_errors():
+        with self._using():
             return self._recorder.select_before_start(limit)
 
     def iter_after(self, position: int = 0, page: int = 1000) -> Iterator[RecordedEvent]:
@@ -445,7 +468,7 @@ class EventStore:
             position = events[-1].position
 
     def last_position(self) -> int:
-        with _backend_errors():
+        with self._using():
             return self._recorder.max_notification_id() or 0
 
     # -- the due-work index (journal/work_index.py) ----------------------------------------
@@ -457,7 +480,7 @@ class EventStore:
         kept off other workers' lists until ``hold_until``."""
         if not types or limit < 1:
             return []
-        with _backend_errors():
+        with self._using():
             return self._recorder.reserve_due(now, hold_until, worker, list(types), limit)
 
     def reserve_due_streams(
@@ -470,7 +493,7 @@ class EventStore:
         reserve_and_read = getattr(self._recorder, "reserve_and_select", None)
         if reserve_and_read is None:
             return self.read_streams(self.reserve_due(now, hold_until, worker, types, limit))
-        with _backend_errors():
+        with self._using():
             rows = reserve_and_read(now, hold_until, worker, list(types), limit)
         found: dict[str, list[RecordedEvent]] = {}
         for row in rows:
@@ -489,7 +512,7 @@ class EventStore:
         if reserve_tails is None and select_tails is None:  # no snapshots (memory)
             found = self.reserve_due_streams(now, hold_until, worker, types, limit)
             return {stream: (None, events) for stream, events in found.items()}
-        with _backend_errors():
+        with self._using():
             if reserve_tails is not None:
                 tails = reserve_tails(now, hold_until, worker, list(types), limit)
             elif ids := self._recorder.reserve_due(now, hold_until, worker, list(types), limit):
@@ -503,7 +526,7 @@ class EventStore:
         nothing is written if that version is not stored; backends without one skip it)."""
         write = getattr(self._recorder, "write_snapshot", None)
         if write is not None:
-            with _backend_errors():
+            with self._using():
                 write(stream, version, digest, body)
 
     def renew_leases(
@@ -512,52 +535,52 @@ class EventStore:
         """Extend ``(operation_id, fencing_token)`` leases still held by ``worker``."""
         if not leases:
             return []
-        with _backend_errors():
+        with self._using():
             return self._recorder.renew_leases(leases, worker, now, until)
 
     def held_leases(self, leases: Sequence[tuple[str, int]], worker: str) -> list[str]:
         """The ``(id, token)`` leases whose rows still name ``worker`` and that token."""
         if not leases:
             return []
-        with _backend_errors():
+        with self._using():
             return self._recorder.held_leases(leases, worker)
 
     def next_due(self, types: Sequence[str]) -> int | None:
         """The earliest due time (microseconds) among ``types``, or None."""
         if not types:
             return None
-        with _backend_errors():
+        with self._using():
             return self._recorder.next_due(list(types))
 
     def work_rows(self) -> list[WorkRow]:
-        with _backend_errors():
+        with self._using():
             return self._recorder.work_rows()
 
     def work_rows_of(self, row_type: str, due_by: int | None = None) -> list[WorkRow]:
         """The due-work rows of one type (``workflow:<uid>``: a Workflow's instances),
         only those due by ``due_by`` (microseconds) if given: an index range scan."""
-        with _backend_errors():
+        with self._using():
             return self._recorder.work_rows_of(row_type, due_by)
 
     def due_work_rows(self, prefix: str, due_by: int) -> list[WorkRow]:
         """The due-work rows due by ``due_by`` whose type starts with ``prefix``."""
-        with _backend_errors():
+        with self._using():
             return self._recorder.due_work_rows(prefix, due_by)
 
     def due_work_summary(self, due_by: int) -> dict[str, tuple[int, int]]:
         """``{"operation" | "workflow": (rows due by due_by, earliest due_at)}`` of the
         due-work index (one aggregate query; kinds with nothing due are absent)."""
-        with _backend_errors():
+        with self._using():
             return self._recorder.due_work_summary(due_by)
 
     def work_position(self) -> int:
         """The journal position the due-work index has folded up to."""
-        with _backend_errors():
+        with self._using():
             return self._recorder.work_position()
 
     def read_leaves(self, after: int, limit: int = 5000) -> list[tuple[int, bytes]]:
         """Merkle leaves recorded at append time, ``(position, leaf)`` after ``after``."""
-        with _backend_errors():
+        with self._using():
             return self._recorder.select_leaves(after, limit)
 
     def delete_stream_events(self, stream: str, upto_version: int) -> int:
@@ -565,21 +588,21 @@ class EventStore:
         the caller has already appended the tombstone that accounts for them)."""
         _check_stream(stream)
         try:
-            with _backend_errors():
+            with self._using():
                 return self._recorder.delete_stream_events(stream, upto_version)
         except IntegrityError as refused:  # SQLite: the newest row (its rowid is a position)
             raise Conflict(str(refused)) from None
 
     def rebuild_work_index(self) -> int:
         """Drop the due-work index and rebuild it from position 0; returns its position."""
-        with _backend_errors():
+        with self._using():
             return self._recorder.rebuild_work()
 
     # -- the retention index (journal/retention_index.py) ----------------------------------
 
     def retention_types(self) -> list[str]:
         """The operation types with an unpurged operation (one index probe each)."""
-        with _backend_errors():
+        with self._using():
             return self._recorder.retention_types()
 
     def retention_due(
@@ -588,36 +611,36 @@ class EventStore:
         """Rows of ``operation_type`` terminal at or before ``journal_before``, or with an
         Outcome Record completed at or before ``outcome_before`` (microseconds; None: not
         asked), held or not: purge applies its rules to them."""
-        with _backend_errors():
+        with self._using():
             return self._recorder.retention_due(operation_type, journal_before, outcome_before)
 
     def retention_pending(self) -> list[RetentionRow]:
         """Rows whose tombstone's deletion may not have run (a purge cut short)."""
-        with _backend_errors():
+        with self._using():
             return self._recorder.retention_pending()
 
     def retention_rows(self) -> list[RetentionRow]:
-        with _backend_errors():
+        with self._using():
             return self._recorder.retention_rows()
 
     def settle_retention(self, operation_id: str) -> None:
         """After a purge deleted what its tombstone accounts for (safe to repeat)."""
-        with _backend_errors():
+        with self._using():
             self._recorder.settle_retention(operation_id)
 
     def mark(self, name: str) -> int:
         """How far the sweep ``name`` has finished (a position; 0 if never; journal/marks.py)."""
-        with _backend_errors():
+        with self._using():
             return self._recorder.read_mark(name)
 
     def advance_mark(self, name: str, position: int) -> None:
         """Record that ``name`` has finished everything up to ``position`` (never backwards)."""
-        with _backend_errors():
+        with self._using():
             self._recorder.advance_mark(name, position)
 
     def rebuild_retention_index(self) -> int:
         """Drop the retention index and fold the whole journal again; returns the position."""
-        with _backend_errors():
+        with self._using():
             return self._recorder.rebuild_retention()
 
     @contextlib.contextmanager
@@ -629,7 +652,7 @@ class EventStore:
         if self._factory is None:
             raise InvalidRequest("memory stores have no database transactions")
         datastore = self._recorder.datastore  # type: ignore[attr-defined]
-        with _backend_errors(), datastore.transaction(commit=True) as cursor:
+        with self._using(), datastore.transaction(commit=True) as cursor:
             yield cursor
 
     @property

@@ -311,7 +311,16 @@ class JournalTail:
                     self._clear_window()  # nobody keeps it current from now on
                     return
                 store, started, broken = self._store, self._floor is not None, self._broken
-            assert store is not None
+                assert store is not None
+                closed = store.closed  # its application closed: the streams meet that
+                if closed:
+                    self._thread = None
+                    self._clear_window()
+                    woken = [w for ws in self._waiters.values() for w in ws]
+            if closed:
+                for waiter in woken:
+                    waiter.wake()
+                return
             try:
                 if not started:
                     # The window starts at the journal's end; streams behind it read pages.
