@@ -275,9 +275,47 @@ def test_submits_filling_the_room_end_the_gathering(noop_app: Application) -> No
     assert sum(t["claims"] for t in turns.worker_turns()) == 3
 
 
+class IdleWake(threading.Event):
+    """A coordinator's ``_wake`` that tells when the coordinator waits on it: ``entries``
+    counts its waits, ``waiting`` is set while one blocks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entries = 0
+        self.waiting = False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.entries += 1
+        self.waiting = True
+        try:
+            return super().wait(timeout)
+        finally:
+            self.waiting = False
+
+
+def wait_until_idle(wake: IdleWake, what: str) -> None:
+    """Until the coordinator has blocked on its wake for 0.2 s: every wake that came before
+    (a submit's listener running after the turn that claimed it, PostgreSQL's listener
+    connecting) has had its turn."""
+
+    def settled() -> bool:
+        entries = wake.entries
+        if not wake.waiting:
+            return False
+        time.sleep(0.2)
+        return wake.waiting and wake.entries == entries
+
+    wait_for(settled, 30, what)
+
+
 def test_a_stop_ends_the_gathering_and_commits_what_finished(noop_app: Application) -> None:
     """A submit right after a claim waits for the gathering (an hour here); a stop ends
-    it at once: the attempt that finished meanwhile is committed, the submit not claimed."""
+    it at once: the attempt that finished meanwhile is committed, the submit not claimed.
+
+    The submit comes once the coordinator is idle after the claim: found by CI on a loaded
+    machine, a turn the first submit's listener woke after the claim had taken it (or the
+    PostgreSQL listener's connecting woke) ran as the second submit committed and claimed
+    it, which is right (a turn claims what is due) but not the case under test."""
     app = noop_app
     started, release, returned = threading.Event(), threading.Event(), threading.Event()
 
@@ -288,11 +326,15 @@ def test_a_stop_ends_the_gathering_and_commits_what_finished(noop_app: Applicati
 
     app.operation("t.slow")(slow_handler)
     # A long lease: the pause is capped at a tenth of it (a minute here, not 3 s).
-    worker = app.worker(gather_seconds=3600, lease_seconds=600, poll_seconds=30).start()
-    slow = app.submit("t.slow", {}, actor="a", tenant="t")
+    worker = app.worker(gather_seconds=3600, lease_seconds=600, poll_seconds=30)
+    wake = worker._wake = IdleWake()
+    worker.start()
     try:
         try:
+            wait_until_idle(wake, "the idle worker's first turns")
+            slow = app.submit("t.slow", {}, actor="a", tenant="t")
             assert started.wait(30), "the claim"  # the claim turn is over: its attempt runs
+            wait_until_idle(wake, "the coordinator after the claim")
             waiting = app.submit("t.noop", {}, actor="a", tenant="t")  # a trickle: gathered
         finally:
             release.set()
