@@ -20,6 +20,7 @@ from blackops.client.client import (
     passed,
     pause,
     served_its_ask,
+    stream_arguments_checked,
     stream_params,
     stream_timeout,
     streamed_lines,
@@ -168,6 +169,7 @@ class AsyncClient:
         retry_seconds: float = 1.0,
     ) -> AsyncIterator[StreamedLine]:
         """As :meth:`Client.stream`."""
+        stream_arguments_checked(after, limit, max_seconds, retry_seconds)
         path = calls.journal_path(space, "/stream")
         ends = time.monotonic() + max_seconds if max_seconds is not None else None
         remaining, wait = limit, retry_seconds
@@ -245,6 +247,11 @@ class AsyncClient:
                     if not response.is_success:
                         await response.aread()
                         raise calls.error_from(response)
+                    if calls.media_type_of(response) != "application/jsonl":
+                        await response.aread()  # a proxy's page: the files stay as they were
+                        raise calls.wrong_media_type(
+                            response, "application/jsonl", response.content
+                        )
                     async for chunk in response.aiter_bytes():
                         files.write(chunk)
                     url = calls.manifest_url(response, self._http.base_url)

@@ -125,10 +125,28 @@ def _carried(body: object, status: int | None = None) -> BlackOpsError | None:
     return None
 
 
+#: Failures before a request left: the server cannot have acted on it.
+_NOT_SENT: tuple[type[httpx.TransportError], ...] = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.PoolTimeout,
+)
+
+
 def unreachable(error: httpx.TransportError) -> BackendUnavailable:
-    """The server could not be reached (connection refused, reset, timed out): the
-    client's ``backend_unavailable``; ``detail`` has httpx's words."""
-    found = BackendUnavailable("the BlackOps server cannot be reached", f"{type(error).__name__}")
+    """No answer (connection refused, reset, timed out): the client's
+    ``backend_unavailable``; ``detail`` has httpx's words. The message tells a request that
+    never left from one that may have been carried out without its answer arriving (a read
+    timed out: a caller retrying a ``submit`` without an idempotency key on "cannot be
+    reached" ran it twice; found by a defect hunt, stop 38)."""
+    if isinstance(error, _NOT_SENT):
+        message = "the BlackOps server cannot be reached"
+    else:
+        message = (
+            "the BlackOps server did not answer: the request may have been carried out "
+            "(an idempotency key makes a retry safe)"
+        )
+    found = BackendUnavailable(message, f"{type(error).__name__}")
     found.detail = f"{type(error).__name__}: {error}"
     return found
 
@@ -190,8 +208,40 @@ def checked(response: httpx.Response) -> httpx.Response:
     return response
 
 
-def json_of(response: httpx.Response) -> Any:
-    return checked(response).json()
+def media_type_of(response: httpx.Response) -> str:
+    found: str = response.headers.get("content-type", "")
+    return found.split(";")[0].strip().lower()
+
+
+def wrong_media_type(response: httpx.Response, media_type: str, excerpt: bytes) -> BlackOpsError:
+    """A success that is not this API's answer (an SSO proxy's login page, a captive
+    portal's 200): not of ``media_type``, it would read as a result, an empty stream, or an
+    export's file (found by a defect hunt, stop 38: ``export`` replaced the file with the
+    page and removed the manifest), so it is refused, ``internal_error`` naming what came."""
+    return error_of(
+        "internal_error",
+        f"the server answered {response.status_code} with Content-Type "
+        f"{media_type_of(response) or 'none'!r}, not {media_type}: {excerpt[:200]!r}",
+        response.status_code,
+    )
+
+
+def answered(response: httpx.Response, media_type: str = "application/json") -> httpx.Response:
+    """``response`` if it is a success of ``media_type``; else the error it is."""
+    if media_type_of(checked(response)) != media_type:
+        raise wrong_media_type(response, media_type, response.content)
+    return response
+
+
+def json_of(response: httpx.Response, media_type: str = "application/json") -> Any:
+    """The JSON document of a success of ``media_type``; else the error it is."""
+    try:
+        return answered(response, media_type).json()
+    except ValueError:
+        excerpt = response.content[:200]
+        raise error_of(
+            "internal_error", f"the answer is no JSON document: {excerpt!r}", response.status_code
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +344,8 @@ def segment(text: str, name: str, code: str = "invalid_request") -> str:
 def _result(response: httpx.Response) -> OperationResult:
     """An Inline answer: 200, or a rejection / failure with the completion beside the
     error (decisions P2, P3); anything else raises."""
+    if response.is_success and media_type_of(response) != "application/json":
+        raise wrong_media_type(response, "application/json", response.content)
     try:
         body = response.json()
     except ValueError:
@@ -396,11 +448,15 @@ def hold(operation_id: str, reason: str) -> Call[dict[str, Any]]:
     )
 
 
+def _nothing(response: httpx.Response) -> None:
+    answered(response)
+
+
 def release(operation_id: str, reason: str) -> Call[None]:
     return Call(
         "POST",
         _operation(operation_id, "/release"),
-        lambda r: None,
+        _nothing,
         body=json_body({"reason": reason}),
     )
 
@@ -506,9 +562,16 @@ def journal_path(space: str | None, tail: str = "") -> str:
 
 
 def _page(response: httpx.Response) -> JournalPage:
-    checked(response)
-    lines = response.content.splitlines(keepends=True)
-    return JournalPage(lines, int(response.headers["BlackOps-Next-After"]))
+    answered(response, "application/jsonl")
+    next_after = response.headers.get("BlackOps-Next-After", "")
+    if not next_after.isascii() or not next_after.isdigit():
+        raise error_of(
+            "internal_error",
+            f"a journal page without a position to go on from (BlackOps-Next-After: "
+            f"{next_after[:40]!r})",
+            response.status_code,
+        )
+    return JournalPage(response.content.splitlines(keepends=True), int(next_after))
 
 
 def journal(after: int, limit: int, space: str | None) -> Call[JournalPage]:
@@ -516,11 +579,13 @@ def journal(after: int, limit: int, space: str | None) -> Call[JournalPage]:
 
 
 def checkpoint() -> Call[str]:
-    return Call("GET", "/v1/checkpoint", lambda r: checked(r).text)
+    return Call("GET", "/v1/checkpoint", lambda r: answered(r, "text/plain").text)
 
 
 def schema() -> Call[dict[str, Any]]:
-    return Call("GET", "/v1/schemas/observed-line.json", json_of)
+    return Call(
+        "GET", "/v1/schemas/observed-line.json", lambda r: json_of(r, "application/schema+json")
+    )
 
 
 def manifest_url(response: httpx.Response, base: httpx.URL) -> httpx.URL | None:
@@ -546,17 +611,11 @@ def manifest_url(response: httpx.Response, base: httpx.URL) -> httpx.URL | None:
 
 
 def not_an_event_stream(response: httpx.Response, excerpt: bytes) -> BlackOpsError | None:
-    """A 200 that is no event stream (an SSO proxy's login page, a captive portal) would
-    read as an empty stream for ever: it is refused (WHATWG: fail the connection)."""
-    media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media_type == "text/event-stream":
+    """A 200 that is no event stream would read as an empty stream for ever: it is refused
+    (WHATWG: fail the connection)."""
+    if media_type_of(response) == "text/event-stream":
         return None
-    return error_of(
-        "internal_error",
-        f"the stream answered {response.status_code} with Content-Type {media_type or 'none'!r},"
-        f" not text/event-stream: {excerpt[:200]!r}",
-        response.status_code,
-    )
+    return wrong_media_type(response, "text/event-stream", excerpt)
 
 
 _LINK = re.compile(r"<([^>]*)>\s*((?:;\s*[^;,]*)*)")

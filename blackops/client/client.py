@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import os
 import time
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ import httpx
 from blackops.client import calls
 from blackops.client.calls import Call, JournalPage
 from blackops.client.sse import SSEDecoder
-from blackops.errors import BackendUnavailable, BlackOpsError
+from blackops.errors import BackendUnavailable, BlackOpsError, InvalidRequest
 from blackops.operations.results import OperationResult
 
 T = TypeVar("T")
@@ -36,6 +37,29 @@ class StreamedLine:
 
     position: int
     line: bytes
+
+
+def stream_arguments_checked(
+    after: object, limit: object, max_seconds: object, retry_seconds: object
+) -> None:
+    """A stream's arguments as the server would take them, refused (``invalid_request``)
+    before anything is sent: ``max_seconds`` of 0 or less read as an empty journal, a
+    string ``after`` failed mid-stream with a raw ``TypeError``, a NaN deadline retried
+    for ever (found by a defect hunt, stop 38). Unlike one connection, a client's stream
+    may last past a day (it reconnects), so ``max_seconds`` has no upper bound here."""
+    if type(after) is not int or after < 0:
+        raise InvalidRequest(f"after must be a non-negative integer, not {after!r:.40}")
+    if limit is not None and (type(limit) is not int or limit < 1):
+        raise InvalidRequest(f"limit must be an integer >= 1, not {limit!r:.40}")
+    for name, value in (("max_seconds", max_seconds), ("retry_seconds", retry_seconds)):
+        if value is None and name == "max_seconds":
+            continue
+        if (
+            not isinstance(value, int | float)
+            or isinstance(value, bool)
+            or not 0 < value < math.inf
+        ):
+            raise InvalidRequest(f"{name} must be a finite number of seconds above 0")  # NaN too
 
 
 def stream_params(
@@ -136,7 +160,7 @@ class ExportFiles:
 def manifest_document(response: httpx.Response) -> tuple[bytes, dict[str, Any]]:
     """The manifest an export links, its bytes and its JSON object, or the error its
     answer carries."""
-    calls.checked(response)
+    calls.answered(response)
     try:
         document = response.json()
     except ValueError:
@@ -304,6 +328,7 @@ class Client:
         otherwise never; if the server cannot be reached when ``max_seconds`` passes (the
         last attempt failed), that failure is raised instead: an outage is not an empty
         journal. Refusals (a revoked token, an answer that is no event stream) raise."""
+        stream_arguments_checked(after, limit, max_seconds, retry_seconds)
         path = calls.journal_path(space, "/stream")
         ends = time.monotonic() + max_seconds if max_seconds is not None else None
         remaining, wait = limit, retry_seconds
@@ -384,6 +409,11 @@ class Client:
                     if not response.is_success:
                         response.read()
                         raise calls.error_from(response)
+                    if calls.media_type_of(response) != "application/jsonl":
+                        response.read()  # a proxy's page, not the export: the files stay
+                        raise calls.wrong_media_type(
+                            response, "application/jsonl", response.content
+                        )
                     for chunk in response.iter_bytes():
                         files.write(chunk)
                     url = calls.manifest_url(response, self._http.base_url)

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Coroutine
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote_to_bytes, urlencode
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
@@ -216,6 +216,19 @@ def login_redirect(request: Request) -> Response:
     return RedirectResponse(location, status_code=303, headers=SECURITY_HEADERS)
 
 
+def check_utf8_url(request: Request) -> None:
+    """A console URL's path and query are percent-encoded UTF-8 (decisions P42): routing and
+    the query's parser read anything else as U+FFFD, so ``instances/%FF`` showed, and could
+    terminate, the instance named U+FFFD (found by a defect hunt, stop 38). The API reads
+    its instance ids from the raw path (`raw_path_segment`); the console refuses the URL."""
+    raw = request.scope.get("raw_path")
+    for part in (raw if isinstance(raw, bytes) else b"", request.scope.get("query_string", b"")):
+        try:
+            unquote_to_bytes(part).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidRequest("the URL is not percent-encoded UTF-8") from None
+
+
 class ConsoleRoute(APIRoute):
     """Refusals as pages; no session: to the sign-in page."""
 
@@ -224,6 +237,7 @@ class ConsoleRoute(APIRoute):
 
         async def handle(request: Request) -> Response:
             try:
+                check_utf8_url(request)
                 return await handler(request)
             except NoSession:
                 if request.method == "GET":

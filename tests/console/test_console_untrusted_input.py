@@ -295,3 +295,36 @@ def test_an_export_is_shown_to_a_space_by_its_record_not_its_file_name(
     page = world.signed_in(world.tokens["acme"]).get("/ui/journal?space=acme").text
     assert str(named) not in page  # the whole journal's export: not acme's to see
     assert "GET /v1/journal/export (space acme)" in page  # its own Space's export is
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/ui/spaces/acme/workflows/Flow/instances/%FF",
+        "/ui/spaces/acme/workflows/Flow/instances/?id=%FF",
+        "/ui/spaces/acme/workflows/Flow/receipts/%FF",
+        "/ui/spaces/acme/workflows/Flow/terminate/%FF",
+    ],
+)
+def test_an_instance_id_that_is_not_utf8_is_refused_not_read_as_another(
+    world: World, path: str
+) -> None:
+    """The console read ``%FF`` as U+FFFD and showed, and terminated, the instance named so
+    (found by a defect hunt, stop 38); the API answers 400 for it (P42), so does the console."""
+    with TestClient(world.api) as client:
+        made = client.post("/v1/spaces/acme/workflows/Flow/instances", json={"id": "\ufffd"},
+                           headers=H)  # fmt: skip
+        assert made.status_code == 201, made.text
+    signed = world.signed_in(SYSTEM)
+    page = signed.get("/ui/spaces/acme/workflows/Flow/instances/%EF%BF%BD")
+    assert page.status_code == 200
+    refused = signed.get(path)
+    assert refused.status_code == 400 and "invalid_request" in refused.text, refused.text[:500]
+    if "/terminate/" in path:
+        posted = signed.post(path, data={"csrf": csrf_of(page.text)})
+        assert posted.status_code == 400, posted.status_code
+    with TestClient(world.api) as client:
+        status = client.get("/v1/spaces/acme/workflows/Flow/instances/%EF%BF%BD", headers=H).json()[
+            "status"
+        ]
+    assert status != "terminated"

@@ -27,6 +27,7 @@ class Server:
     def __init__(self) -> None:
         self.count, self.link = 3, '</v1/journal/exports/e1/manifest>; rel="describedby"'
         self.manifest: tuple[int, Any] = (200, {"count": 3})
+        self.media_type = "application/jsonl"  # another: a proxy answered in its place
         self.requests: list[httpx.Request] = []
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
@@ -34,7 +35,10 @@ class Server:
         if request.url.path.endswith("/export"):
             body = b"".join(b'{"position":%d}\n' % n for n in range(1, self.count + 1))
             headers = {"link": self.link} if self.link else {}
-            return httpx.Response(200, content=body, headers=headers)
+            if self.media_type != "application/jsonl":
+                body = b"<html><body>Please sign in</body></html>"
+            return httpx.Response(200, content=body, headers=headers | {
+                "content-type": self.media_type})  # fmt: skip
         status, document = self.manifest
         return httpx.Response(status, json=document)
 
@@ -109,6 +113,21 @@ def test_a_manifest_that_is_no_json_object_is_refused_and_changes_nothing(
     server.count, server.manifest = 4, (200, ["not", "an", "object"])
     with pytest.raises(BlackOpsError, match="no JSON object"):
         export(server, target)
+    assert on_disk(target) == (3, 3)
+
+
+@pytest.mark.parametrize("media_type", ["text/html", ""])
+def test_a_success_that_is_no_export_is_refused_and_changes_nothing(
+    export: Callable[..., Any], tmp_path: Path, media_type: str
+) -> None:
+    """An SSO proxy's sign-in page answered 200: the export returned None, replaced the
+    file with the page and removed the manifest as stale (found by a defect hunt, stop 38)."""
+    server, target = Server(), tmp_path / "journal.jsonl"
+    export(server, target)
+    server.media_type, server.link = media_type, ""
+    with pytest.raises(BlackOpsError, match="not application/jsonl") as refused:
+        export(server, target)
+    assert refused.value.code == "internal_error"
     assert on_disk(target) == (3, 3)
 
 

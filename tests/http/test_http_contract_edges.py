@@ -110,6 +110,11 @@ def test_a_head_of_a_receipt_writes_nothing(tmp_path: Path) -> None:
             "/v1%2Fjournal%2Fexport",
             "/v1/spaces/default%2Fjournal/export",
             f"/v1/operations/{operation}%2Freceipt",
+            # A final line feed: the router's ``$`` matches before it (found by a defect
+            # hunt, stop 38: these exported, or signed a checkpoint, for a HEAD).
+            "/v1/journal/export%0A",
+            "/v1/spaces/default/journal/export%0A",
+            f"/v1/operations/{operation}/receipt%0A",
         ):
             refused = client.head(path, headers=AUTH)
             assert refused.status_code == 405, (path, refused.status_code)
@@ -125,6 +130,8 @@ def test_a_head_of_a_receipt_writes_nothing(tmp_path: Path) -> None:
             "/ui%2Fspaces/default/workflows/Wait/instances/i4",
             "/ui/spaces/default/workflows/Wait/receipts/i2%0Az",
             "/v1/spaces/default/workflows/Wait/instances/i3%0Az/receipt",
+            f"/ui/operations/{operation}%0A",
+            f"/ui/operations/{operation}/receipt.json%0A",
         ):
             refused = client.head(path, follow_redirects=False)
             assert refused.status_code == 405 and refused.headers["allow"] == "GET", path
