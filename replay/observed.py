@@ -146,7 +146,7 @@ def _canonical_fault(text: object) -> str | None:
     if _read_if_canonical(text) is not _STRICT:
         return None
     try:
-        value = integral_floats(parse_json(text.decode("utf-8")))
+        value = _read_strictly(text)
     except (UnicodeDecodeError, JSONTextError) as error:
         return f"not canonical JSON: {error}"
     if _canonical_or_none(value) != text:
@@ -154,10 +154,15 @@ def _canonical_fault(text: object) -> str | None:
     return None
 
 
+def _read_strictly(text: bytes) -> Any:
+    """``text`` read by the strict reader (duplicate keys, lone surrogates refused); a float
+    like 2.0**60 is written without a fraction, so it is read back as that float."""
+    return integral_floats(parse_json(text.decode("utf-8")))
+
+
 def _parse_strict(text: bytes, line: int) -> tuple[ObservedEvent, bytes]:
     try:
-        # A float like 2.0**60 is written without a fraction: read it back as that float.
-        value = integral_floats(parse_json(text.decode("utf-8")))
+        value = _read_strictly(text)
     except (UnicodeDecodeError, JSONTextError) as error:
         raise ObservedLineError(line, f"not JSON text: {error}") from None
     event = _event(value, line)

@@ -472,8 +472,7 @@ async def journal_stream(
     credentials: HTTPAuthorizationCredentials | None = Depends(_BEARER),
 ) -> Response:
     check_system(who.principal, "reading the whole journal")
-    one_header(request, "Last-Event-ID")  # twice: the first was taken (a defect hunt, stop 37)
-    start = _start(last_event_id, after, limit, max_seconds)
+    start = _start(request, last_event_id, after, limit, max_seconds)
 
     def may_read(again: Caller) -> None:
         check_system(again.principal, "reading the whole journal")
@@ -499,8 +498,7 @@ async def space_journal_stream(
     app: Application = Depends(application),
     credentials: HTTPAuthorizationCredentials | None = Depends(_BEARER),
 ) -> Response:
-    one_header(request, "Last-Event-ID")
-    start = _start(last_event_id, after, limit, max_seconds)
+    start = _start(request, last_event_id, after, limit, max_seconds)
 
     def may_read(again: Caller) -> None:
         check_space(app, again, space, Action.READ)
@@ -529,9 +527,15 @@ async def observed_line_schema() -> Response:
 
 
 def _start(
-    last_event_id: str | None, after: int, limit: int | None, max_seconds: float | None
+    request: Request,
+    last_event_id: str | None,
+    after: int,
+    limit: int | None,
+    max_seconds: float | None,
 ) -> int:
-    """Where the stream starts: after ``Last-Event-ID`` if sent, else after ``?after=``."""
+    """Where the stream starts: after ``Last-Event-ID`` if sent, else after ``?after=``.
+    A second ``Last-Event-ID`` is refused: the first was taken (a defect hunt, stop 37)."""
+    one_header(request, "Last-Event-ID")
     if after < 0:
         raise InvalidRequest("after must be a position >= 0")
     if limit is not None and limit < 1:
