@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import unquote_to_bytes
 
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import Response
@@ -174,8 +175,9 @@ async def instance_receipt(
 ) -> Response:
     resource = workflow_in(app, space, uid, who, Action.READ)
     raw = request.scope.get("raw_path")
-    if isinstance(raw, bytes) and not raw.endswith(b"/receipt"):
+    if isinstance(raw, bytes) and unquote_to_bytes(raw.rsplit(b"/", 1)[-1]) != b"receipt":
         # An instance whose id ends in "/receipt" (sent as %2F): its status, not a receipt.
+        # The last segment as sent, decoded: "%72eceipt" is "receipt" (RFC 3986 6.2.2.2).
         target = _instance_id(request, space, uid, None)
         return JSON(await run_in_threadpool(lambda: app.instances.status(resource, target)))
     target = _instance_id(request, space, uid, "receipt")

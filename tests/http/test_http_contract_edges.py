@@ -256,3 +256,22 @@ def test_an_unknown_operation_id_is_named_in_part(tmp_path: Path) -> None:
         answer = client.get("/v1/operations/" + "a" * 60_000, headers=AUTH)
         assert answer.status_code == 404 and len(answer.content) < 400, len(answer.content)
     app.close()
+
+
+def test_an_instance_receipt_route_word_percent_encoded_is_the_receipt(tmp_path: Path) -> None:
+    """``%72eceipt`` is ``receipt`` (RFC 3986 6.2.2.2): it answered 404 "no such route", read
+    as the status of an instance whose id ends in ``/receipt`` (seen by a review, stop 37);
+    an id that does end so, sent with ``%2F``, is still that instance's status."""
+    app = with_space(Application(f"sqlite:///{tmp_path}/j.sqlite3"))
+    binding = app.register_workflow(Wait)
+    asyncio.run(binding.create(id="x"))
+    asyncio.run(binding.create(id="a/receipt"))
+    base = "/v1/spaces/default/workflows/Wait/instances"
+    with TestClient(create_http_app(app, "systok")) as client:
+        plain = client.get(f"{base}/x/receipt", headers=AUTH)
+        encoded = client.get(f"{base}/x/%72eceipt", headers=AUTH)
+        status = client.get(f"{base}/a%2Freceipt", headers=AUTH)
+    app.close()
+    assert plain.status_code == 404 and "no terminal event" in plain.text  # not terminal yet
+    assert (encoded.status_code, encoded.json()) == (plain.status_code, plain.json())
+    assert status.status_code == 200 and status.json()["status"] == "queued", status.text
