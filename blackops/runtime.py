@@ -128,10 +128,10 @@ class Runtime:
 
     def close(self) -> None:
         with self._lock:
-            if self._store is not None:
-                self._store.close()
-                self._store = None
+            store, self._store = self._store, None
             self._shared.clear()
+        if store is not None:  # outside the lock: it waits for calls inside it (F171)
+            store.close()
 
     # -- services bound to the open store --------------------------------------------------
 

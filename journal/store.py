@@ -14,7 +14,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
-from typing import Any, Final, cast
+from typing import Any, Final, Literal, cast
 
 from eventsourcing.persistence import (
     InfrastructureFactory,
@@ -62,10 +62,34 @@ def _backend_errors() -> Iterator[None]:
         yield
     except IntegrityError:
         raise
-    except (OperationalError, InterfaceError) as error:
-        raise BackendUnavailable("the journal store cannot be reached", str(error)) from error
     except PersistenceError as error:
-        raise BackendUnavailable("the journal store failed", str(error)) from error
+        raise _translated(error) from error
+
+
+def _translated(error: PersistenceError) -> BackendUnavailable:
+    """What a store failure other than a conflict (IntegrityError) is to callers."""
+    if isinstance(error, OperationalError | InterfaceError):
+        return BackendUnavailable("the journal store cannot be reached", str(error))
+    return BackendUnavailable("the journal store failed", str(error))
+
+
+class _Using:
+    """`EventStore._using`: a class, not a generator context manager, since it wraps every
+    store call (the generator's frames cost more than the gate's count)."""
+
+    __slots__ = ("_gate",)
+
+    def __init__(self, gate: UseGate) -> None:
+        self._gate = gate
+
+    def __enter__(self) -> None:
+        self._gate.enter()
+
+    def __exit__(self, kind: object, error: BaseException | None, trace: object) -> Literal[False]:
+        self._gate.leave()
+        if isinstance(error, PersistenceError) and not isinstance(error, IntegrityError):
+            raise _translated(error) from error
+        return False
 
 
 #: The events table's name in each backend (eventsourcing's: journal/backend_sqlite.py, and
@@ -223,11 +247,9 @@ class EventStore:
     def closed(self) -> bool:
         return self._gate.closed
 
-    @contextlib.contextmanager
-    def _using(self) -> Iterator[None]:
+    def _using(self) -> _Using:
         """Around every call into the recorder: counted for ``close``, errors translated."""
-        with self._gate.entered(), _backend_errors():
-            yield
+        return _Using(self._gate)
 
     def __enter__(self) -> EventStore:
         return self

@@ -9,18 +9,19 @@ inside and refuses the ones that come after it.
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import Iterator
 
 from domain.errors import BackendUnavailable
 
 
 class UseGate:
-    """Counts, per thread, the calls inside the store; ``close`` waits for the others."""
+    """Counts, per thread, the calls inside the store; ``close`` waits for the others.
+
+    ``enter`` and ``leave`` are plain methods, not a generator context manager: they run
+    around every store call (a generator's frames cost more than the count itself)."""
 
     def __init__(self) -> None:
-        self._changed = threading.Condition()
+        self._changed = threading.Condition(threading.Lock())
         self._inside: dict[int, int] = {}  # thread ident -> calls it has inside (nested)
         self._closed = False
 
@@ -28,23 +29,26 @@ class UseGate:
     def closed(self) -> bool:
         return self._closed
 
-    @contextlib.contextmanager
-    def entered(self) -> Iterator[None]:
-        """Inside the store for the block; ``backend_unavailable`` once it is closing."""
+    def enter(self) -> None:
+        """A call begins; ``backend_unavailable`` once the store is closing."""
         me = threading.get_ident()
         with self._changed:
             if self._closed:
                 raise BackendUnavailable("the journal store is closed")
-            self._inside[me] = self._inside.get(me, 0) + 1
-        try:
-            yield
-        finally:
-            with self._changed:
-                left = self._inside[me] - 1
-                if left:
-                    self._inside[me] = left
-                else:
-                    del self._inside[me]
+            inside = self._inside
+            inside[me] = inside.get(me, 0) + 1
+
+    def leave(self) -> None:
+        """The call `enter` began has returned (or raised)."""
+        me = threading.get_ident()
+        with self._changed:
+            inside = self._inside
+            left = inside[me] - 1
+            if left:
+                inside[me] = left
+            else:
+                del inside[me]
+                if self._closed:
                     self._changed.notify_all()
 
     def close(self, wait: float) -> bool:

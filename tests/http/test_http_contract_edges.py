@@ -275,3 +275,32 @@ def test_an_instance_receipt_route_word_percent_encoded_is_the_receipt(tmp_path:
     assert plain.status_code == 404 and "no terminal event" in plain.text  # not terminal yet
     assert (encoded.status_code, encoded.json()) == (plain.status_code, plain.json())
     assert status.status_code == 200 and status.json()["status"] == "queued", status.text
+
+
+def test_behind_a_prefix_a_client_percent_encodes_a_head_of_a_receipt_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    """Under ``Mount("/my api")`` a client sends ``/my%20api``: the decoded prefix was
+    compared with the path as sent, stayed in it, and a HEAD of an instance's receipt ran
+    the GET and signed a checkpoint (found by review, stop 38)."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from blackops.audit.checkpoints import CheckpointService
+    from replay.notes import SigningKey
+
+    app = with_space(Application(f"sqlite:///{tmp_path}/j.sqlite3"))
+    binding = app.register_workflow(Wait)
+    instance = asyncio.run(binding.create(id="x"))
+    asyncio.run(instance.terminate())
+    signer = CheckpointService(app.store, SigningKey.generate("example.com/r"), app.clock)
+    receipt = "v1/spaces/default/workflows/Wait/instances/x/receipt"
+    for prefix, sent in (("/my api", "/my%20api"), ("/bl\u00e4ck", "/bl%C3%A4ck")):
+        api = create_http_app(app, "systok", checkpoints=signer)
+        with TestClient(Starlette(routes=[Mount(prefix, app=api)])) as client:
+            before = app.store.last_position()
+            refused = client.head(f"{sent}/{receipt}", headers=AUTH)
+            assert refused.status_code == 405, (prefix, refused.status_code)
+            assert app.store.last_position() == before, prefix  # no checkpoint signed
+            assert client.get(f"{sent}/{receipt}", headers=AUTH).status_code == 200, prefix
+    app.close()
