@@ -104,6 +104,8 @@ class CheckpointService:
         self.tree = JournalTree(store)
         self.listeners: list[Callable[[str], None]] = []
         self._state_path = state_path or (Path(f"{key_path}.checkpoint") if key_path else None)
+        #: The files this signer reads and writes (its key, its saved checkpoint).
+        self.files = tuple(p for p in (key_path, self._state_path) if p is not None)
         self._lock = threading.Lock()  # the signer's state
         self._reading = threading.Lock()  # the readers' state, below
         self._seen_after = 0  # journal.checkpoint events read up to this position

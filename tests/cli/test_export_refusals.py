@@ -148,3 +148,38 @@ def test_a_manifest_on_the_exports_own_stdout_is_refused(store_url: str) -> None
     done = run("journal", "export", "--manifest", "/dev/stdout", store=store_url)
     assert done.returncode == 1 and "would overwrite the exported lines" in done.stderr
     assert done.stdout == "" and _exports_recorded(store_url) == 0
+
+
+@pytest.mark.parametrize(
+    ("flags", "names"),
+    [
+        (["--output", "{db}", "--no-manifest"], "--output"),
+        (["--output", "{db}-wal", "--no-manifest"], "--output"),
+        (["--output", "{tmp}/out.jsonl", "--manifest", "{db}"], "--manifest"),
+        (["--output", "{key}", "--no-manifest", "--signing-key", "{key}"], "--output"),
+        (["--output", "{tmp}/o", "--manifest", "{key}", "--signing-key", "{key}"], "--manifest"),
+        (["--output", "{key}.checkpoint", "--signing-key", "{key}"], "--output"),
+    ],
+    ids=["database", "its-wal", "manifest-database", "key", "manifest-key", "saved-checkpoint"],
+)  # fmt: skip
+def test_an_export_never_writes_over_the_journal_or_its_signers_files(
+    tmp_path: Path, flags: list[str], names: str
+) -> None:
+    """``--output`` naming the journal's own SQLite file replaced it with its export (exit
+    0, the journal gone); a manifest or a key file likewise (found by a defect hunt, stop
+    38)."""
+    db = tmp_path / "j.sqlite3"
+    store_url = f"sqlite:///{db}"
+    _filled(store_url)
+    key, _ = _key(tmp_path)
+    (tmp_path / "log.key.checkpoint").write_text("")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    given = [flag.format(tmp=tmp_path, db=db, key=key) for flag in flags]
+    done = run("journal", "export", *given, store=store_url)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(f"blackops: invalid_request: {names} ")
+    assert "a file of the journal or its signer" in done.stderr
+    after = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    assert {n: after.get(n) for n in before} == before
+    assert _exports_recorded(store_url) == 0
+    assert run("verify", store=store_url).returncode == 0
