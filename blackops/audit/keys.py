@@ -14,7 +14,7 @@ ENV = "BLACKOPS_SIGNING_KEY"
 def read_signing_key(path: str | Path) -> SigningKey:
     """The key in ``path``; ``invalid_request`` naming the file when it is not one."""
     try:
-        text = Path(path).read_text(encoding="ascii")
+        text = Path(path).read_text(encoding="utf-8")  # a key name is UTF-8 (C2SP signed-note)
     except (OSError, UnicodeDecodeError) as error:
         raise InvalidRequest(f"cannot read the signing key {path}: {error}") from None
     try:
@@ -26,6 +26,9 @@ def read_signing_key(path: str | Path) -> SigningKey:
 def write_signing_key(path: str | Path, key: SigningKey, *, overwrite: bool = False) -> None:
     """Write ``key`` to ``path`` with mode 0600 (never over an existing file unless asked)."""
     target = Path(path)
+    # Encoded before the file exists: a name outside ASCII (UTF-8, as C2SP allows) failed
+    # to encode after the create and left an empty key file (found by a defect hunt, stop 38).
+    text = (key.encode() + "\n").encode("utf-8")
     flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
     try:
         fd = os.open(target, flags, 0o600)
@@ -33,8 +36,8 @@ def write_signing_key(path: str | Path, key: SigningKey, *, overwrite: bool = Fa
         raise InvalidRequest(f"{target} exists: a key is never overwritten") from None
     except OSError as error:
         raise InvalidRequest(f"cannot write {target}: {error.strerror}") from None
-    with os.fdopen(fd, "w", encoding="ascii") as handle:
-        handle.write(key.encode() + "\n")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(text)
     os.chmod(target, 0o600)
 
 
@@ -51,7 +54,7 @@ def parse_verifier_key(text: str) -> VerifierKey:
     candidate = text.strip()
     if "+" not in candidate or os.path.exists(candidate):
         try:
-            candidate = Path(candidate).read_text(encoding="ascii").strip()
+            candidate = Path(candidate).read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as error:
             raise InvalidRequest(
                 f"--key: neither a verifier key nor a readable file: {error}"

@@ -556,3 +556,32 @@ def test_cli_wf_receipt_of_an_instance_verifies_offline(store_url: str, tmp_path
         served.close()
     assert got.status_code == 200, got.text
     assert got.json() == receipt
+
+
+def test_a_key_name_outside_ascii_is_written_read_and_signs(tmp_path: Path) -> None:
+    """C2SP key names are UTF-8: ``keys generate --name é.example/log`` wrote an empty key
+    file and a traceback (the file was opened as ASCII after its create; found by a defect
+    hunt, stop 38). Now it writes the key, and the key signs a checkpoint its verifier
+    key opens."""
+    from replay.notes import VerifierKey
+
+    env = {"BLACKOPS_HOME": str(tmp_path / "home")}
+    key_file, name = tmp_path / "log.key", "\u00e9.example/log"
+    made = subprocess.run(
+        [sys.executable, "-m", "blackops", "keys", "generate", "--name", name,
+         "--output", str(key_file), "--json"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0 and "Traceback" not in made.stderr, made.stderr
+    body = json.loads(made.stdout)
+    assert body["name"] == name
+    store_url = f"sqlite:///{tmp_path}/j.sqlite3"
+    app = Application(store_url)
+    app.operation("t.ok")(lambda ctx, params: {})
+    app.run("t.ok", {}, actor="a", tenant="default")
+    app.close()
+    signed = run("journal", "checkpoint", "--json", "--signing-key", str(key_file),
+                 store=store_url, env=env)  # fmt: skip
+    assert signed.returncode == 0, signed.stderr
+    note = json.loads(signed.stdout)["note"]
+    assert open_checkpoint(note, [VerifierKey.parse(body["verifierKey"])]).size >= 1
