@@ -113,7 +113,7 @@ def _postgres(url: str) -> StoreLocation:
     user, password = unquote(parts.username or "postgres"), unquote(parts.password or "")
     if any("\x00" in part for part in (dbname, user, password, parts.hostname)):
         raise InvalidRequest("postgresql store URL must not contain a NUL character (%00)")
-    query = parse_qs(parts.query)
+    query = _known_query(parts.query)
     schema = query.get("schema", ["public"])[-1]
     if not _SCHEMA.fullmatch(schema):
         raise InvalidRequest("postgresql schema must be a lower-case SQL identifier")
@@ -140,6 +140,30 @@ def _postgres(url: str) -> StoreLocation:
     }
     shown = url if parts.password is None else url.replace(f":{parts.password}@", ":***@", 1)
     return StoreLocation("postgresql", settings, shown)
+
+
+#: The query parameters a PostgreSQL store URL takes (docs/getting-started.md).
+POSTGRES_URL_OPTIONS = ("schema", "connect_timeout", "pool_size")
+
+
+def _known_query(text: str) -> dict[str, list[str]]:
+    """A store URL's query: each known name at most once, with a value. Anything else is
+    refused, not dropped (H12): a misspelt or empty ``schema`` named another journal
+    (``public``), and ``sslmode=require`` connected in clear text (found by a defect hunt,
+    stop 38)."""
+    query = parse_qs(text, keep_blank_values=True)
+    unknown = sorted(set(query) - set(POSTGRES_URL_OPTIONS))
+    if unknown:
+        raise InvalidRequest(
+            f"postgresql store URL option {unknown[0][:40]!r} is not one blackops takes "
+            f"(it takes {', '.join(POSTGRES_URL_OPTIONS)}); it is refused, not ignored"
+        )
+    for name, values in query.items():
+        if len(values) > 1:
+            raise InvalidRequest(f"postgresql store URL names {name} more than once")
+        if not values[0]:
+            raise InvalidRequest(f"postgresql store URL {name} is empty")
+    return query
 
 
 def _positive(query: dict[str, list[str]], name: str, default: str, lowest: int = 1) -> str:

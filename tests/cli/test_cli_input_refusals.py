@@ -149,3 +149,23 @@ def test_a_reader_that_closed_stdout_gets_sigpipes_status_not_a_traceback(
         os.close(write_end)
     assert done.returncode == 141, done.stderr
     assert "Traceback" not in done.stderr and done.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        ("schema=s1&sslmode=require", "'sslmode' is not one blackops takes"),
+        ("Schema=s1", "'Schema' is not one blackops takes"),
+        ("schem=s1", "'schem' is not one blackops takes"),
+        ("schema=", "schema is empty"),
+        ("pool_size=", "pool_size is empty"),
+        ("schema=a&schema=b", "names schema more than once"),
+    ],
+)
+def test_a_postgres_url_option_blackops_does_not_take_is_refused_not_dropped(
+    query: str, says: str
+) -> None:
+    """A misspelt or empty ``schema`` named ``public``, another journal; ``sslmode=require``
+    was dropped and the connection made in clear text (found by a defect hunt, stop 38)."""
+    with pytest.raises(InvalidRequest, match=says):
+        resolve_store(f"postgresql://u@db.example/j?{query}")
