@@ -96,13 +96,26 @@ def _signing_key(path: str) -> SigningKey:
 def cmd_serve(args: argparse.Namespace) -> int:
     from blackops.witness.server import Witness, default_state, describe, make_server
     from blackops.witness.state import WitnessState
+    from domain.errors import InvalidRequest
 
-    witness = Witness(
-        _signing_key(args.key),
-        [_verifier(v) for v in args.log],
-        WitnessState(args.state or default_state()),
-    )
-    server = make_server(witness, args.host, args.port)
+    if not 0 <= args.port <= 65535:
+        raise InvalidRequest(f"--port must be from 0 to 65535, not {args.port}")
+    state = Path(args.state or default_state())
+    try:
+        kept = WitnessState(state)
+    except OSError as error:  # a file in its place, a folder that cannot be made
+        raise InvalidRequest(
+            f"--state {state}: cannot keep the witness's state there ({error.strerror})"
+        ) from None
+    witness = Witness(_signing_key(args.key), [_verifier(v) for v in args.log], kept)
+    try:
+        server = make_server(witness, args.host, args.port)
+    except OSError as error:  # in use, not this host's address, a name that does not resolve
+        # The start-up refusals are one line and one --json document, as serve's (P16);
+        # they were tracebacks (found by a defect hunt, stop 38).
+        raise InvalidRequest(
+            f"cannot listen on {args.host}:{args.port}: {error.strerror or error}"
+        ) from None
     url = f"http://{args.host}:{server.server_address[1]}"
     info = describe(witness, url)
     emit(
@@ -157,8 +170,17 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    from blackops.witness.monitor import run_watch
+    import math
 
+    from blackops.witness.monitor import run_watch
+    from domain.errors import InvalidRequest
+
+    # A usage error before the first check: a negative or NaN interval failed after it,
+    # with a traceback (found by a defect hunt, stop 38).
+    if not 0 < args.interval < math.inf:
+        raise InvalidRequest("--interval must be a finite number of seconds above 0")
+    if not 0 <= args.cosignature_grace < math.inf:
+        raise InvalidRequest("--cosignature-grace must be a finite number of seconds, 0 or more")
     return run_watch(args, _verifier(args.key), [_verifier(k) for k in args.witness_key])
 
 

@@ -207,13 +207,16 @@ def save_state(path: Path, note: str, checkpoint: Checkpoint) -> None:
         "note": note,
         "checkedAt": int(time.time()),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
-    with open(partial, "w", encoding="utf-8") as handle:
-        handle.write(json.dumps(document, indent=1) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(partial, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(partial, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(document, indent=1) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(partial, path)
+    except OSError as error:  # the monitor's own file: invalid_request, never retried (T7)
+        raise InvalidRequest(f"the monitor state {path} cannot be saved: {error}") from None
 
 
 def check_once(
@@ -260,7 +263,13 @@ def run_watch(args: argparse.Namespace, key: VerifierKey, witnesses: list[Verifi
 
     source: Source
     if args.url:
-        source = HttpSource(args.url, args.token or os.environ.get("BLACKOPS_TOKEN"))
+        from blackops.client.calls import base_url_checked
+
+        # Not http(s)://host: invalid_request at once, where it was a read failure retried
+        # for ever under --follow, or a traceback (found by a defect hunt, stop 38).
+        source = HttpSource(
+            base_url_checked(args.url), args.token or os.environ.get("BLACKOPS_TOKEN")
+        )
     else:
         from blackops.witness.store_source import StoreSource
 
@@ -271,6 +280,8 @@ def run_watch(args: argparse.Namespace, key: VerifierKey, witnesses: list[Verifi
             report = check_from(
                 source, key, witnesses, args.state, previous, args.cosignature_grace
             )
+        except InvalidRequest:  # the monitor's own state or arguments: retrying cannot help
+            raise
         except Exception as error:
             if not args.follow:
                 raise BackendUnavailable(f"could not read the log's checkpoint: {error}") from None
