@@ -38,3 +38,17 @@ def fail_at_third(event: ObservedEvent) -> None:
         raise RuntimeError("cannot take this one")
     with open(path, "a") as out:
         out.write(f"{event.position}\n")
+
+
+def exit_at_first(event: ObservedEvent) -> None:
+    """Calls ``sys.exit(7)`` (a BaseException that is no Exception) on the first event."""
+    import sys
+
+    sys.exit(7)
+
+
+def cancelled_at_first(event: ObservedEvent) -> None:
+    """Raises ``asyncio.CancelledError`` (a BaseException) on the first event."""
+    import asyncio
+
+    raise asyncio.CancelledError

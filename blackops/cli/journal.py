@@ -516,7 +516,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     def observe(event: ObservedEvent) -> object:
         try:
             return deliver(event)
-        except Exception as error:
+        except KeyboardInterrupt:  # the user's Ctrl-C, not the observer's failure (P16)
+            raise
+        except BaseException as error:  # SystemExit, CancelledError too: one document (P16)
             failures.append((event.position, error))
             raise
 
@@ -550,8 +552,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise InvalidRequest(str(bad)) from None
     except StateNotSaved as unsaved:  # a full disk, a folder put where it goes meanwhile
         raise InvalidRequest(f"--state: {unsaved}") from None
-    except Exception:
-        if not failures:
+    except BaseException as raised:
+        if not failures or isinstance(raised, KeyboardInterrupt):
             raise
         position, error = failures[0]
         # The observer's own failure: named in one line (its message may be anything; the

@@ -103,3 +103,21 @@ def test_a_tombstone_whose_versions_are_not_a_number_is_a_refused_line(tmp_path:
     target.write_bytes(text + b"\n")
     done = _replay(target, tmp_path)
     assert done.returncode == 1 and "blackops: invalid_request: line 1" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("observer", "named"),
+    [("exit_at_first", "SystemExit"), ("cancelled_at_first", "CancelledError")],
+)
+def test_an_observer_raising_a_base_exception_is_named_in_one_document(
+    exported: tuple[Path, list[int]], tmp_path: Path, observer: str, named: str
+) -> None:
+    """``sys.exit(7)`` in an observer exited 7 with no document; a CancelledError was a
+    traceback (found by a defect hunt, stop 38)."""
+    target, positions = exported
+    done = _replay(target, tmp_path, "--json", observer=observer)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    body = json.loads(done.stdout)  # exactly one document
+    assert body["position"] == positions[0]
+    assert f"the observer raised {named}" in body["stopped"]
