@@ -26,7 +26,9 @@ def register(commands: Commands) -> None:
         "--log", action="append", required=True, metavar="VERIFIER_KEY",
         help="a log's verifier key (text, or a file holding it); repeatable",
     )  # fmt: skip
-    serve.add_argument("--state", type=Path, help="state directory (default .blackops/witness)")
+    serve.add_argument(
+        "--state", type=Path, help="state directory (default $BLACKOPS_HOME/witness)"
+    )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8081)
     serve.add_argument("--json", action="store_true", help="print exactly one JSON document")
@@ -94,13 +96,15 @@ def _signing_key(path: str) -> SigningKey:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from blackops.witness.server import Witness, default_state, describe, make_server
+    from blackops.cli.devtoken import state_dir
+    from blackops.witness.server import Witness, describe, make_server
     from blackops.witness.state import WitnessState
     from domain.errors import InvalidRequest
 
     if not 0 <= args.port <= 65535:
         raise InvalidRequest(f"--port must be from 0 to 65535, not {args.port}")
-    state = Path(args.state or default_state())
+    # In the state dir ($BLACKOPS_HOME, else ./.blackops) as every other default (H13).
+    state = Path(args.state or state_dir() / "witness")
     try:
         kept = WitnessState(state)
     except OSError as error:  # a file in its place, a folder that cannot be made

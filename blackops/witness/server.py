@@ -32,7 +32,6 @@ import uuid
 from collections.abc import Mapping, Sequence
 from email.errors import MissingHeaderBodySeparatorDefect
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 from blackops.witness.state import WitnessState
@@ -364,10 +363,6 @@ def serve_forever(server: _Server, stop: threading.Event | None = None) -> None:
     thread.start()
     stop.wait()
     server.shutdown()
-
-
-def default_state() -> Path:
-    return Path(".blackops") / "witness"
 
 
 class _DeadlineReader(io.RawIOBase):

@@ -94,3 +94,30 @@ def test_audit_watch_refuses_what_it_cannot_work_with(
     except subprocess.TimeoutExpired:
         pytest.fail("still running: retried for ever")
     assert says in refused(done)
+
+
+def test_witness_serve_keeps_its_state_in_the_state_dir_by_default(keys: Path) -> None:
+    """``$BLACKOPS_HOME/witness`` as every other default (H13), not ``./.blackops/witness``
+    whatever the state dir (found by a defect hunt, stop 38)."""
+    import json
+    import os
+    import signal
+    import sys
+
+    from cli_processes import ROOT
+
+    home = keys / "home"
+    env = {**os.environ, "BLACKOPS_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    served = subprocess.Popen(
+        [sys.executable, "-m", "blackops", "witness", "serve", "--key", "w.key", "--log",
+         "log.pub", "--port", "0", "--json"],
+        cwd=keys, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert served.stdout is not None
+        started = json.loads(served.stdout.readline())
+    finally:
+        served.send_signal(signal.SIGINT)
+        served.communicate(timeout=30)
+    assert started["state"] == str(home / "witness")
+    assert (home / "witness").is_dir() and not (keys / ".blackops").exists()
