@@ -147,4 +147,67 @@ class Supervision:
 
 
 def _names(types: tuple[type[BaseException], ...]) -> list[str]:
-    return sorted(f"{t.__module__}.{t.__qualname__}" for t in types)
+    return sorted(_type_name(t) for t in types)
+
+
+def _type_name(kind: type) -> str:
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _named(error: BaseException, names: frozenset[str]) -> bool:
+    """Is ``error`` an instance of a type named in ``names`` (as `describe` writes them)?"""
+    return bool(names) and any(_type_name(kind) in names for kind in type(error).__mro__)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedSupervision(Supervision):
+    """The policy an operation was received under: ``operation.received`` records it
+    (`Supervision.describe`), its exception types by name. Its attempts end under it, not
+    under whatever policy the code registers when they end: a redeploy with another policy
+    ran an operation recorded with ``max_attempts=1`` three times and ended it ``failed``
+    where its record said ``dead_letter`` (found by a spec hunt, stop 38; decisions P22).
+    Types are matched by name along the raised error's MRO, never imported from the
+    journal's text."""
+
+    retry_on_names: frozenset[str] = frozenset()
+    always_names: frozenset[str] = frozenset()
+
+    def is_retryable(self, error: BaseException) -> bool:
+        if isinstance(error, OperationRejected):
+            return False
+        return isinstance(error, Retryable) or _named(
+            error, self.retry_on_names | self.always_names
+        )
+
+    def spares(self, error: BaseException) -> bool:
+        return not isinstance(error, OperationRejected) and _named(error, self.always_names)
+
+    def describe(self) -> dict[str, object]:
+        return {
+            **Supervision.describe(self),
+            "retry_on": sorted(self.retry_on_names),
+            **({"retry_always_on": sorted(self.always_names)} if self.always_names else {}),
+        }
+
+    @classmethod
+    def from_record(cls, record: object) -> RecordedSupervision | None:
+        """The policy ``record`` describes; None when it is not one this version reads
+        (then the registered policy applies, as it always did)."""
+        if not isinstance(record, dict):
+            return None
+        try:
+            names = {key: frozenset(record.get(key, ())) for key in ("retry_on", "retry_always_on")}
+            if not all(isinstance(n, str) for found in names.values() for n in found):
+                return None
+            return cls(
+                max_attempts=record["max_attempts"],
+                backoff=record["backoff"],
+                initial_delay_seconds=record["initial_delay_seconds"],
+                max_delay_seconds=record["max_delay_seconds"],
+                jitter=record["jitter"],
+                exhausted=record["exhausted"],
+                retry_on_names=names["retry_on"],
+                always_names=names["retry_always_on"],
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
