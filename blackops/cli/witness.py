@@ -103,6 +103,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port <= 65535:
         raise InvalidRequest(f"--port must be from 0 to 65535, not {args.port}")
+    key, logs = _signing_key(args.key), [_verifier(v) for v in args.log]  # before any folder
     # In the state dir ($BLACKOPS_HOME, else ./.blackops) as every other default (H13).
     state = Path(args.state or state_dir() / "witness")
     try:
@@ -111,7 +112,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise InvalidRequest(
             f"--state {state}: cannot keep the witness's state there ({error.strerror})"
         ) from None
-    witness = Witness(_signing_key(args.key), [_verifier(v) for v in args.log], kept)
+    witness = Witness(key, logs, kept)
     try:
         server = make_server(witness, args.host, args.port)
     except OSError as error:  # in use, not this host's address, a name that does not resolve

@@ -381,7 +381,16 @@ class WorkflowRunner:
             try:
                 message = found.conn.recv()
             except (EOFError, OSError):
-                ends.append((found, None, False))  # it died under the context
+                if found.stop_reply is not None and found.held is not None:
+                    # It died after the host's stop: what the stop decided (a sleep's
+                    # deadline, a failed attempt's retry) stands, as when the host kills a
+                    # context that ignores its stop. It was dropped, and the next context
+                    # decided again: a later deadline, one more attempt (DW-SLEEP-1,
+                    # DW-DO-2; found by a spec hunt, stop 38).
+                    end = _end_of_stop(found.stop_reply, found.held)
+                    self._stop_context(found, end, "exited")
+                else:
+                    ends.append((found, None, False))  # it died under the context
                 continue
             if message[0] == "step":
                 requests.append((found, message[1]))
@@ -509,9 +518,11 @@ class WorkflowRunner:
             self._executors[index] = self._spawn()
         return self._executors[index]
 
-    def _stop_context(self, executor: Executor, end: ContextEnd | None) -> None:
+    def _stop_context(
+        self, executor: Executor, end: ContextEnd | None, why: str = "context_stopped"
+    ) -> None:
         held = executor.held
-        self._replace(executor, "context_stopped")
+        self._replace(executor, why)
         if held is not None:
             held.abandoned = True
             self._finish([(held, end)])
