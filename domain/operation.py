@@ -56,9 +56,6 @@ class Operation:
     lease_expires_at: str | None = None
     worker: str | None = None
     redrive_of: str | None = None
-    #: The Supervision Policy ``operation.received`` recorded (`Supervision.describe`): the
-    #: one its attempts end under (`RecordedSupervision`).
-    supervision_record: dict[str, Any] | None = None
     #: The execution context of ``operation.received`` (who asked, correlation, trace);
     #: set by the journal when loading, since contexts are not part of the fold.
     origin: dict[str, Any] = field(default_factory=dict)
@@ -222,7 +219,6 @@ class Operation:
             self.correlation_id = data["correlation_id"]
             self.params = data["params"]
             self.redrive_of = data.get("redrive_of")
-            self.supervision_record = data.get("supervision")
             self.created_at = at
         elif kind is EventType.ATTEMPT_STARTED:
             self.attempt = data["attempt"]

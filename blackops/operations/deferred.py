@@ -31,7 +31,7 @@ from domain.clock import Clock, format_instant
 from domain.context import ExecutionContext
 from domain.lifecycle import EventType, State
 from domain.operation import LifecycleViolation, Operation
-from domain.supervision import OperationRejected, RecordedSupervision, Supervision
+from domain.supervision import OperationRejected
 from journal.group_commit import commit_group
 from journal.leases import RESERVATION_HOLD, check_lease_seconds
 from journal.operations import OperationJournal, fold, pending_append, rebased_past_holds
@@ -56,12 +56,6 @@ class Attempt:
     def lease(self) -> tuple[str, int]:
         assert self.ctx.fencing_token is not None
         return self.operation.id, self.ctx.fencing_token
-
-
-def policy_of(operation: Operation, spec: HandlerSpec) -> Supervision:
-    """The policy ``operation`` was received under (decisions P22), else, for a record this
-    version cannot read, the one registered now."""
-    return RecordedSupervision.from_record(operation.supervision_record) or spec.supervision
 
 
 @dataclass(eq=False)
@@ -207,7 +201,7 @@ class DeferredEngine:
         if operation.state is State.RUNNING and operation.attempt_open:
             # The index says its lease ran out: the holder died or stalled (OL-8).
             lost = origin.for_attempt(operation.attempt, worker=self.worker_id, fencing_token=token)
-            if not record_claim_lost(operation, lost, now, policy_of(operation, spec)):
+            if not record_claim_lost(operation, lost, now, spec.supervision):
                 return None
         elif operation.state is State.RETRY_SCHEDULED:
             if operation.retry_due_at is not None and operation.retry_due_at > format_instant(now):
@@ -270,7 +264,7 @@ class DeferredEngine:
         elif ending.rejection is not None:
             record_rejection(operation, ctx, now, ending.rejection)
         elif ending.error is not None:
-            record_failure(operation, ctx, now, policy_of(operation, attempt.spec), ending.error)
+            record_failure(operation, ctx, now, attempt.spec.supervision, ending.error)
         else:
             record_interrupted(operation, ctx, now, ending.interrupt or "interrupted")
         return [pending_append(operation), *extra]
