@@ -39,6 +39,12 @@ _KEYWORDS_TEXT = """
 _SQL_KEYWORDS = frozenset(_KEYWORDS_TEXT.split())
 
 
+#: Beside a SQLite journal's file: the setup lock (journal/setup.py), SQLite's WAL, shared
+#: memory and rollback journal.
+SETUP_LOCK_SUFFIX = ".setup-lock"
+SQLITE_SIDE_SUFFIXES = ("-wal", "-shm", "-journal", SETUP_LOCK_SUFFIX)
+
+
 @dataclass(frozen=True, slots=True)
 class StoreLocation:
     """Where the journal lives: ``kind`` is ``sqlite``, ``postgresql`` or ``memory``."""
@@ -50,6 +56,15 @@ class StoreLocation:
     @property
     def sqlite_path(self) -> Path | None:
         return Path(self.settings["SQLITE_DBNAME"]) if self.kind == "sqlite" else None
+
+    @property
+    def sqlite_files(self) -> list[Path]:
+        """A SQLite journal's database and the files kept beside it (SQLite's, the setup
+        lock's); none for another kind of store."""
+        path = self.sqlite_path
+        if path is None:
+            return []
+        return [path, *(Path(f"{path}{suffix}") for suffix in SQLITE_SIDE_SUFFIXES)]
 
 
 def resolve_store(url: str | None = None) -> StoreLocation:

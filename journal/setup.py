@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 
 from domain.errors import BackendUnavailable
-from journal.locator import postgres_connect
+from journal.locator import SETUP_LOCK_SUFFIX, postgres_connect
 
 
 @contextlib.contextmanager
@@ -20,7 +20,7 @@ def sqlite_setup_lock(path: str) -> Iterator[None]:
     """
     import fcntl
 
-    with open(f"{path}.setup-lock", "a") as lock:
+    with open(f"{path}{SETUP_LOCK_SUFFIX}", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield

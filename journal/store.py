@@ -55,17 +55,6 @@ PAGE_LIMIT_MAX = 10_000
 CLOSE_WAIT_SECONDS: Final = 10.0
 
 
-@contextlib.contextmanager
-def _backend_errors() -> Iterator[None]:
-    """Operational failures become ``backend_unavailable``; conflicts pass through."""
-    try:
-        yield
-    except IntegrityError:
-        raise
-    except PersistenceError as error:
-        raise _translated(error) from error
-
-
 def _translated(error: PersistenceError) -> BackendUnavailable:
     """What a store failure other than a conflict (IntegrityError) is to callers."""
     if isinstance(error, OperationalError | InterfaceError):
@@ -79,14 +68,16 @@ class _Using:
 
     __slots__ = ("_gate",)
 
-    def __init__(self, gate: UseGate) -> None:
-        self._gate = gate
+    def __init__(self, gate: UseGate | None) -> None:
+        self._gate = gate  # None: errors translated, nothing counted (opening the store)
 
     def __enter__(self) -> None:
-        self._gate.enter()
+        if self._gate is not None:
+            self._gate.enter()
 
     def __exit__(self, kind: object, error: BaseException | None, trace: object) -> Literal[False]:
-        self._gate.leave()
+        if self._gate is not None:
+            self._gate.leave()
         if isinstance(error, PersistenceError) and not isinstance(error, IntegrityError):
             raise _translated(error) from error
         return False
@@ -206,6 +197,7 @@ class EventStore:
         self._factory: InfrastructureFactory[Any] | None = None
         self._queue: CommitQueue | None = None
         self._gate = UseGate()
+        self._inside = _Using(self._gate)  # one for every call: it holds no call's state
         if location.kind == "memory":
             # eventsourcing's POPO factory ignores APPLICATION_RECORDER_TOPIC.
             self._recorder: Recorder = BlackOpsMemoryRecorder()
@@ -220,7 +212,7 @@ class EventStore:
             if location.kind == "postgresql"
             else sqlite_setup_lock(settings["SQLITE_DBNAME"])
         )
-        with _sqlite_files(location), _backend_errors(), _sqlite_errors(location), setup_lock:
+        with _sqlite_files(location), _Using(None), _sqlite_errors(location), setup_lock:
             # Explicit settings only: the user's shell environment never reconfigures it.
             self._factory = InfrastructureFactory.construct(Environment("blackops", settings))
             self._recorder = cast(Recorder, self._factory.application_recorder())
@@ -249,7 +241,7 @@ class EventStore:
 
     def _using(self) -> _Using:
         """Around every call into the recorder: counted for ``close``, errors translated."""
-        return _Using(self._gate)
+        return self._inside
 
     def __enter__(self) -> EventStore:
         return self

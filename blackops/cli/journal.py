@@ -10,7 +10,7 @@ import stat
 import sys
 import threading
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from blackops.cli import audit
 from blackops.cli.common import (
@@ -26,9 +26,6 @@ from blackops.cli.common import (
     strict_json,
 )
 from domain.errors import InvalidRequest
-
-if TYPE_CHECKING:  # imported where used: the CLI loads what a command needs
-    from journal.store import EventStore
 
 
 def register(commands: Commands) -> None:
@@ -164,7 +161,9 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
     store = EventStore(args.store, create=False)
     try:
         signer = audit.checkpoint_service(store, args) if manifest_path is not None else None
-        kept = [*_journal_files(store), *(signer.files if signer is not None else ())]
+        # Never over the journal or its signer's files: --output naming the database
+        # replaced the journal with its own export (found by a defect hunt, stop 38).
+        kept = [*store.location.sqlite_files, *(signer.files if signer is not None else ())]
         if getattr(args, "signing_key", None):  # named, even where no manifest is signed
             kept.append(args.signing_key)
         for flag, target in (("--output", final or args.output), ("--manifest", manifest_path)):
@@ -354,17 +353,6 @@ def _replaced(output: str) -> str | None:
         # realpath could not name a pipe's target anyway.
         return os.path.realpath(output) if stat.S_ISREG(target.st_mode) else None
     return output if stat.S_ISREG(found.st_mode) else None
-
-
-def _journal_files(store: EventStore) -> list[str]:
-    """A SQLite journal's database and the files SQLite keeps beside it: ``--output`` or
-    ``--manifest`` naming one overwrote the journal with its own export (found by a defect
-    hunt, stop 38)."""
-    path = store.location.sqlite_path
-    if path is None:
-        return []
-    suffixes = ("-wal", "-shm", "-journal", ".setup-lock")
-    return [str(path), *(f"{path}{suffix}" for suffix in suffixes)]
 
 
 def _same_file(path: str, output: str | None) -> bool:

@@ -51,9 +51,10 @@ def stream_arguments_checked(
         raise InvalidRequest(f"after must be a non-negative integer, not {after!r:.40}")
     if limit is not None and (type(limit) is not int or limit < 1):
         raise InvalidRequest(f"limit must be an integer >= 1, not {limit!r:.40}")
-    for name, value in (("max_seconds", max_seconds), ("retry_seconds", retry_seconds)):
-        if value is None and name == "max_seconds":
-            continue
+    given = {"retry_seconds": retry_seconds}
+    if max_seconds is not None:
+        given["max_seconds"] = max_seconds
+    for name, value in given.items():
         if (
             not isinstance(value, int | float)
             or isinstance(value, bool)
