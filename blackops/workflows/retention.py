@@ -26,7 +26,7 @@ from journal.resources import catalog
 from journal.store import Append, EventStore
 
 log = logging.getLogger("blackops.workflows")
-#: The mark of :meth:`InstanceRetention.finish_purges` (journal/marks.py).
+#: The mark of `finish_purges` (journal/marks.py).
 FINISHED = "instance_purges_finished"
 
 
@@ -75,6 +75,24 @@ def purge_instance(
     return True
 
 
+def finish_purges(store: EventStore) -> None:
+    """A purge cut short between its tombstone and the deletion (a crash) left history
+    that no index row points at any more: delete what each newest tombstone lists.
+
+    Only tombstones after the mark of the last finished run are read (the topic index),
+    so the cost follows what was purged since, not every purge ever. Run by each batch
+    purge and by each Workflow DELETE before it records the deletion (DW-DEL-2/3)."""
+    horizon = store.last_position()  # every tombstone up to here is read below
+    newest: dict[str, int] = {}
+    for tombstone in store.read_topics([Topic.PURGED], after=store.mark(FINISHED)):
+        newest[tombstone.stream] = max(newest.get(tombstone.stream, 0), tombstone.version)
+    for stream, version in sorted(newest.items()):
+        first = store.read_stream(stream)[:1]
+        if first and first[0].version < version:
+            store.delete_stream_events(stream, version - 1)
+    store.advance_mark(FINISHED, horizon)
+
+
 def stream_positions(store: EventStore, stream: str) -> list[int]:
     return [e.position for e in store.read_stream(stream)]
 
@@ -99,7 +117,7 @@ class InstanceRetention:
         what was (or, with ``dry_run``, would be) purged."""
         now = to_micros(self.clock.now())
         if not dry_run:
-            self.finish_purges()
+            finish_purges(self.store)
         deleted = self._deleted_resources()
         report: list[dict[str, str]] = []
         rows = {r.operation_id: r for r in self.store.due_work_rows("workflow:", now)}
@@ -131,22 +149,6 @@ class InstanceRetention:
                 }
             )
         return report
-
-    def finish_purges(self) -> None:
-        """A purge cut short between its tombstone and the deletion (a crash) left history
-        that no index row points at any more: delete what each newest tombstone lists.
-
-        Only tombstones after the mark of the last finished run are read (the topic
-        index), so the cost follows what was purged since, not every purge ever."""
-        horizon = self.store.last_position()  # every tombstone up to here is read below
-        newest: dict[str, int] = {}
-        for tombstone in self.store.read_topics([Topic.PURGED], after=self.store.mark(FINISHED)):
-            newest[tombstone.stream] = max(newest.get(tombstone.stream, 0), tombstone.version)
-        for stream, version in sorted(newest.items()):
-            first = self.store.read_stream(stream)[:1]
-            if first and first[0].version < version:
-                self.store.delete_stream_events(stream, version - 1)
-        self.store.advance_mark(FINISHED, horizon)
 
     def _deleted_resources(self) -> set[str]:
         # The catalog's own stream (not a journal-wide topic read): its size is the
