@@ -53,7 +53,7 @@ class AsyncClient:
         stream_read_timeout: float = 60.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        headers = calls.bearer(token)
+        headers = {**calls.IDENTITY, **calls.bearer(token)}
         self.space = space
         self.stream_read_timeout = stream_read_timeout
         self._http = httpx.AsyncClient(
@@ -77,6 +77,8 @@ class AsyncClient:
             response = await self._http.request(call.method, call.path, **call.request_args())
         except httpx.TransportError as error:
             raise calls.transport_failure(error) from error
+        except httpx.DecodingError as error:
+            raise calls.undecodable(error) from error
         return call.read(response)
 
     async def run(
@@ -109,8 +111,7 @@ class AsyncClient:
         return await self._send(calls.status(operation_id))
 
     async def outcome(self, operation_id: str) -> dict[str, Any] | None:
-        document: dict[str, Any] | None = (await self.outcome_record(operation_id))["outcome"]
-        return document
+        return await self._send(calls.outcome(operation_id))
 
     async def outcome_record(self, operation_id: str) -> dict[str, Any]:
         return await self._send(calls.outcome_record(operation_id))
@@ -186,6 +187,9 @@ class AsyncClient:
                 async with self._http.stream(
                     "GET", path, params=params, headers=headers, timeout=timeout
                 ) as response:
+                    refused = calls.compressed(response)
+                    if refused is not None:
+                        raise refused
                     if response.status_code != 200:
                         await response.aread()
                         raise calls.error_from(response)
@@ -209,6 +213,8 @@ class AsyncClient:
                                 remaining -= 1
                                 if remaining == 0:
                                     return
+            except httpx.DecodingError as error:
+                raise calls.undecodable(error) from error
             except httpx.TransportError as error:
                 failed = calls.transport_failure(error)
                 if not reconnect or not isinstance(failed, BackendUnavailable):
@@ -244,6 +250,9 @@ class AsyncClient:
         try:
             with ExportFiles(path) as files:
                 async with self._http.stream("GET", route, params=query) as response:
+                    refused = calls.compressed(response)
+                    if refused is not None:  # read as is, a cut body passed for the export
+                        raise refused
                     if not response.is_success:
                         await response.aread()
                         raise calls.error_from(response)
@@ -261,6 +270,8 @@ class AsyncClient:
                 files.commit(None if manifest is None else manifest[0])
         except httpx.TransportError as error:
             raise calls.transport_failure(error) from error
+        except httpx.DecodingError as error:
+            raise calls.undecodable(error) from error
         return None if manifest is None else manifest[1]
 
 

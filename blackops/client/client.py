@@ -196,7 +196,7 @@ class Client:
         stream_read_timeout: float = 60.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        headers = calls.bearer(token)
+        headers = {**calls.IDENTITY, **calls.bearer(token)}
         self.space = space
         #: A stream with no byte (not even a keep-alive) for this long is reconnected.
         self.stream_read_timeout = stream_read_timeout
@@ -221,6 +221,8 @@ class Client:
             response = self._http.request(call.method, call.path, **call.request_args())
         except httpx.TransportError as error:
             raise calls.transport_failure(error) from error
+        except httpx.DecodingError as error:
+            raise calls.undecodable(error) from error
         return call.read(response)
 
     # -- operations -----------------------------------------------------------------------
@@ -256,8 +258,7 @@ class Client:
 
     def outcome(self, operation_id: str) -> dict[str, Any] | None:
         """The outcome document of a Deferred Completed operation (``not_found`` else)."""
-        document: dict[str, Any] | None = self.outcome_record(operation_id)["outcome"]
-        return document
+        return self._send(calls.outcome(operation_id))
 
     def outcome_record(self, operation_id: str) -> dict[str, Any]:
         """``{operationId, type, schemaVersion, digest, outcome}``."""
@@ -346,6 +347,9 @@ class Client:
                 with self._http.stream(
                     "GET", path, params=params, headers=headers, timeout=timeout
                 ) as response:
+                    refused = calls.compressed(response)
+                    if refused is not None:
+                        raise refused
                     if response.status_code != 200:
                         response.read()
                         raise calls.error_from(response)
@@ -369,6 +373,8 @@ class Client:
                                 remaining -= 1
                                 if remaining == 0:
                                     return
+            except httpx.DecodingError as error:
+                raise calls.undecodable(error) from error
             except httpx.TransportError as error:
                 failed = calls.transport_failure(error)
                 if not reconnect or not isinstance(failed, BackendUnavailable):
@@ -407,6 +413,9 @@ class Client:
         try:
             with ExportFiles(path) as files:
                 with self._http.stream("GET", route, params=query) as response:
+                    refused = calls.compressed(response)
+                    if refused is not None:  # read as is, a cut body passed for the export
+                        raise refused
                     if not response.is_success:
                         response.read()
                         raise calls.error_from(response)
@@ -422,6 +431,8 @@ class Client:
                 files.commit(None if manifest is None else manifest[0])
         except httpx.TransportError as error:
             raise calls.transport_failure(error) from error
+        except httpx.DecodingError as error:
+            raise calls.undecodable(error) from error
         return None if manifest is None else manifest[1]
 
     def checkpoint(self) -> str:

@@ -93,8 +93,10 @@ def test_a_journal_page_without_its_next_position_is_refused(caller: str) -> Non
 
 @pytest.mark.parametrize("caller", list(CALLERS))
 def test_the_apis_own_answers_are_still_read(caller: str) -> None:
-    assert CALLERS[caller](answering("application/json", b'{"status":"accepted"}'), "status") == {
-        "status": "accepted"
+    status = b'{"operationId":"op-1","status":"accepted"}'
+    assert CALLERS[caller](answering("application/json", status), "status") == {
+        "operationId": "op-1",
+        "status": "accepted",
     }
     note = b"example.com/r\n1\nabc=\n\n\xe2\x80\x94 example.com/r sig\n"
     assert CALLERS[caller](answering("text/plain; charset=utf-8", note), "checkpoint") == (
