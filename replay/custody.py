@@ -83,10 +83,13 @@ def export_with_manifest(
     until: int | None = None,
     keep: Callable[[bytes], bool] | None = None,
     space: str | None = None,
+    attest: Callable[[dict[str, Any]], object] | None = None,
 ) -> dict[str, Any]:
     """Write the lines, check each against its recorded leaf, record the export, and
     return the manifest. ``until`` stops at that position; ``keep(line)`` chooses the lines
-    written (one Space's): every other line is still checked against its leaf."""
+    written (one Space's): every other line is still checked against its leaf.
+    ``attest(manifest)`` (a signer's attestation) runs before the export is recorded: an
+    export it refuses (``journal_rewritten``) is absent, not recorded (decisions P34)."""
     stop = stop or threading.Event()
     # Only what a valid tombstone vouches for is missing by right (verify's own rule).
     purged = read_tombstones(store).purged
@@ -130,6 +133,11 @@ def export_with_manifest(
         "exportedBy": actor.to_dict(),
         "exportedAt": at,
     }
+    manifest["leaves"] = [
+        [p, leaf.hex()] for p, leaf in zip(exported.positions, exported.leaves, strict=True)
+    ]
+    if attest is not None:
+        attest(manifest)
     custody = f"custody:export:{uuid.uuid4()}"
     data = {
         "after": after,
@@ -146,9 +154,6 @@ def export_with_manifest(
         Append(custody, 0, [NewEvent("journal.exported", at, {"actor": actor.to_dict()}, data)])
     )
     manifest["custody"] = {"stream": custody, "position": custody_position}
-    manifest["leaves"] = [
-        [p, leaf.hex()] for p, leaf in zip(exported.positions, exported.leaves, strict=True)
-    ]
     return manifest
 
 

@@ -206,16 +206,17 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
                     )  # fmt: skip
                     body.update(count=summary.count, lastPosition=summary.last_position)
                 else:
+                    from blackops.audit.exports import attest
+
+                    assert signer is not None
+                    # Attested before the export is recorded: one the signer refuses
+                    # (journal_rewritten) leaves no record of an export that is not there.
+                    signs = None if signer.key is None else (lambda m: attest(signer, m))
                     manifest = export_with_manifest(
                         store, target, actor=cli_actor(args), clock=SystemClock(),
                         after=args.after, follow=args.follow, stop=stop, progress=report,
-                        output_name=args.output, until=args.until,
+                        output_name=args.output, until=args.until, attest=signs,
                     )  # fmt: skip
-                    assert signer is not None
-                    if signer.key is not None:  # the manifest names a signed checkpoint
-                        from blackops.audit.exports import attest
-
-                        attest(signer, manifest)
                     written = render_json(manifest) + b"\n"  # once the file is in place
                     body.update(
                         count=manifest["count"],

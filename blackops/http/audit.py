@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import threading
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -234,13 +235,12 @@ def _export(
     after = min(after, app.store.last_position())  # nothing lies beyond: the same export
     until = _attestable_end(service, after, until)
     keep = None if space is None else (lambda line: tenant_of(line) == space)
+    signed = service.key is not None or service.latest() is not None
     manifest = export_with_manifest(
         app.store, out, actor=who.actor, clock=app.clock, after=after, until=until,
         keep=keep, output_name="GET /v1/journal/export" + (f" (space {space})" if space else ""),
-        space=space,
+        space=space, attest=partial(attest, service) if signed else None,
     )  # fmt: skip
-    if service.key is not None or service.latest() is not None:
-        attest(service, manifest)
     export_id = manifest["custody"]["stream"].rsplit(":", 1)[1]
     manifests.keep(export_id, space, manifest)
     return out.getvalue(), export_id

@@ -330,3 +330,30 @@ def test_verify_tells_purged_hidden_leaves_from_unaccounted_ones(tmp_path: Path)
     taken = verify(target, key.verifier().encode())
     assert taken.returncode == 0, taken.stdout  # what hidden leaves can prove: no more
     assert json.loads(taken.stdout)["hiddenLeaves"] == {"purged": purged, "unaccounted": 1}
+
+
+def test_an_http_export_the_signer_refuses_is_not_journaled(store_url: str) -> None:
+    """P34: the signer refuses to attest a journal whose tail was cut after it signed
+    (`journal_rewritten`); the answer is that refusal and no `journal.exported` record
+    names the export (found by a defect hunt against the operator, stop 39: the record was
+    appended before the signer was asked)."""
+    from tampering import behind_the_journals_back, position_column, q
+
+    from blackops.audit.checkpoints import CheckpointService
+    from blackops.runtime import SystemClock
+
+    filled(store_url)
+    with Application(store_url) as app:
+        service = CheckpointService(app.store, SigningKey.generate(ORIGIN), SystemClock())
+        assert service.sign() is not None
+        with behind_the_journals_back(app.store) as (conn, events, leaves):
+            last = app.store.last_position()
+            column = position_column(conn)
+            conn.execute(q(conn, f"DELETE FROM {events} WHERE {column} >= ?"), (last - 1,))
+            conn.execute(q(conn, f"DELETE FROM {leaves} WHERE position >= ?"), (last - 1,))
+        client = TestClient(create_http_app(app, "systok", checkpoints=service))
+        system = {"Authorization": "Bearer systok"}
+        answer = client.get("/v1/journal/export", headers=system)
+        assert answer.json()["error"]["code"] == "journal_rewritten", answer.text
+        exported = [e for e in app.store.iter_after(0) if e.type == "journal.exported"]
+        assert exported == []

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from cli_processes import run
 from rich_journal import inline_runs
+from tampering import behind_the_journals_back, position_column, q
 
 from journal.store import EventStore
 from replay.notes import SigningKey
@@ -183,3 +184,33 @@ def test_an_export_never_writes_over_the_journal_or_its_signers_files(
     assert {n: after.get(n) for n in before} == before
     assert _exports_recorded(store_url) == 0
     assert run("verify", store=store_url).returncode == 0
+
+
+def test_a_signed_export_the_signer_refuses_is_not_recorded(store_url: str, tmp_path: Path) -> None:
+    """P34: an export is whole and recorded or absent. The journal's tail was cut after a
+    signed checkpoint (with its leaves): the signer refuses to attest (`journal_rewritten`),
+    and no `journal.exported` record names the export that is not there (one was appended
+    per refused try: found by a defect hunt against the operator, stop 39)."""
+    _filled(store_url)
+    key_file, _ = _key(tmp_path)
+    signed = run("journal", "checkpoint", "--signing-key", str(key_file), store=store_url)
+    assert signed.returncode == 0, signed.stderr
+    with (
+        EventStore(store_url, create=False) as store,
+        behind_the_journals_back(store) as (
+            conn,
+            events,
+            leaves,
+        ),
+    ):
+        column = position_column(conn)
+        last = store.last_position()
+        conn.execute(q(conn, f"DELETE FROM {events} WHERE {column} >= ?"), (last - 1,))
+        conn.execute(q(conn, f"DELETE FROM {leaves} WHERE position >= ?"), (last - 1,))
+    target = tmp_path / "j.jsonl"
+    for _ in range(2):
+        done = run("journal", "export", "--output", str(target), "--signing-key",
+                   str(key_file), store=store_url)  # fmt: skip
+        assert done.returncode == 1 and "journal_rewritten" in done.stderr, done.stderr
+    assert not target.exists() and not Path(f"{target}.manifest.json").exists()
+    assert _exports_recorded(store_url) == 0
