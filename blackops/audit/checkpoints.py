@@ -114,6 +114,11 @@ class CheckpointService:
         self._named: dict[str, VerifierKey | None] = {}  # keys they name (None: unreadable)
         self._ours: tuple[Checkpoint, int] | None = None  # last we trust, its event position
         self._cosignatures: dict[str, list[str]] = {}
+        #: Reads the cosignature lines kept beside the journal for a checkpoint (the
+        #: witnesses' book, ``blackops.witness.cosigned``: set by whoever builds this
+        #: service), so receipts and exports carry those any process gathered; None: only
+        #: those `add_cosignatures` gave this process.
+        self.kept_cosignatures: Callable[[Checkpoint], list[str]] | None = None
         self._trusted: list[VerifierKey] = [key.verifier()] if key else []
         self._rotations: list[dict[str, Any]] = []  # journal.key_rotated data, read so far
         self._checked_after = 0  # journal.checkpoint events verified up to this position
@@ -156,7 +161,17 @@ class CheckpointService:
         return self.with_cosignatures(note)
 
     def with_cosignatures(self, note: str) -> str:
-        extra = self._cosignatures.get(note)
+        """``note`` with the witnesses' cosignatures known for it: those this process was
+        given and those kept beside the journal. Only the pushing process held any, so a
+        receipt or an export made elsewhere (the CLI, a server restarted since, an older
+        checkpoint) carried none and failed ``--witness-key`` (found by a defect hunt)."""
+        extra = list(self._cosignatures.get(note, ()))
+        if self.kept_cosignatures is not None:
+            try:
+                kept = self.kept_cosignatures(Checkpoint.parse(parse_note(note).text))
+            except NoteError:
+                kept = []
+            extra += [line for line in kept if line not in extra]
         return add_signature_lines(note, extra) if extra else note
 
     def add_cosignatures(self, note: str, lines: Sequence[str]) -> None:

@@ -127,12 +127,17 @@ def checkpoint_service(
 ) -> CheckpointService:
     from blackops.audit.checkpoints import CheckpointService
     from blackops.runtime import SystemClock
+    from blackops.witness.cosigned import CosignatureBook
 
     key, path = signing_key_of(args, dev=dev)
     if path is not None and not getattr(args, "signing_key", None):  # the development key
         saved = dev_checkpoint_path(path, store.location)
-        return CheckpointService(store, key, SystemClock(), state_path=saved)
-    return CheckpointService(store, key, SystemClock(), key_path=path)
+        service = CheckpointService(store, key, SystemClock(), state_path=saved)
+    else:
+        service = CheckpointService(store, key, SystemClock(), key_path=path)
+    # Receipts and exports carry the cosignatures the witnesses gave any process (A22).
+    service.kept_cosignatures = CosignatureBook(store, read_only=True).lines
+    return service
 
 
 def dev_checkpoint_path(key_path: Path, location: StoreLocation) -> Path | None:
