@@ -36,6 +36,7 @@ from blackops.cli.common import (
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("serve", "HTTP API on uvicorn"),
     "worker": ("serve", "run a worker process; worker create|list: Worker resources"),
+    "demo": ("demo", "a short tour: operations, a retry, a workflow, a verified journal"),
     "op": ("operations", "operations"),
     "projections": ("operations", "read models built from the journal"),
     "wf": ("instances", "workflow instances"),

@@ -1,0 +1,60 @@
+"""``blackops demo``: the tour of `blackops.demo` on a journal, and what it recorded."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+from blackops.cli.common import EXIT_OK, OPENED, Commands, add_common, emit
+
+
+def register(commands: Commands) -> None:
+    demo = commands.add_parser(
+        "demo",
+        help="a short tour: operations, a retry, a workflow, a verified journal",
+        description="Run an Inline operation, a rejected one, a Deferred one that is "
+        "retried, and a workflow that sleeps and waits for an event, in this process; "
+        "then verify the journal. Without --store or $BLACKOPS_STORE the journal is a new "
+        "SQLite file in a new temporary folder, kept to look at.",
+    )
+    add_common(demo, app=False)
+    demo.set_defaults(handler=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    import asyncio
+    import tempfile
+
+    from blackops.demo import demo_application, tour
+
+    store = args.store or os.environ.get("BLACKOPS_STORE")
+    if not store:  # never the user's own journal by default
+        store = f"sqlite:///{tempfile.mkdtemp(prefix='blackops-demo-')}/journal.sqlite3"
+    app = demo_application(store)
+    OPENED.append(app)
+    report = asyncio.run(tour(app))
+    emit(report, args.json, lambda: _lines(report))
+    return EXIT_OK
+
+
+def _lines(report: dict[str, Any]) -> str:
+    inline, rejected, deferred = report["inline"], report["rejected"], report["deferred"]
+    workflow, journal = report["workflow"], report["journal"]
+    verified = "verified" if journal["verified"] else "NOT VERIFIED"
+    return "\n".join(
+        [
+            f"journal: {report['store']}",
+            f"Inline demo.greet      {inline['operationId']}  {inline['status']}: "
+            + " -> ".join(inline["events"]),
+            f"Inline demo.greet      {rejected['operationId']}  {rejected['status']} "
+            f"({rejected['rejection']})",
+            f"Deferred demo.flaky    {deferred['operationId']}  {deferred['status']}: "
+            + " -> ".join(deferred["events"]),
+            f"workflow DemoOrder     {workflow['instance']}  {workflow['status']}: "
+            + json.dumps(workflow.get("output"), sort_keys=True),
+            f"journal: {journal['events']} events, {verified}",
+            f"look around: blackops op list --store {report['store']}",
+        ]
+    )
