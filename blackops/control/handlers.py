@@ -26,7 +26,7 @@ from blackops.control.plane import ControlPlane
 from blackops.control.provider import ResourceProvider
 from blackops.ids import derived_id
 from blackops.operations.handlers import HandlerSpec
-from blackops.workflows.retention import finish_purges, purge_instance, stream_positions
+from blackops.workflows.retention import finish_purges_of, purge_instance, stream_positions
 from domain.context import Actor, ExecutionContext
 from domain.errors import BackendUnavailable, FencingError
 from domain.events import NewEvent
@@ -271,7 +271,8 @@ def install(plane: ControlPlane, provider: ResourceProvider) -> None:
             raise StopNotProven(f"instances of {uid} keep appearing")
         # A purge cut short between its tombstone and the deletion (its worker died) left
         # history that no index row lists any more: deleted before the DELETE succeeds.
-        finish_purges(plane.store)
+        received = plane.store.read_stream(ctx.operation_id)[:1]
+        finish_purges_of(plane.store, uid, received[0].position - 1 if received else 0)
         state = load_workflow(plane.store, uid)
         names = name_stream(state.space, "workflow", state.name)
         claim = load_name(plane.store, names)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -18,7 +19,7 @@ from blackops.workflows.stamping import event_context
 from domain.clock import Clock
 from domain.context import Actor
 from domain.errors import BackendUnavailable
-from domain.events import NewEvent
+from domain.events import NewEvent, RecordedEvent
 from domain.workflow import InstanceState, Topic, micros_instant, to_micros
 from domain.workflow_rules import RETENTION_MICROS
 from journal.instances import load_instance, refresh
@@ -80,17 +81,30 @@ def finish_purges(store: EventStore) -> None:
     that no index row points at any more: delete what each newest tombstone lists.
 
     Only tombstones after the mark of the last finished run are read (the topic index),
-    so the cost follows what was purged since, not every purge ever. Run by each batch
-    purge and by each Workflow DELETE before it records the deletion (DW-DEL-2/3)."""
+    so the cost follows what was purged since, not every purge ever."""
     horizon = store.last_position()  # every tombstone up to here is read below
+    _finish(store, store.read_topics([Topic.PURGED], after=store.mark(FINISHED)))
+    store.advance_mark(FINISHED, horizon)
+
+
+def finish_purges_of(store: EventStore, workflow: str, after: int) -> None:
+    """`finish_purges` for the instances of ``workflow`` whose tombstones come after
+    ``after`` (a Workflow DELETE's: after its operation was received). The batch run's
+    mark is left alone: workers purge on their own without moving it, so the tombstones
+    since that mark may be every one ever; these are the DELETE's own (decisions R22)."""
+    tombstones = store.read_topics([Topic.PURGED], after=after)
+    _finish(store, [t for t in tombstones if t.data.get("workflow") == workflow])
+
+
+def _finish(store: EventStore, tombstones: Iterable[RecordedEvent]) -> None:
+    """Delete the history left below each stream's newest tombstone of ``tombstones``."""
     newest: dict[str, int] = {}
-    for tombstone in store.read_topics([Topic.PURGED], after=store.mark(FINISHED)):
+    for tombstone in tombstones:
         newest[tombstone.stream] = max(newest.get(tombstone.stream, 0), tombstone.version)
     for stream, version in sorted(newest.items()):
         first = store.read_stream(stream)[:1]
         if first and first[0].version < version:
             store.delete_stream_events(stream, version - 1)
-    store.advance_mark(FINISHED, horizon)
 
 
 def stream_positions(store: EventStore, stream: str) -> list[int]:
