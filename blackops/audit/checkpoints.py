@@ -36,6 +36,7 @@ import base64
 import logging
 import os
 import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -68,6 +69,9 @@ DEFAULT_CADENCE_SECONDS = 5.0
 SYSTEM_ACTOR = Actor("blackops", "system")
 #: Older leaves re-read (and their events re-hashed) at each signing, in rotation (A11).
 RECHECK_PER_SIGNING = 4096
+#: How long the cosignatures kept beside the journal for a note are reused before they are
+#: read again (`CheckpointService.with_cosignatures`).
+KEPT_READ_SECONDS = 2.0
 #: Separates the note from its compact range in ``<key>.checkpoint``.
 RANGE_HEADER = "compact-range"
 #: Journaled checkpoints kept for readers, newest last: the console's history shows 50 and
@@ -119,6 +123,8 @@ class CheckpointService:
         #: service), so receipts and exports carry those any process gathered; None: only
         #: those `add_cosignatures` gave this process.
         self.kept_cosignatures: Callable[[Checkpoint], list[str]] | None = None
+        self._kept: dict[str, tuple[float, list[str]]] = {}  # note -> (read at, lines)
+        self._kept_lock = threading.Lock()
         self._trusted: list[VerifierKey] = [key.verifier()] if key else []
         self._rotations: list[dict[str, Any]] = []  # journal.key_rotated data, read so far
         self._checked_after = 0  # journal.checkpoint events verified up to this position
@@ -166,13 +172,30 @@ class CheckpointService:
         receipt or an export made elsewhere (the CLI, a server restarted since, an older
         checkpoint) carried none and failed ``--witness-key`` (found by a defect hunt)."""
         extra = list(self._cosignatures.get(note, ()))
-        if self.kept_cosignatures is not None:
-            try:
-                kept = self.kept_cosignatures(Checkpoint.parse(parse_note(note).text))
-            except NoteError:
-                kept = []
-            extra += [line for line in kept if line not in extra]
+        extra += [line for line in self._kept_lines(note) if line not in extra]
         return add_signature_lines(note, extra) if extra else note
+
+    def _kept_lines(self, note: str) -> list[str]:
+        """The kept cosignature lines of ``note``, read at most every `KEPT_READ_SECONDS`
+        per note: ``GET /v1/checkpoint`` and receipts must not cost a database read each
+        (a witness cosigns once per checkpoint; a line read a few seconds late is what
+        the pusher's own cadence gives anyway)."""
+        if self.kept_cosignatures is None:
+            return []
+        now = time.monotonic()
+        with self._kept_lock:
+            cached = self._kept.get(note)
+        if cached is not None and now - cached[0] < KEPT_READ_SECONDS:
+            return cached[1]
+        try:
+            lines = self.kept_cosignatures(Checkpoint.parse(parse_note(note).text))
+        except NoteError:
+            lines = []
+        with self._kept_lock:
+            self._kept[note] = (now, lines)
+            while len(self._kept) > RECENT_CHECKPOINTS:
+                del self._kept[next(iter(self._kept))]
+        return lines
 
     def add_cosignatures(self, note: str, lines: Sequence[str]) -> None:
         """Keep witness cosignature lines for ``note`` (published with it)."""

@@ -34,7 +34,7 @@ def attest(service: CheckpointService, manifest: dict[str, Any]) -> dict[str, An
     if tree.root(size).hex() != manifest["journalRoot"]:
         raise JournalRewritten("the journal changed while it was exported")
     # The leaves after ``after`` within the exported tree: none when ``after`` is past its end
-    # (the tree synced now also holds the export's own record, beyond ``size``).
+    # (the tree synced now may hold events appended since, beyond ``size``).
     first = min(tree.count_through(int(manifest["after"])), size)
     exported = {int(p) for p, _ in manifest["leaves"]}
     hidden = [

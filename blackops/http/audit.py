@@ -68,8 +68,11 @@ def checkpoints(request: Request) -> CheckpointService:
     state = request.app.state
     found: CheckpointService | None = getattr(state, "checkpoints", None)
     if found is None:
+        from blackops.witness.cosigned import CosignatureBook
+
         served = state.blackops.application
         found = CheckpointService(served.store, None, served.clock)
+        found.kept_cosignatures = CosignatureBook(served.store, read_only=True).lines
         state.checkpoints = found
     return found
 
