@@ -187,12 +187,12 @@ class AsyncClient:
                 async with self._http.stream(
                     "GET", path, params=params, headers=headers, timeout=timeout
                 ) as response:
-                    refused = calls.compressed(response)
-                    if refused is not None:
-                        raise refused
                     if response.status_code != 200:
                         await response.aread()
                         raise calls.error_from(response)
+                    refused = calls.compressed(response)
+                    if refused is not None:
+                        raise refused
                     chunks = response.aiter_bytes()
                     first = await anext(chunks, b"")  # the excerpt a refusal quotes
                     refused = calls.not_an_event_stream(response, first)
@@ -250,12 +250,12 @@ class AsyncClient:
         try:
             with ExportFiles(path) as files:
                 async with self._http.stream("GET", route, params=query) as response:
-                    refused = calls.compressed(response)
-                    if refused is not None:  # read as is, a cut body passed for the export
-                        raise refused
                     if not response.is_success:
                         await response.aread()
                         raise calls.error_from(response)
+                    refused = calls.compressed(response)
+                    if refused is not None:  # read as is, a cut body passed for the export
+                        raise refused
                     if calls.media_type_of(response) != "application/jsonl":
                         await response.aread()  # a proxy's page: the files stay as they were
                         raise calls.wrong_media_type(

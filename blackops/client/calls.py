@@ -210,8 +210,9 @@ IDENTITY: Final = {"Accept-Encoding": "identity"}
 
 
 def compressed(response: httpx.Response) -> BlackOpsError | None:
-    """An answer that came with a content coding though none was asked (`IDENTITY`) was
-    changed on the way and is not read: ``internal_error`` naming the coding."""
+    """A success that came with a content coding though none was asked (`IDENTITY`) was
+    changed on the way and is not taken as a result (nor, for a stream or an export, read
+    at all): ``internal_error`` naming the coding."""
     coding = response.headers.get("content-encoding", "").strip().lower()
     if coding in ("", "identity"):
         return None
@@ -229,11 +230,14 @@ def undecodable(error: httpx.DecodingError) -> BlackOpsError:
 
 
 def checked(response: httpx.Response) -> httpx.Response:
+    """``response`` if it is a success whose body can be trusted whole; else the error it
+    is (an error answer is read as it came: a 503 a gateway compressed is still
+    ``backend_unavailable``, retried; a cut one reads as no error body)."""
+    if not response.is_success:
+        raise error_from(response)
     refused = compressed(response)
     if refused is not None:
         raise refused
-    if not response.is_success:
-        raise error_from(response)
     return response
 
 
@@ -377,20 +381,25 @@ def query(params: dict[str, Any]) -> dict[str, Any]:
     takes one value (decisions H15): a list or tuple is refused as in process (httpx sent one
     parameter per item, so ``[x]`` was answered as ``x`` and ``[]`` unfiltered: found by a
     defect hunt, stop 35)."""
+    sent: dict[str, Any] = {}
     for name, value in params.items():
         unicode_text("a query parameter's name", name)
         if isinstance(value, list | tuple):
             raise InvalidRequest(f"{name} takes one value, not a {type(value).__name__}")
         if value is None:
             continue
+        # As in process: an int (no bool) or text, an enum of either included, sent as the
+        # number or text it is (str() of a str enum may be its name); "5", 5 for a name,
+        # bytes were sent as str(value) (found by a defect hunt, stop 39).
         if name in INTEGER_FILTERS:
-            if type(value) is not int:  # as in process: "5" and True are refused, not sent
+            if not isinstance(value, int) or isinstance(value, bool):
                 raise InvalidRequest(f"{name} must be an int, not {type(value).__name__}")
-        elif type(value) is str:
-            unicode_text(name, value)
-        else:  # as in process: a filter is text; str(value) was sent (found by a defect hunt)
+            sent[name] = int.__int__(value)
+        elif isinstance(value, str):
+            sent[name] = str.__str__(unicode_text(name, value))
+        else:
             raise InvalidRequest(f"{name} must be a str, not {type(value).__name__}")
-    return {k: v for k, v in params.items() if v is not None}
+    return sent
 
 
 #: Query parameters that are integers (a page's size, a journal page's start); every other
@@ -429,9 +438,6 @@ def segment(text: str, name: str, code: str = "invalid_request") -> str:
 def _result(response: httpx.Response) -> OperationResult:
     """An Inline answer: 200, or a rejection / failure with the completion beside the
     error (decisions P2, P3); anything else raises."""
-    refused = compressed(response)
-    if refused is not None:
-        raise refused
     if response.is_success and media_type_of(response) != "application/json":
         raise wrong_media_type(response, "application/json", response.content)
     try:
@@ -442,6 +448,9 @@ def _result(response: httpx.Response) -> OperationResult:
         response.is_success or body.get("status") in ("rejected", "failed")
     ):
         raise error_from(response)
+    refused = compressed(response)  # read as a result: it must have come whole
+    if refused is not None:
+        raise refused
     result = _inline_result(body)
     if result is None:
         raise unexpected(response, "not an Inline operation's result")

@@ -347,12 +347,12 @@ class Client:
                 with self._http.stream(
                     "GET", path, params=params, headers=headers, timeout=timeout
                 ) as response:
-                    refused = calls.compressed(response)
-                    if refused is not None:
-                        raise refused
                     if response.status_code != 200:
                         response.read()
                         raise calls.error_from(response)
+                    refused = calls.compressed(response)
+                    if refused is not None:
+                        raise refused
                     chunks = response.iter_bytes()
                     first = next(chunks, b"")  # the excerpt a refusal quotes
                     refused = calls.not_an_event_stream(response, first)
@@ -413,12 +413,12 @@ class Client:
         try:
             with ExportFiles(path) as files:
                 with self._http.stream("GET", route, params=query) as response:
-                    refused = calls.compressed(response)
-                    if refused is not None:  # read as is, a cut body passed for the export
-                        raise refused
                     if not response.is_success:
                         response.read()
                         raise calls.error_from(response)
+                    refused = calls.compressed(response)
+                    if refused is not None:  # read as is, a cut body passed for the export
+                        raise refused
                     if calls.media_type_of(response) != "application/jsonl":
                         response.read()  # a proxy's page, not the export: the files stay
                         raise calls.wrong_media_type(

@@ -13,6 +13,7 @@ read (found by a defect hunt, stop 39):
 from __future__ import annotations
 
 import asyncio
+import enum
 import gzip
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from blackops import BlackOpsError, InvalidRequest
+from blackops import BackendUnavailable, BlackOpsError, InvalidRequest, NotFound
 from blackops.client import AsyncClient, Client
 
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -199,3 +200,44 @@ def test_a_filter_of_another_type_than_in_process_is_refused_before_sending(
     with pytest.raises(InvalidRequest):
         call(caller, handler, "list_operations", **filters)
     assert sent == []
+
+
+@pytest.mark.parametrize("caller", ["sync", "async"])
+def test_a_compressed_error_answer_is_still_the_error_it_says(caller: str) -> None:
+    """Only a success must come whole: a 503 a gateway compressed is still
+    ``backend_unavailable`` (retried), a 404 with its error body still ``not_found``."""
+
+    def gateway(status: int, body: bytes) -> Handler:
+        def handler(request: httpx.Request) -> httpx.Response:
+            headers = {"content-type": "application/json", "content-encoding": "gzip"}
+            return httpx.Response(status, content=gzip.compress(body), headers=headers)
+
+        return handler
+
+    with pytest.raises(BackendUnavailable):
+        call(caller, gateway(503, b"<html>busy</html>"), "status", "op-1")
+    missing = b'{"error":{"code":"not_found","message":"operation op-1 does not exist"}}'
+    with pytest.raises(NotFound):
+        call(caller, gateway(404, missing), "status", "op-1")
+
+
+class Status(str, enum.Enum):  # noqa: UP042 (str() of this mixin is its name)
+    COMPLETED = "completed"
+
+
+class Size(enum.IntEnum):
+    TEN = 10
+
+
+@pytest.mark.parametrize("caller", ["sync", "async"])
+def test_enum_filters_are_sent_as_the_text_and_number_they_are(caller: str) -> None:
+    """As in process, where ``isinstance`` decides: a str enum is its text (``str()`` of
+    one is its name), an int enum its number."""
+    sent: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, json={"items": [], "next": None})
+
+    call(caller, handler, "list_operations", status=Status.COMPLETED, limit=Size.TEN)
+    assert dict(sent[0].url.params) == {"status": "completed", "limit": "10"}
