@@ -7,7 +7,7 @@ import json
 import os
 from typing import Any
 
-from blackops.cli.common import EXIT_OK, OPENED, Commands, add_common, emit
+from blackops.cli.common import EXIT_ERROR, EXIT_OK, OPENED, Commands, add_common, emit
 
 
 def register(commands: Commands) -> None:
@@ -35,11 +35,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     app = demo_application(store)
     OPENED.append(app)
     report = asyncio.run(tour(app))
-    emit(report, args.json, lambda: _lines(report))
-    return EXIT_OK
+    emit(report, args.json, lambda: _lines(report, app.store.location.kind))
+    # As `verify`: a journal that does not verify is a failure, whatever else went well.
+    return EXIT_OK if report["journal"]["verified"] else EXIT_ERROR
 
 
-def _lines(report: dict[str, Any]) -> str:
+def _lines(report: dict[str, Any], kind: str) -> str:
     inline, rejected, deferred = report["inline"], report["rejected"], report["deferred"]
     workflow, journal = report["workflow"], report["journal"]
     verified = "verified" if journal["verified"] else "NOT VERIFIED"
@@ -54,7 +55,16 @@ def _lines(report: dict[str, Any]) -> str:
             + " -> ".join(deferred["events"]),
             f"workflow DemoOrder     {workflow['instance']}  {workflow['status']}: "
             + json.dumps(workflow.get("output"), sort_keys=True),
-            f"journal: {journal['events']} events, {verified}",
-            f"look around: blackops op list --store {report['store']}",
+            f"journal: {verified} through position {journal['events']}",
+            *_look_around(report["store"], kind),
         ]
     )
+
+
+def _look_around(store: str, kind: str) -> list[str]:
+    """Where to look at what the demo wrote: nowhere for a memory store; the store's URL
+    stands for itself unless its password was masked."""
+    if kind == "memory":
+        return []
+    shown = "STORE_URL" if ":***@" in store else store
+    return [f"look around: blackops op list --store {shown}"]

@@ -11,8 +11,11 @@ import sys
 from pathlib import Path
 
 from cli_processes import run
+from rich_journal import inline_runs
+from tampering import behind_the_journals_back, position_column, q
 
 from blackops import Application
+from journal.store import EventStore
 from replay.verify import verify_store
 
 
@@ -54,3 +57,25 @@ def test_without_a_store_the_demo_writes_a_journal_of_its_own(tmp_path: Path) ->
     journals = list(tmp_path.glob("blackops-demo-*/journal.sqlite3"))
     assert len(journals) == 1, done.stdout
     assert not (here / ".blackops").exists()
+
+
+def test_a_journal_that_does_not_verify_fails_the_demo(store_url: str) -> None:
+    """As `verify`: the tour ran, but the journal it ran on was rewritten behind its back
+    (an event changed, its leaf kept), so the demo says so and exits 1."""
+    inline_runs(store_url, ["t"])
+    with (
+        EventStore(store_url, create=False) as store,
+        behind_the_journals_back(store) as (
+            conn,
+            events,
+            _,
+        ),
+    ):
+        row = store.read_raw_after(0, 1)[0]
+        forged = row.state.replace(b'"n":0', b'"n":7')
+        assert forged != row.state
+        column = position_column(conn)
+        conn.execute(q(conn, f"UPDATE {events} SET state = ? WHERE {column} = ?"), (forged, row.id))
+    done = run("demo", store=store_url)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "NOT VERIFIED" in done.stdout
