@@ -33,7 +33,7 @@ from domain.json_text import scalar_text
 from domain.lifecycle import TERMINAL, EventType
 from domain.operation import Operation
 from domain.retention import PRIVILEGED_KINDS, Retention
-from journal.operations import OperationJournal, pending_append
+from journal.operations import OperationJournal, fold, pending_append
 from journal.outcomes import OUTCOME_RECORDED, outcome_stream
 from journal.store import Append, EventStore
 from journal.work_index import moment_micros
@@ -232,7 +232,7 @@ class RetentionService:
         """Purge one operation (under the retention lock); False if it is no longer due."""
         store = self.runtime.store
         events = self.journal.events(operation_id)
-        operation = self.journal.load(operation_id)
+        operation = fold(operation_id, events)  # one read of the stream, not two
         if operation.purged or operation.hold is not None or operation.state not in TERMINAL:
             return False  # changed since the scan: the next run decides again
         outcome = store.read_stream(outcome_stream(operation_id))
