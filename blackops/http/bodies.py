@@ -101,8 +101,35 @@ def idempotency_key(request: Request) -> str | None:
 
 
 def prefers_async(prefer: str) -> bool:
-    """RFC 7240: ``Prefer: respond-async`` among comma-separated preferences."""
-    return any(part.split(";")[0].strip().lower() == "respond-async" for part in prefer.split(","))
+    """RFC 7240: ``Prefer: respond-async`` among comma-separated preferences (a comma or a
+    semicolon inside a quoted value belongs to the value: ``note="a,respond-async"`` asked
+    for nothing, and ran Deferred; found by a defect hunt, stop 39)."""
+    return any(_preference_name(part) == "respond-async" for part in _unquoted_split(prefer, ","))
+
+
+def _preference_name(preference: str) -> str:
+    """A preference as it is named, with its value if it has one (``respond-async`` has
+    none): what comes before its ``;parameters``."""
+    return preference.split(";", 1)[0].strip().lower()
+
+
+def _unquoted_split(text: str, separator: str) -> list[str]:
+    """``text`` split at each ``separator`` outside quoted strings (RFC 9110 5.6.4: a
+    backslash quotes the next character)."""
+    parts: list[str] = []
+    start, quoted, escaped = 0, False, False
+    for index, char in enumerate(text):
+        if escaped:
+            escaped = False
+        elif quoted and char == "\\":
+            escaped = True
+        elif char == '"':
+            quoted = not quoted
+        elif char == separator and not quoted:
+            parts.append(text[start:index])
+            start = index + 1
+    parts.append(text[start:])
+    return parts
 
 
 def path_segment(value: str) -> str:

@@ -11,6 +11,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from blackops import Application
@@ -72,6 +73,64 @@ def test_prefer_sent_as_two_lines_is_one_value(tmp_path: Path) -> None:
         )
     app.close()
     assert answer.status_code == 202, answer.text  # Deferred: accepted, not run
+
+
+@pytest.mark.parametrize(
+    ("prefer", "status"),
+    [
+        ('handling=lenient; note="a,respond-async,b"', 200),  # a quoted comma: Inline
+        ('note="a\\",respond-async"', 200),  # an escaped quote stays inside the value
+        ('note="x", respond-async', 202),
+        ("wait=5;x=1, RESPOND-ASYNC; y", 202),
+    ],
+)
+def test_prefer_splits_preferences_only_outside_quoted_values(
+    tmp_path: Path, prefer: str, status: int
+) -> None:
+    """RFC 7240: a comma inside a quoted value is part of it; ``respond-async`` inside one
+    asked for nothing, and the operation ran Deferred (found by a defect hunt, stop 39)."""
+    app = with_space(Application(f"sqlite:///{tmp_path}/j.sqlite3"))
+
+    @app.operation("t.ok")
+    def ok(ctx: object, params: dict[str, object]) -> dict[str, object]:
+        return {}
+
+    with TestClient(create_http_app(app, "systok")) as client:
+        answer = client.post(
+            "/v1/spaces/default/operations/t.ok",
+            headers={"Authorization": "Bearer systok", "Prefer": prefer},
+            json={},
+        )
+    app.close()
+    assert answer.status_code == status, answer.text
+
+
+def test_two_traceparent_lines_are_no_trace_context(tmp_path: Path) -> None:
+    """W3C Trace Context's test suite: a duplicated ``traceparent`` starts a new trace; the
+    first line was recorded (found by a defect hunt, stop 39). One line is still recorded."""
+    app = with_space(Application(f"sqlite:///{tmp_path}/j.sqlite3"))
+
+    @app.operation("t.ok")
+    def ok(ctx: object, params: dict[str, object]) -> dict[str, object]:
+        return {}
+
+    first = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    second = "00-1af7651916cd43dd8448eb211c80319c-c7ad6b7169203331-01"
+    recorded = {}
+    with TestClient(create_http_app(app, "systok")) as client:
+        for lines in ([first, second], [first]):
+            answer = client.post(
+                "/v1/spaces/default/operations/t.ok",
+                headers=[("Authorization", "Bearer systok")]
+                + [("traceparent", line) for line in lines],
+                json={},
+            )
+            assert answer.status_code == 200, answer.text
+            events = app.events(answer.json()["operationId"])
+            recorded[len(lines)] = {e["context"].get("traceparent") for e in events}
+    app.close()
+    assert recorded[2] == {None}
+    assert recorded[1] == {first}
 
 
 def test_a_head_of_a_receipt_writes_nothing(tmp_path: Path) -> None:
