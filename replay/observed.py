@@ -88,15 +88,24 @@ def parse_line_canonical(text: bytes, line: int) -> tuple[ObservedEvent, bytes]:
 
 def parse_line_entry(text: bytes, line: int) -> tuple[int, bytes]:
     """`parse_line_canonical`'s position and canonical bytes, and the same refusals, without
-    building the event (what verifying an export needs)."""
+    building the event."""
+    members, canonical = parse_line_fields(text, line)
+    return members[0], canonical
+
+
+def parse_line_fields(text: bytes, line: int) -> tuple[Members, bytes]:
+    """`parse_line_canonical`'s event as its seven members (`ObservedEvent`'s order) and its
+    canonical bytes, and the same refusals, without building the event (what verifying an
+    export needs)."""
     value = _read_if_canonical(text)
     if value is not _STRICT:
         members = _members(value)
         if members is None:
             _refuse(value, line)
-        return members[0], text
+        return members, text
     event, canonical = _parse_strict(text, line)
-    return event.position, canonical
+    fields = (event.position, event.stream, event.version, event.type, event.at)
+    return (*fields, event.context, event.data), canonical
 
 
 #: `_read_if_canonical`'s answer when the strict path must decide (``None`` is a value).
@@ -216,7 +225,11 @@ def _event(value: Any, line: int) -> ObservedEvent:
 _MEMBERS = operator.itemgetter("position", "stream", "version", "type", "at", "context", "data")
 
 
-def _members(value: Any) -> tuple[int, str, int, str, str, dict[str, Any], dict[str, Any]] | None:
+#: An event's seven members, in `ObservedEvent`'s order.
+Members = tuple[int, str, int, str, str, dict[str, Any], dict[str, Any]]
+
+
+def _members(value: Any) -> Members | None:
     """An event's seven members, typed, in `ObservedEvent`'s order; ``None`` if any is not,
     or if the object holds any other (the schema's ``additionalProperties: false``: such a
     line was delivered as an event; found by a defect hunt, stop 36)."""

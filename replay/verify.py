@@ -28,7 +28,7 @@ from journal.leaves import SAFE_NAME, event_leaf, leaf_hash
 from journal.outcomes import outcome_stream
 from journal.store import MAX_POSITION, EventStore
 from replay.merkle import EMPTY_ROOT, Frontier, root_of
-from replay.observed import ObservedEvent, ObservedLineError, canonical_faults, parse_line_entry
+from replay.observed import ObservedEvent, ObservedLineError, canonical_faults, parse_line_fields
 from replay.receipts import range_fault
 from replay.recorded import RecordedLeaves
 
@@ -364,19 +364,27 @@ def purged_by_tombstones(events: Iterable[ObservedEvent]) -> set[int]:
     rules `read_tombstones` applies to the journal, with the file's lines as what is
     present: a line merely named ``*.purged`` that lists positions vouched for them (found
     by a defect hunt against the operator, stop 37)."""
-    found: list[PurgeTombstone] = []
-    present: dict[str, list[tuple[int, int]]] = {}
+    seen = SeenLines()
     for event in events:
-        present.setdefault(event.stream, []).append((event.position, event.version))
+        seen.positions.append(event.position)
+        seen.streams.append(event.stream)
+        seen.versions.append(event.version)
         if event.type in PURGE_TYPES:
-            tombstone = tombstone_of(
-                event.position, event.stream, event.version, event.type, event.data
-            )
-            if tombstone is not None:
-                found.append(tombstone)
+            row = (event.position, event.stream, event.version, event.type, event.data)
+            seen.tombstones.append(row)
+    return purged_by_lines(seen)
+
+
+def purged_by_lines(seen: SeenLines) -> set[int]:
+    """`purged_by_tombstones` of the lines `verify_export` saw."""
+    found = [t for row in seen.tombstones if (t := tombstone_of(*row)) is not None]
     found.sort(key=lambda t: t.position)  # the file's order is checked elsewhere
     streams = {s for t in found for s in t.streams()}
-    return judge_tombstones(found, {s: present.get(s, []) for s in streams})[0]
+    present: dict[str, list[tuple[int, int]]] = {s: [] for s in streams}
+    for position, stream, version in zip(seen.positions, seen.streams, seen.versions, strict=True):
+        if stream in present:
+            present[stream].append((position, version))
+    return judge_tombstones(found, present)[0]
 
 
 def judge_tombstones(
@@ -479,8 +487,25 @@ def _present(store: EventStore, streams: set[str]) -> dict[str, list[tuple[int, 
     return found
 
 
-def verify_export(lines: Iterable[bytes], manifest: dict[str, Any]) -> VerifyReport:
-    """Check an Observed JSONL export against its manifest, offline."""
+@dataclass(slots=True)
+class SeenLines:
+    """What `verify_export` read of each line, for the signed check (``verify --jsonl
+    --key``) to use without reading and parsing the file a second time: flat lists, one
+    entry per line, and the purge tombstones among the lines."""
+
+    positions: list[int] = field(default_factory=list)
+    leaves: list[bytes] = field(default_factory=list)
+    streams: list[str] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    #: (position, stream, version, type, data) of each line whose type is a purge's.
+    tombstones: list[tuple[int, str, int, str, dict[str, Any]]] = field(default_factory=list)
+
+
+def verify_export(
+    lines: Iterable[bytes], manifest: dict[str, Any], seen: SeenLines | None = None
+) -> VerifyReport:
+    """Check an Observed JSONL export against its manifest, offline; ``seen`` (if given)
+    keeps what each line holds for the signed check."""
     report = VerifyReport()
     expected_positions: list[int] = []
     expected_leaves: list[bytes] = []
@@ -510,23 +535,28 @@ def verify_export(lines: Iterable[bytes], manifest: dict[str, Any]) -> VerifyRep
         return report
     # Flat lists, not a tuple per line: kept alive, tuples would have the garbage collector
     # scan them again and again.
-    positions: list[int] = []
-    leaves: list[bytes] = []
+    kept = seen if seen is not None else SeenLines()
+    positions, leaves = kept.positions, kept.leaves
     for number, raw in enumerate(lines, start=1):
         text = raw.rstrip(b"\n")
         if not text:
             continue  # blank lines carry nothing and are not counted
         try:
             # Re-canonicalised from the parsed content: how the line is spelled proves nothing.
-            position, entry = parse_line_entry(text, number)
+            members, entry = parse_line_fields(text, number)
         except ObservedLineError as bad:
             # Unreadable: name the position the manifest expects on this line.
             index = len(positions)
             position = expected_positions[index] if index < len(expected_positions) else 0
             report.problems.append(Problem("modified", position, str(bad)))
             return report
-        positions.append(position)
+        positions.append(members[0])
         leaves.append(leaf_hash(entry))
+        if seen is not None:
+            seen.streams.append(members[1])
+            seen.versions.append(members[2])
+            if members[3] in PURGE_TYPES:
+                seen.tombstones.append((members[0], members[1], members[2], members[3], members[6]))
     report.events = len(positions)
     # The usual answer, at C speed; else the first difference.
     same = positions == expected_positions and leaves == expected_leaves

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from journal.locator import StoreLocation
     from journal.store import EventStore
     from replay.notes import SigningKey, VerifierKey
+    from replay.verify import SeenLines
 
 
 def register(commands: Commands) -> None:
@@ -304,25 +305,17 @@ def cmd_verify_receipt(args: argparse.Namespace) -> int:
 
 
 def check_signed_export(
-    lines: Any, manifest: Any, keys: list[str], report: Any, witness_keys: Sequence[str] = ()
+    seen: SeenLines, manifest: Any, keys: list[str], report: Any, witness_keys: Sequence[str] = ()
 ) -> None:
-    """``verify --jsonl FILE --key K [--witness-key W]``: the lines are in a tree the log
-    signed (and every witness named cosigned); a problem is added to ``report`` (kind
-    ``signature``) when they are not."""
-    from journal.leaves import leaf_hash
-    from replay.observed import parse_line_canonical
+    """``verify --jsonl FILE --key K [--witness-key W]``: the lines `verify_export` read
+    (``seen``: the file is not read twice) are in a tree the log signed (and every witness
+    named cosigned); a problem is added to ``report`` (kind ``signature``) when they are
+    not."""
     from replay.receipts import ReceiptError, verify_signed_export
-    from replay.verify import Problem, purged_by_tombstones
+    from replay.verify import Problem, purged_by_lines
 
     verifiers, witnesses = log_and_witness_keys(keys, witness_keys)
-    found = []
-    events = []
-    for number, raw in enumerate(lines, start=1):
-        text = raw.rstrip(b"\n")
-        if text:
-            event, entry = parse_line_canonical(text, number)
-            found.append((event.position, leaf_hash(entry)))
-            events.append(event)
+    found = list(zip(seen.positions, seen.leaves, strict=True))
     try:
         checkpoint = verify_signed_export(found, manifest, verifiers, witnesses)
     except ReceiptError as error:
@@ -331,6 +324,6 @@ def check_signed_export(
         return
     report.tree_heads_checked += 1 if checkpoint.size else 0
     hidden = [position for position, _ in manifest["attestation"]["hidden"]]  # checked above
-    purged = purged_by_tombstones(events)
+    purged = purged_by_lines(seen)
     accounted = sum(1 for position in hidden if position in purged)
     report.hidden_leaves = {"purged": accounted, "unaccounted": len(hidden) - accounted}

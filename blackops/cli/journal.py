@@ -406,7 +406,7 @@ def cmd_journal_schema(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 only when everything verifies (python-contract §5)."""
     from journal.store import EventStore
-    from replay.verify import verify_export, verify_store
+    from replay.verify import SeenLines, verify_export, verify_store
 
     if (args.key or args.witness_key) and not args.jsonl:
         raise InvalidRequest("--key goes with --jsonl (a live journal is checked directly)")
@@ -420,11 +420,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 # against; its size grows with the journal.
                 refused = f"{manifest_path} is not a JSON manifest"
                 manifest = strict_json(raw.read(), refused, limited=False)
+            seen = SeenLines() if args.key else None  # the signed check's, in the same pass
             with open(args.jsonl, "rb") as lines:
-                report = verify_export(lines, manifest)
-            if report.ok and args.key:
-                with open(args.jsonl, "rb") as lines:
-                    audit.check_signed_export(lines, manifest, args.key, report, args.witness_key)
+                report = verify_export(lines, manifest, seen)
+            if report.ok and seen is not None:
+                audit.check_signed_export(seen, manifest, args.key, report, args.witness_key)
         except OSError as unreadable:
             raise InvalidRequest(
                 f"cannot read {unreadable.filename}: {unreadable.strerror}"

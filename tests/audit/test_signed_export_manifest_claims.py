@@ -22,7 +22,7 @@ from rich_journal import inline_runs
 from blackops.cli.audit import check_signed_export
 from replay.merkle import Frontier, root_of
 from replay.notes import SigningKey
-from replay.verify import VerifyReport, verify_export
+from replay.verify import SeenLines, VerifyReport, verify_export
 
 ORIGIN = "example.com/manifest-claims"
 Export = tuple[list[bytes], dict[str, Any], str]
@@ -72,9 +72,10 @@ def verified(export: Export, change: Callable[[dict[str, Any]], object] | None =
     manifest = copy.deepcopy(manifest)
     if change is not None:
         change(manifest)
-    report: VerifyReport = verify_export(lines, manifest)
+    seen = SeenLines()
+    report: VerifyReport = verify_export(lines, manifest, seen)
     if report.ok:
-        check_signed_export(lines, manifest, [vkey], report)
+        check_signed_export(seen, manifest, [vkey], report)
     first = report.problems[0] if report.problems else None
     return None if first is None else (first.kind, first.message)
 
