@@ -53,13 +53,15 @@ def test_an_instance_id_with_a_line_feed_is_reached_by_every_route(store_url: st
     app.close()
 
 
-def test_prefer_sent_as_two_lines_is_one_value(tmp_path: Path) -> None:
+def ok_app(tmp_path: Path) -> Application:
+    """A journal with Space ``default`` and an operation ``t.ok`` answering ``{}``."""
     app = with_space(Application(f"sqlite:///{tmp_path}/j.sqlite3"))
+    app.operation("t.ok")(lambda ctx, params: {})
+    return app
 
-    @app.operation("t.ok")
-    def ok(ctx: object, params: dict[str, object]) -> dict[str, object]:
-        return {}
 
+def test_prefer_sent_as_two_lines_is_one_value(tmp_path: Path) -> None:
+    app = ok_app(tmp_path)
     with TestClient(create_http_app(app, "systok")) as client:
         answer = client.post(
             "/v1/spaces/default/operations/t.ok",
@@ -89,12 +91,7 @@ def test_prefer_splits_preferences_only_outside_quoted_values(
 ) -> None:
     """RFC 7240: a comma inside a quoted value is part of it; ``respond-async`` inside one
     asked for nothing, and the operation ran Deferred (found by a defect hunt, stop 39)."""
-    app = with_space(Application(f"sqlite:///{tmp_path}/j.sqlite3"))
-
-    @app.operation("t.ok")
-    def ok(ctx: object, params: dict[str, object]) -> dict[str, object]:
-        return {}
-
+    app = ok_app(tmp_path)
     with TestClient(create_http_app(app, "systok")) as client:
         answer = client.post(
             "/v1/spaces/default/operations/t.ok",
@@ -108,12 +105,7 @@ def test_prefer_splits_preferences_only_outside_quoted_values(
 def test_two_traceparent_lines_are_no_trace_context(tmp_path: Path) -> None:
     """W3C Trace Context's test suite: a duplicated ``traceparent`` starts a new trace; the
     first line was recorded (found by a defect hunt, stop 39). One line is still recorded."""
-    app = with_space(Application(f"sqlite:///{tmp_path}/j.sqlite3"))
-
-    @app.operation("t.ok")
-    def ok(ctx: object, params: dict[str, object]) -> dict[str, object]:
-        return {}
-
+    app = ok_app(tmp_path)
     first = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     second = "00-1af7651916cd43dd8448eb211c80319c-c7ad6b7169203331-01"
     recorded = {}
@@ -134,12 +126,7 @@ def test_two_traceparent_lines_are_no_trace_context(tmp_path: Path) -> None:
 
 
 def test_a_head_of_a_receipt_writes_nothing(tmp_path: Path) -> None:
-    app = with_space(Application(f"sqlite:///{tmp_path}/j.sqlite3"))
-
-    @app.operation("t.ok")
-    def ok(ctx: object, params: dict[str, object]) -> dict[str, object]:
-        return {}
-
+    app = ok_app(tmp_path)
     binding = app.register_workflow(Wait)
     asyncio.run(binding.create(id="a/receipt"))  # its status, not a receipt
     operation = app.run("t.ok", {}, actor="a", tenant="default").operation_id
