@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,22 @@ def _blackops(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedPro
     )  # fmt: skip
 
 
+#: The `serve` processes `_start` started in the running test.
+_STARTED: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_server_outlives_its_test() -> Iterator[None]:
+    """A test that fails before it stops its server kills it here: one left running kept a
+    worker claiming in the next tests' machine (seen in a CI run whose premise failed)."""
+    yield
+    while _STARTED:
+        process = _STARTED.pop()
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+
 def _start(tmp_path: Path, *args: str, **env: str) -> tuple[subprocess.Popen[str], Any]:
     """``serve --json ARGS`` and its started document (read from its stdout)."""
     process = subprocess.Popen(
@@ -60,6 +77,7 @@ def _start(tmp_path: Path, *args: str, **env: str) -> tuple[subprocess.Popen[str
         cwd=tmp_path, env=_env(tmp_path, **env), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+    _STARTED.append(process)
     assert process.stdout is not None
     line = process.stdout.readline()
     if not line:
