@@ -28,7 +28,7 @@ from journal.leaves import SAFE_NAME, event_leaf, leaf_hash
 from journal.outcomes import outcome_stream
 from journal.store import MAX_POSITION, EventStore
 from replay.merkle import EMPTY_ROOT, Frontier, root_of
-from replay.observed import ObservedEvent, ObservedLineError, canonical_faults, parse_line_fields
+from replay.observed import ObservedLineError, canonical_faults, parse_line_fields
 from replay.receipts import range_fault
 from replay.recorded import RecordedLeaves
 
@@ -359,24 +359,11 @@ def tombstone_of(
     return PurgeTombstone(position, stream, version, topic, versions, positions)
 
 
-def purged_by_tombstones(events: Iterable[ObservedEvent]) -> set[int]:
-    """The positions the tombstones among an export's ``events`` vouch for, judged by the
-    rules `read_tombstones` applies to the journal, with the file's lines as what is
-    present: a line merely named ``*.purged`` that lists positions vouched for them (found
-    by a defect hunt against the operator, stop 37)."""
-    seen = SeenLines()
-    for event in events:
-        seen.positions.append(event.position)
-        seen.streams.append(event.stream)
-        seen.versions.append(event.version)
-        if event.type in PURGE_TYPES:
-            row = (event.position, event.stream, event.version, event.type, event.data)
-            seen.tombstones.append(row)
-    return purged_by_lines(seen)
-
-
 def purged_by_lines(seen: SeenLines) -> set[int]:
-    """`purged_by_tombstones` of the lines `verify_export` saw."""
+    """The positions the tombstones among an export's lines (as `verify_export` saw them)
+    vouch for, judged by the rules `read_tombstones` applies to the journal, with the
+    file's lines as what is present: a line merely named ``*.purged`` that lists positions
+    vouched for them (found by a defect hunt against the operator, stop 37)."""
     found = [t for row in seen.tombstones if (t := tombstone_of(*row)) is not None]
     found.sort(key=lambda t: t.position)  # the file's order is checked elsewhere
     streams = {s for t in found for s in t.streams()}

@@ -35,12 +35,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     app = demo_application(store)
     OPENED.append(app)
     report = asyncio.run(tour(app))
-    emit(report, args.json, lambda: _lines(report, app.store.location.kind))
+    location = app.store.location
+    # Where to look at it: nowhere for a memory store; the URL given, unless what is shown
+    # of it masks its password.
+    shown = None if location.kind == "memory" else store
+    if shown is not None and location.display != store:
+        shown = "STORE_URL"
+    emit(report, args.json, lambda: _lines(report, shown))
     # As `verify`: a journal that does not verify is a failure, whatever else went well.
     return EXIT_OK if report["journal"]["verified"] else EXIT_ERROR
 
 
-def _lines(report: dict[str, Any], kind: str) -> str:
+def _lines(report: dict[str, Any], shown: str | None) -> str:
     inline, rejected, deferred = report["inline"], report["rejected"], report["deferred"]
     workflow, journal = report["workflow"], report["journal"]
     verified = "verified" if journal["verified"] else "NOT VERIFIED"
@@ -56,15 +62,6 @@ def _lines(report: dict[str, Any], kind: str) -> str:
             f"workflow DemoOrder     {workflow['instance']}  {workflow['status']}: "
             + json.dumps(workflow.get("output"), sort_keys=True),
             f"journal: {verified} through position {journal['events']}",
-            *_look_around(report["store"], kind),
+            *([f"look around: blackops op list --store {shown}"] if shown else []),
         ]
     )
-
-
-def _look_around(store: str, kind: str) -> list[str]:
-    """Where to look at what the demo wrote: nowhere for a memory store; the store's URL
-    stands for itself unless its password was masked."""
-    if kind == "memory":
-        return []
-    shown = "STORE_URL" if ":***@" in store else store
-    return [f"look around: blackops op list --store {shown}"]

@@ -311,14 +311,8 @@ def shaped(*members: tuple[str, type]) -> Callable[[httpx.Response], dict[str, A
 
 def member(kind: type[T], name: str) -> Callable[[httpx.Response], T]:
     """A reader of the member ``name`` of an answer's object, which must be a ``kind``."""
-
-    def read(response: httpx.Response) -> T:
-        value = json_object(response).get(name)
-        if type(value) is not kind:
-            raise unexpected(response, f"no {kind.__name__} {name!r}")
-        return value
-
-    return read
+    whole = shaped((name, kind))
+    return lambda response: whole(response)[name]
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,6 @@ read (found by a defect hunt, stop 39):
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import gzip
 from collections.abc import Callable
@@ -21,9 +20,9 @@ from typing import Any
 
 import httpx
 import pytest
+from client_calls import call_client
 
 from blackops import BackendUnavailable, BlackOpsError, InvalidRequest, NotFound
-from blackops.client import AsyncClient, Client
 
 Handler = Callable[[httpx.Request], httpx.Response]
 
@@ -49,18 +48,7 @@ FREE_FORM = ("operation_counts", "receipt")
 
 
 def call(caller: str, handler: Handler, method: str, *args: Any, **kwargs: Any) -> Any:
-    transport = httpx.MockTransport(handler)
-    if caller == "sync":
-        with Client("http://api.example", "tok", transport=transport, space="acme") as client:
-            return getattr(client, method)(*args, **kwargs)
-
-    async def scenario() -> Any:
-        async with AsyncClient(
-            "http://api.example", "tok", transport=transport, space="acme"
-        ) as client:
-            return await getattr(client, method)(*args, **kwargs)
-
-    return asyncio.run(scenario())
+    return call_client(caller, httpx.MockTransport(handler), method, *args, **kwargs)
 
 
 def answering(body: bytes, status: int = 200, **headers: str) -> Handler:

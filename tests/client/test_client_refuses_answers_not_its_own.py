@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import httpx
 import pytest
+from client_calls import call_client
 
 from blackops import BackendUnavailable, BlackOpsError, InvalidRequest
 from blackops.client import AsyncClient, Client
@@ -41,27 +43,13 @@ def answering(media_type: str, body: bytes) -> httpx.MockTransport:
     return httpx.MockTransport(handler)
 
 
-def call_sync(transport: httpx.MockTransport, name: str) -> Any:
+def by_name(caller: str, transport: httpx.MockTransport, name: str) -> Any:
     method, args, kwargs = CALLS[name]
-    with Client("http://api.example", "tok", transport=transport, space="acme") as client:
-        return getattr(client, method)(*args, **kwargs)
-
-
-def call_async(transport: httpx.MockTransport, name: str) -> Any:
-    method, args, kwargs = CALLS[name]
-
-    async def scenario() -> Any:
-        async with AsyncClient(
-            "http://api.example", "tok", transport=transport, space="acme"
-        ) as client:
-            return await getattr(client, method)(*args, **kwargs)
-
-    return asyncio.run(scenario())
+    return call_client(caller, transport, method, *args, **kwargs)
 
 
 CALLERS: dict[str, Callable[[httpx.MockTransport, str], Any]] = {
-    "sync": call_sync,
-    "async": call_async,
+    caller: partial(by_name, caller) for caller in ("sync", "async")
 }
 
 
@@ -177,6 +165,6 @@ def test_no_answer_says_whether_the_request_may_have_been_carried_out(
         raise failure
 
     with pytest.raises(BackendUnavailable) as raised:
-        call_sync(httpx.MockTransport(handler), "submit")
+        CALLERS["sync"](httpx.MockTransport(handler), "submit")
     assert ("may have been carried out" in raised.value.message) is carried_out
     assert ("cannot be reached" in raised.value.message) is not carried_out

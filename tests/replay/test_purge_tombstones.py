@@ -29,14 +29,34 @@ from replay.custody import export_with_manifest
 from replay.integrity import IntegrityError
 from replay.observed import ObservedEvent
 from replay.verify import (
+    PURGE_TYPES,
     Problem,
-    purged_by_tombstones,
+    SeenLines,
+    purged_by_lines,
     read_tombstones,
     verify_export,
     verify_store,
 )
 
 DAY = 86_400
+
+
+def purged_by_tombstones(events: list[ObservedEvent]) -> set[int]:
+    """`purged_by_lines` of a file holding ``events``."""
+    seen = SeenLines(
+        [e.position for e in events],
+        [],
+        [e.stream for e in events],
+        [e.version for e in events],
+        [
+            (e.position, e.stream, e.version, e.type, e.data)
+            for e in events
+            if e.type in PURGE_TYPES
+        ],
+    )
+    return purged_by_lines(seen)
+
+
 AT = "2026-11-30T09:00:00.000000Z"
 CONTEXT = {"actor": {"id": "mallory", "kind": "system"}}
 
