@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain.documents import canonical_document, sha256_digest
 from domain.errors import Conflict
 from domain.events import NewEvent
 from domain.lifecycle import (
@@ -61,6 +62,9 @@ class Operation:
     origin: dict[str, Any] = field(default_factory=dict)
     created_at: str = ""
     updated_at: str = ""
+    #: When it became terminal ("" until then, and for a purged one: the tombstone has it
+    #: not); a later hold or release moves ``updated_at``, never this.
+    terminal_at: str = ""
     retry_due_at: str | None = None
     last_error: dict[str, Any] | None = None
     rejection: dict[str, Any] | None = None
@@ -102,6 +106,15 @@ class Operation:
         operation.purged_params_digest = _digest_kept(data)
         return operation
 
+    def submitted_with(self, canonical: bytes) -> bool:
+        """Was this operation submitted with the params whose canonical bytes are
+        ``canonical``? What a replayed idempotency key is compared with: the params, or
+        once purged the digest its tombstone keeps (none before tombstones kept one: no).
+        A purge cut short still holds the params; the tombstone answers all the same."""
+        if self.purged:
+            return self.purged_params_digest == sha256_digest(canonical)
+        return canonical_document(self.params) == canonical
+
     @property
     def public_status(self) -> str:
         if self.state is None:
@@ -138,6 +151,8 @@ class Operation:
         move = MOVES.get((self.state, kind))
         if move is not None:
             self.state = move[0]
+            if self.state in TERMINAL:
+                self.terminal_at = at
         self._absorb(kind, at, data)
         self.version += 1
         self.updated_at = at

@@ -100,14 +100,7 @@ class ControlBase:
             data["idempotency_key"] = key
         context = ctx.to_dict()
         for _ in range(_RACES):
-            existing = self.store.read_stream(ctx.operation_id)[:1]
-            if existing:
-                # The same request again: the same Operation, whatever happened since.
-                if canonical_document(existing[0].data.get("params")) != canonical:
-                    raise Conflict(
-                        f"operation {ctx.operation_id} was already submitted with this key "
-                        "and a different request"
-                    )
+            if self.submitted(ctx.operation_id, canonical):
                 return ctx.operation_id
             appends = effects(context)
             operation = Operation(ctx.operation_id)
@@ -120,6 +113,22 @@ class ControlBase:
                 continue  # a concurrent change: decide again on fresh state
             return ctx.operation_id
         raise ResourceBusy("the resource kept changing; try again")
+
+    def submitted(self, operation_id: str, canonical: bytes) -> bool:
+        """Whether ``operation_id`` exists, submitted with the params ``canonical`` (the
+        same request again: that Operation, whatever happened since, a purge included);
+        ``conflict`` when it was submitted with others. A purged Operation is compared by
+        the digest its tombstone keeps: its first event is no longer the request (found by
+        a defect hunt, stop 40: a replay after a purge was refused as ``invalid_params``)."""
+        found = OperationJournal(self.store).load_many([operation_id]).get(operation_id)
+        if found is None:
+            return False
+        if not found.submitted_with(canonical):
+            raise Conflict(
+                f"operation {operation_id} was already submitted with this key and a "
+                "different request"
+            )
+        return True
 
     def _replay(self, space: str, type_name: str, key: str) -> bool:
         """Whether ``key`` already names an Operation: then only ``accept`` answers it

@@ -16,6 +16,7 @@ from blackops.control.deployments import DeploymentControl
 from blackops.ids import idempotent_operation_id
 from blackops.workflows.code import WorkflowResource
 from domain.context import Actor
+from domain.documents import canonical_document
 from domain.errors import Conflict, DependencyConflict, InvalidRequest, NotFound, ResourceBusy
 from domain.resources import (
     Topic,
@@ -154,14 +155,9 @@ class WorkflowControl(DeploymentControl):
         params = {"space": space, "uid": uid}
         if key is not None:
             known = idempotent_operation_id(space, WORKFLOW_DELETE, key)
-            first = self.store.read_stream(known)[:1]
-            if first:
-                # DW-DEL-5: the original key reconciles the same Operation; the key used
-                # for another request is a conflict, never that Operation's answer.
-                if first[0].data.get("params") != params:
-                    raise Conflict(
-                        f"operation {known} was already submitted with this key for another request"
-                    )
+            # DW-DEL-5: the original key reconciles the same Operation (purged or not); the
+            # key used for another request is a conflict, never that Operation's answer.
+            if self.submitted(known, canonical_document(params)):
                 return self.operation_view(known, resource={"uid": uid})
         current = self.workflow_in(space, uid)
         if current.deleting:

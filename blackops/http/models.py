@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from blackops.http.openapi import DocumentSchema, EnvSchema
 from domain.access import LABEL, SPACE_NAME
 from domain.resources import BINDING_NAME, CLASS_NAME, RESOURCE_NAME, VERSION_ID
+from domain.retention import REASON_MAX_CHARS, REASON_SAYS_SOMETHING
 
 Document = Annotated[dict[str, Any], DocumentSchema]
 #: The public statuses of an operation (OL-2).
@@ -58,7 +59,10 @@ class TerminateBody(Strict):
 
 class ReasonBody(Strict):
     reason: str = Field(
-        min_length=1, max_length=500, pattern=r"[^ \t\n\r]", description="not all blank"
+        min_length=1,
+        max_length=REASON_MAX_CHARS,
+        pattern=REASON_SAYS_SOMETHING.pattern,
+        description="not all blank: white space, control and invisible characters",
     )
 
 

@@ -17,7 +17,6 @@ Workflow instances have their own retention (``blackops/workflows/retention.py``
 from __future__ import annotations
 
 import contextlib
-import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -28,11 +27,16 @@ from domain.clock import format_instant
 from domain.context import Actor
 from domain.documents import canonical_document, sha256_digest
 from domain.errors import Conflict, FencingError, Forbidden, InvalidRequest
-from domain.events import NewEvent
+from domain.events import NewEvent, RecordedEvent
 from domain.json_text import scalar_text
 from domain.lifecycle import TERMINAL, EventType
 from domain.operation import Operation
-from domain.retention import PRIVILEGED_KINDS, Retention
+from domain.retention import (
+    PRIVILEGED_KINDS,
+    REASON_MAX_CHARS,
+    REASON_SAYS_SOMETHING,
+    Retention,
+)
 from journal.operations import OperationJournal, fold, pending_append
 from journal.outcomes import OUTCOME_RECORDED, outcome_stream
 from journal.store import Append, EventStore
@@ -93,13 +97,16 @@ class _Summary:
     outcome: bool = False  # an Outcome Record is stored (not purged)
 
 
-#: A reason says something: one character that is not a space, tab or line break.
-REASON = re.compile(r"[^ \t\n\r]")
-
-
 def check_reason(reason: object) -> str:
-    if not isinstance(reason, str) or not REASON.search(reason) or len(reason) > 500:
-        raise InvalidRequest("a reason of 1-500 characters, not all blank, is required")
+    if (
+        not isinstance(reason, str)
+        or len(reason) > REASON_MAX_CHARS
+        or not REASON_SAYS_SOMETHING.search(reason)
+    ):
+        raise InvalidRequest(
+            f"a reason of 1-{REASON_MAX_CHARS} characters, not all blank (white space, "
+            "control or invisible characters), is required"
+        )
     return scalar_text(reason)
 
 
@@ -166,20 +173,44 @@ class RetentionService:
         text = check_reason(reason)
         report = PurgeReport(dry_run)
         with self.runtime.store.exclusive(RETENTION_LOCK):
-            operation = self.journal.load(operation_id)
+            events = self.journal.events(operation_id)
+            operation = fold(operation_id, events)
+            if operation.purged and self._cut_short(events):
+                # Its tombstone is written but the content it accounts for is not all gone
+                # (the first try failed after the tombstone): asking again finishes the
+                # erasure, as a bulk purge would (found by a defect hunt, stop 40).
+                tombstone = next(e for e in events if e.type == EventType.PURGED.value)
+                kept = [e for e in events if e.version < tombstone.version]
+                # Its terminal transition, while its events are left ("": they are gone).
+                since = fold(operation_id, kept).terminal_at if kept else ""
+                if not dry_run:
+                    self._finish(operation_id)
+                report.items.append(
+                    PurgeItem(operation_id, "operation", operation.type, since, tombstone.at)
+                )
+                return report
             if operation.purged:
                 raise Conflict(f"operation {operation_id} was purged already")
             if operation.hold is not None:
                 raise Conflict(f"operation {operation_id} is held: release it first")
             if operation.state not in TERMINAL:
                 raise Conflict(f"operation {operation_id} is not terminal: it is still due")
+            # ``since`` is the terminal transition (a later hold or release moves
+            # ``updated_at``: the report named it; found by a defect hunt, stop 40).
             item = PurgeItem(
-                operation_id, "operation", operation.type, operation.updated_at, self._now()
+                operation_id, "operation", operation.type, operation.terminal_at, self._now()
             )
             if not dry_run and not self._purge_operation(operation_id, actor, text):
                 raise Conflict(f"operation {operation_id} changed meanwhile: ask again")
         report.items.append(item)
         return report
+
+    def _cut_short(self, events: list[RecordedEvent]) -> bool:
+        """Does a purged operation keep content its tombstone accounts for: events before
+        the tombstone, or rows of its outcome stream (deleted with it)?"""
+        if events[0].type != EventType.PURGED.value:
+            return True
+        return bool(self.runtime.store.read_stream(outcome_stream(events[0].stream)))
 
     def _purge(
         self,
@@ -265,7 +296,10 @@ class RetentionService:
             return False  # a writer without the lock (an older process): decide next run
         store.delete_stream_events(operation_id, versions)
         if outcome:
-            store.delete_stream_events(outcome_stream(operation_id), len(outcome))
+            # Up to its last version: after an outcome purge the stream holds only that
+            # purge's tombstone (version 2), which this tombstone accounts for too (it was
+            # left: found by a defect hunt, stop 40).
+            store.delete_stream_events(outcome_stream(operation_id), outcome[-1].version)
         store.settle_retention(operation_id)
         return True
 

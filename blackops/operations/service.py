@@ -21,7 +21,7 @@ from blackops.operations.reads import OperationReads
 from blackops.operations.results import OperationResult
 from domain.clock import format_instant
 from domain.context import Actor, ExecutionContext
-from domain.documents import DocumentError, canonical_document, sha256_digest
+from domain.documents import DocumentError, canonical_document
 from domain.errors import Conflict, FencingError, InvalidRequest
 from domain.json_text import load_canonical
 from domain.lifecycle import EventType, Mode, State
@@ -136,20 +136,17 @@ class OperationService(OperationReads):
             if not replayable:
                 raise
             existing = journal.load(operation.id)
-            if existing.purged:  # retention has forgotten it since: compare what is kept
-                if existing.purged_params_digest != sha256_digest(canonical):
-                    raise Conflict(
-                        f"operation {operation.id} was submitted with this key and purged "
-                        "since; these params are not the ones it was submitted with (or "
-                        "its tombstone predates keeping their digest): use another key"
-                    ) from None
+            if existing.submitted_with(canonical):
                 return operation.id, existing.public_status
-            if canonical_document(existing.params) != canonical:
+            if existing.purged:  # retention has forgotten the params: only a digest is left
                 raise Conflict(
-                    f"operation {operation.id} was already submitted with this key "
-                    "and different params"
+                    f"operation {operation.id} was submitted with this key and purged "
+                    "since; these params are not the ones it was submitted with (or "
+                    "its tombstone predates keeping their digest): use another key"
                 ) from None
-            return operation.id, existing.public_status
+            raise Conflict(
+                f"operation {operation.id} was already submitted with this key and different params"
+            ) from None
         if replayable:  # committed, or reconciled as an identical earlier commit (the
             # same request at the same instant): only the journal can tell which.
             return operation.id, journal.load(operation.id).public_status

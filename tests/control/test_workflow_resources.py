@@ -908,6 +908,51 @@ def test_dw_del_5_a_delete_key_reused_for_another_workflow_is_a_conflict(
     assert outcome == "conflict" or app.control.get_workflow(SPACE, second)["deleting"]
 
 
+ERASER = {"id": "root", "kind": "admin"}
+
+
+def test_dw_del_5_the_original_key_reconciles_its_delete_after_a_purge(
+    app: Application,
+) -> None:
+    """DW-DEL-5 after retention forgot the Operation: its first event is the tombstone, so
+    the replay is compared with the params digest the tombstone keeps (it was refused as a
+    request "for another request"; found by a defect hunt, stop 40)."""
+    code = deployed_worker(app)
+    uid = ready_workflow(app, code.worker, "first")
+    other = ready_workflow(app, code.worker, "second")
+    deleted = app.control.delete_workflow(SPACE, uid, ACTOR, "del-key")["operationId"]
+    work(app)
+    app.purge_operation(deleted, actor=ERASER, reason="erasure")
+    assert app.status(deleted)["purged"] is not None
+    before = app.store.last_position()
+    again = app.control.delete_workflow(SPACE, uid, ACTOR, "del-key")
+    assert again["operationId"] == deleted and again["status"] == "completed"
+    assert error_code(lambda: app.control.delete_workflow(SPACE, other, ACTOR, "del-key")) == (
+        "conflict"
+    )
+    assert app.store.last_position() == before
+
+
+def test_dw_spec_7_a_replayed_key_answers_its_update_after_a_purge(app: Application) -> None:
+    """A control-plane Operation purged by retention: the same request under its key is
+    that Operation, another request ``conflict``; nothing is appended (the replay read the
+    tombstone's missing params and answered ``invalid_params``: defect hunt, stop 40)."""
+    code = deployed_worker(app)
+    second = upload(app, code.worker, bundle("two"))
+    work(app)
+    update = deploy(app, code.worker, [(second, 100)], key="deploy-key")
+    app.purge_operation(update, actor=ERASER, reason="erasure")
+    before = app.store.last_position()
+    same = [{"version": second, "weight": 100}]
+    replayed = app.control.update_deployment(SPACE, code.worker, same, ACTOR, "deploy-key")
+    assert replayed["operationId"] == update
+    another = [{"version": code.version, "weight": 100}]
+    assert error_code(
+        lambda: app.control.update_deployment(SPACE, code.worker, another, ACTOR, "deploy-key")
+    ) == ("conflict")
+    assert app.store.last_position() == before
+
+
 def test_dw_del_5_a_delete_while_a_put_is_pending_is_resource_busy(app: Application) -> None:
     """DW-DEL-5: a short concurrent change (an accepted, unreconciled PUT) answers
     ``resource_busy``; once it reconciled the DELETE is accepted."""
