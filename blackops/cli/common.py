@@ -134,10 +134,20 @@ def cli_actor(args: argparse.Namespace) -> Actor:
     return Actor(chosen or "cli", "cli")
 
 
-def add_common(parser: argparse.ArgumentParser, *, app: bool = True) -> None:
-    """``--store`` and ``--json`` on every command; ``--app`` where the app matters."""
-    parser.add_argument("--store", help="journal store URL (default: $BLACKOPS_STORE or SQLite)")
-    parser.add_argument("--json", action="store_true", help="print exactly one JSON document")
+def add_common(parser: argparse.ArgumentParser, *, app: bool = True, nested: bool = False) -> None:
+    """``--store`` and ``--json`` on every command; ``--app`` where the app matters.
+
+    ``nested``: a subcommand of a command that takes them too (``worker --store S create``):
+    left out, they must not be set, or argparse's subparser overwrites what was given to the
+    command with its own defaults (the Worker was created in the default journal and
+    ``--json`` was lost; found by a defect hunt, stop 40)."""
+    unset: dict[str, Any] = {"default": argparse.SUPPRESS} if nested else {}
+    parser.add_argument(
+        "--store", help="journal store URL (default: $BLACKOPS_STORE or SQLite)", **unset
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print exactly one JSON document", **unset
+    )
     if app:
         parser.add_argument("--app", help="module:attr of a blackops.Application ($BLACKOPS_APP)")
 
@@ -167,5 +177,5 @@ def seconds(text: str) -> float:
     except ValueError:
         value = -1.0
     if not 0 < value <= 86_400:
-        raise argparse.ArgumentTypeError("must be a number of seconds from 0 to 86400")
+        raise argparse.ArgumentTypeError("must be a number of seconds above 0, at most 86400")
     return value

@@ -28,13 +28,13 @@ def add_worker_resource_commands(worker: argparse.ArgumentParser) -> None:
     subcommand still runs a worker process."""
     units = worker.add_subparsers(dest="worker_resource", metavar="{create,list}")
     create = units.add_parser("create", help="create a Worker (a named code unit) in a Space")
-    add_common(create, app=False)
+    add_common(create, app=False, nested=True)
     create.add_argument("name")
     create.add_argument("--space", required=True, help="the Space")
     acting(create)
     create.set_defaults(handler=cmd_worker_create)
     listing = units.add_parser("list", help="the Space's Workers")
-    add_common(listing, app=False)
+    add_common(listing, app=False, nested=True)
     listing.add_argument("--space", required=True, help="the Space")
     listing.set_defaults(handler=cmd_worker_list)
 

@@ -95,10 +95,21 @@ def register(commands: Commands) -> None:
     waiting(update)
 
 
+def history_count(text: str) -> int:
+    """``--check-histories N``, checked while the arguments are read: ``deploy --promote``
+    refused an N out of range only after it had created the Worker and uploaded and
+    verified the Version (found by a defect hunt, stop 40)."""
+    from blackops.control.replay_gate import MAX_TERMINAL
+
+    if not (text.isascii() and text.isdigit()) or int(text) > MAX_TERMINAL:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to {MAX_TERMINAL}")
+    return int(text)
+
+
 def history_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--check-histories",
-        type=int,
+        type=history_count,
         default=None,
         metavar="N",
         help="the replay check takes every in-flight instance and the newest N terminal "
@@ -297,6 +308,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     # and verified, it left them journaled (found by a defect hunt).
     if args.force and not args.promote:
         raise InvalidRequest("--force goes with --promote")
+    if args.check_histories is not None and not args.promote:  # it was silently ignored
+        raise InvalidRequest("--check-histories goes with --promote")
     application = plane_of(args)
     bundle = _bundle(args)  # the folder is read (and may be refused) before any change
     created = False

@@ -233,6 +233,30 @@ def test_space_principal_and_token_commands(cli: Callable[..., Ran], store_url: 
 # -- Workers, Versions, Deployments --------------------------------------------------------
 
 
+def test_worker_create_and_list_keep_the_store_and_json_given_to_worker(
+    store_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``worker --store S --json create|list``: the subcommand's own defaults overwrote
+    both, so the Worker went to the default journal (created in the current folder) and
+    the answer was text (found by a defect hunt, stop 40)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("BLACKOPS_STORE", raising=False)
+    monkeypatch.setenv("USER", "ana")
+    assert main(["space", "create", "acme", "--store", store_url]) == 0
+    capsys.readouterr()
+    assert main(["worker", "--store", store_url, "--json", "create", "w1", "--space", "acme"]) == 0
+    made = json.loads(capsys.readouterr().out)
+    assert main(["worker", "--json", "--store", store_url, "list", "--space", "acme"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [w["uid"] for w in listed["items"]] == [made["resource"]["uid"]]
+    assert main(["worker", "list", "--space", "acme", "--store", store_url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == listed  # given to the subcommand: the same
+    assert not (tmp_path / ".blackops").exists()
+
+
 def test_worker_version_and_deployment_commands(cli: Callable[..., Ran], tmp_path: Path) -> None:
     """DW-ABI-1 verdict per class; content addressing; DW-SPEC-7 pending updates."""
     folder = two_module_folder(tmp_path)
@@ -322,6 +346,15 @@ def test_deploy_two_modules_end_to_end(
     missing = cli("deploy", str(folder), *space, "--worker", "shop", "--main", "flows",
                   "--json", expect=None)  # fmt: skip
     assert error_of(missing) == "not_found"  # no --create-worker: nothing is created
+    assert cli("worker", "list", *space, "--json").doc["items"] == []
+    # --check-histories out of range (a usage error) or without --promote: refused before
+    # the Worker is created and the Version uploaded (found by a defect hunt, stop 40).
+    deploying = ("deploy", str(folder), *space, "--worker", "shop", "--main", "flows",
+                 "--create-worker", "--json")  # fmt: skip
+    with pytest.raises(SystemExit) as usage:
+        cli(*deploying, "--promote", "--check-histories", "100001")
+    assert usage.value.code == 2
+    assert error_of(cli(*deploying, "--check-histories", "5", expect=None)) == "invalid_request"
     assert cli("worker", "list", *space, "--json").doc["items"] == []
 
     done = cli("deploy", str(folder), *space, "--worker", "shop", "--main", "flows",
