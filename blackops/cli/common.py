@@ -49,10 +49,37 @@ OPENED: list[Closable] = []
 
 def emit(document: Any, as_json: bool, human: Callable[[], str]) -> None:
     """``--json``: exactly one JSON document on stdout; else the human lines."""
-    if as_json:
-        sys.stdout.write(json_line(document) + "\n")
-    else:
-        sys.stdout.write(human() + "\n")
+    write_stdout(json_line(document) + "\n" if as_json else human() + "\n")
+
+
+class StdoutFailed(Exception):
+    """stdout cannot be written (a full disk, a device that fails): ``main`` says so in one
+    line. A reader gone (``BrokenPipeError``) is not this: it ends quietly."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(f"cannot write stdout ({error.strerror or error})")
+
+
+def write_stdout(text: str | bytes) -> None:
+    """Write ``text`` (bytes: as they are) on stdout; an error of stdout's is `StdoutFailed`."""
+    try:
+        if isinstance(text, bytes):
+            sys.stdout.buffer.write(text)
+        else:
+            sys.stdout.write(text)
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        raise StdoutFailed(error) from None
+
+
+def flush_stdout() -> None:
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        raise StdoutFailed(error) from None
 
 
 def json_line(document: Any) -> str:

@@ -16,7 +16,9 @@ from blackops.cli.common import (
     app_of,
     cli_actor,
     emit,
+    flush_stdout,
     seconds,
+    write_stdout,
 )
 
 if TYPE_CHECKING:
@@ -207,7 +209,6 @@ def cmd_wf_terminate(args: argparse.Namespace) -> int:
 def cmd_wf_history(args: argparse.Namespace) -> int:
     """One instance's events as Observed JSONL lines, each the canonical form of its
     event (as ``journal export`` writes them): keep it as a ``replay_histories`` fixture."""
-    import sys
 
     from domain.documents import canonical_json
     from domain.errors import InvalidRequest
@@ -219,8 +220,8 @@ def cmd_wf_history(args: argparse.Namespace) -> int:
     events = application.store.read_stream(stream)
     lines = b"".join(canonical_json(event.to_observed()) + b"\n" for event in events)
     if args.output is None:
-        sys.stdout.buffer.write(lines)
-        sys.stdout.flush()
+        write_stdout(lines)
+        flush_stdout()
         return EXIT_OK
     try:
         with open(args.output, "wb") as out:

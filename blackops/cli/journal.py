@@ -4,6 +4,7 @@ journal as Observed JSONL, its integrity, and observers fed from it."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import stat
@@ -23,7 +24,9 @@ from blackops.cli.common import (
     add_common,
     cli_actor,
     emit,
+    flush_stdout,
     strict_json,
+    write_stdout,
 )
 from domain.errors import InvalidRequest
 
@@ -226,7 +229,11 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
                     )
         except BaseException:
             if partial is not None:
-                target.close()
+                # A write that failed (a full disk, a file too large) fails the close's
+                # flush too: the partial file is removed all the same (it was left behind,
+                # with a traceback; found by a defect hunt, stop 40).
+                with contextlib.suppress(OSError):
+                    target.close()
                 os.remove(partial)
             raise
         finally:
@@ -262,6 +269,16 @@ def cmd_journal_export(args: argparse.Namespace) -> int:
         if manifest_path is not None:
             sys.stderr.write("blackops: the reader closed stdout: no manifest, nothing recorded\n")
         return EXIT_BROKEN_PIPE
+    except OSError as error:  # the lines could not be written (or put in place)
+        where = args.output or "stdout"
+        if "custody" in body:  # recorded: only the rename of the whole file failed
+            position = body["custody"]["position"]
+            said = f"the export is recorded at position {position}; its lines are in {partial}"
+        elif partial is not None:
+            said = "nothing written, nothing recorded"
+        else:
+            said = f"{where} took any lines before it; no manifest, nothing recorded"
+        raise InvalidRequest(f"cannot write {where} ({error.strerror or error}): {said}") from None
     finally:
         for number, handler in previous.items():  # first: a failing close must not skip it
             signal.signal(number, handler)
@@ -398,8 +415,8 @@ def cmd_journal_schema(args: argparse.Namespace) -> int:
     serves at ``/v1/schemas/observed-line.json``)."""
     from replay.schema import observed_line_schema_bytes
 
-    sys.stdout.buffer.write(observed_line_schema_bytes())
-    sys.stdout.flush()
+    write_stdout(observed_line_schema_bytes())
+    flush_stdout()
     return EXIT_OK
 
 

@@ -24,8 +24,11 @@ from blackops.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     OPENED,
+    StdoutFailed,
+    flush_stdout,
     json_line,
     record_interrupt,
+    write_stdout,
 )
 
 #: Every command, in the order ``--help`` lists them: the module of ``blackops.cli`` that
@@ -102,15 +105,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Not under a host that chose its own (``python -m blackops`` installs it first).
     if previous is signal.default_int_handler:
         signal.signal(signal.SIGINT, record_interrupt)
+    if sys.stdout is None:  # started with stdout closed (`>&-`): what it says goes nowhere
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (the process's own stdout)
     try:
         code = _main(argv)
-        sys.stdout.flush()  # here, not at exit: a reader gone is found below
+        flush_stdout()  # here, not at exit: a reader gone is found below
         return code
     except BrokenPipeError:
         # The reader of stdout went away (`| head`): quietly, SIGPIPE's status, as
         # `journal export` does (P34); /dev/null on stdout: no flush error at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    except StdoutFailed as failed:
+        # A full disk or a device that fails: one line, not a traceback (found by a defect
+        # hunt, stop 40); /dev/null on stdout, so exit has nothing left to flush.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.stderr.write(f"blackops: invalid_request: {failed}\n")
+        return EXIT_ERROR
     except KeyboardInterrupt:  # before a command runs (its imports, its parser): as in one
         sys.stderr.write("blackops: interrupted\n")
         return EXIT_INTERRUPTED
@@ -132,8 +143,8 @@ def _main(argv: Sequence[str] | None) -> int:
             # (a usage error printed none: found by a spec review, stop 36).
             from domain.errors import InvalidRequest
 
-            sys.stdout.write(json_line(InvalidRequest(_Parser.refusal).to_body()) + "\n")
-        sys.stdout.flush()
+            write_stdout(json_line(InvalidRequest(_Parser.refusal).to_body()) + "\n")
+        flush_stdout()
         raise
     from domain.errors import BlackOpsError
 
@@ -141,7 +152,7 @@ def _main(argv: Sequence[str] | None) -> int:
         code: int = args.handler(args)
     except BlackOpsError as error:
         if getattr(args, "json", False):
-            sys.stdout.write(json_line(error.to_body()) + "\n")
+            write_stdout(json_line(error.to_body()) + "\n")
         else:
             detail = getattr(error, "detail", "")  # the operator may see the driver's words
             suffix = f" ({detail.strip()})" if detail else ""
