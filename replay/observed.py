@@ -10,12 +10,13 @@ canonicalising the whole object (tests/test_observed_jsonl.py checks both ways).
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterator
 from dataclasses import fields
-from typing import Any, NoReturn
+from typing import Any, BinaryIO, NoReturn
 
 import orjson
 
-from domain.documents import DocumentError, canonical_json
+from domain.documents import ENVELOPE_MAX_BYTES, DocumentError, canonical_json
 from domain.events import RecordedEvent
 from domain.json_text import JSONTextError, integral_floats, parse_json
 from domain.native_canonical import INTEGRAL, exponent_in_full, utf16_order_may_differ
@@ -23,6 +24,9 @@ from journal.backend_common import StoredRow
 from journal.leaves import entry_bytes
 
 REQUIRED = ("at", "context", "data", "position", "stream", "type", "version")
+#: No line of an event is longer: its envelope (``{at, context, data}``, at most
+#: ENVELOPE_MAX_BYTES) plus the four members after it (names of at most 200 characters).
+MAX_LINE_BYTES = ENVELOPE_MAX_BYTES + 1024
 _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
 _AS_READ = orjson.OPT_STRICT_INTEGER
 
@@ -33,6 +37,17 @@ def observed_line(row: StoredRow) -> bytes:
         row.id, str(row.originator_id), row.originator_version, row.topic, row.state
     )
     return entry + b"\n"
+
+
+def read_lines(source: BinaryIO) -> Iterator[bytes]:
+    """The lines of an Observed JSONL file (with their newlines), each at most
+    `MAX_LINE_BYTES`: a longer one is `ObservedLineError` when it is met, where a file
+    without newlines (``/dev/zero``) was read whole into memory (found by a defect hunt,
+    stop 40)."""
+    for number, line in enumerate(iter(lambda: source.readline(MAX_LINE_BYTES + 1), b""), 1):
+        if len(line) > MAX_LINE_BYTES:
+            raise ObservedLineError(number, f"longer than {MAX_LINE_BYTES} bytes: no event is")
+        yield line
 
 
 class ObservedLineError(ValueError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from blackops.input_files import KEY_FILE_BYTES, read_text_at_most
 from domain.errors import InvalidRequest
 from replay.notes import NoteError, SigningKey, VerifierKey, valid_key_name
 
@@ -14,7 +15,7 @@ ENV = "BLACKOPS_SIGNING_KEY"
 def read_signing_key(path: str | Path) -> SigningKey:
     """The key in ``path``; ``invalid_request`` naming the file when it is not one."""
     try:
-        text = Path(path).read_text(encoding="utf-8")  # a key name is UTF-8 (C2SP signed-note)
+        text = read_text_at_most(path, KEY_FILE_BYTES)  # UTF-8 key names (C2SP signed-note)
     except (OSError, UnicodeDecodeError) as error:
         raise InvalidRequest(f"cannot read the signing key {path}: {error}") from None
     try:
@@ -54,7 +55,7 @@ def parse_verifier_key(text: str) -> VerifierKey:
     candidate = text.strip()
     if "+" not in candidate or os.path.exists(candidate):
         try:
-            candidate = Path(candidate).read_text(encoding="utf-8").strip()
+            candidate = read_text_at_most(candidate, KEY_FILE_BYTES).strip()
         except (OSError, UnicodeDecodeError) as error:
             raise InvalidRequest(
                 f"--key: neither a verifier key nor a readable file: {error}"

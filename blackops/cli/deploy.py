@@ -214,11 +214,13 @@ def choose_main(modules: dict[str, str], main: str | None) -> str:
 def _json_file(path: str | None, what: str) -> Any:
     """The JSON value of a file, read strictly: a key given twice is refused (orjson would
     keep the last silently, and the Version would hold other content than the file says)."""
+    from blackops.input_files import read_at_most
+    from blackops.jsonbody import MAX_RAW_BYTES
+
     if path is None:
         return None
     try:
-        with open(path, "rb") as raw:
-            data = raw.read()
+        data = read_at_most(path, MAX_RAW_BYTES)  # a device (/dev/zero) never ends
     except OSError as unreadable:
         raise InvalidRequest(f"cannot read {path}: {unreadable.strerror}") from None
     return strict_json(data, f"{what} {path} is not JSON")

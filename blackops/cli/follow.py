@@ -26,7 +26,10 @@ AHEAD = 10_000
 def stream_target(url: str, space: str | None) -> tuple[str, str | None]:
     """``(base URL, Space or None)`` from a server's base URL (and ``--space``), or from a
     ``.../v1/journal/stream`` or ``.../v1/spaces/S/journal/stream`` URL."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # "http://[::1": a traceback (found by a defect hunt, stop 40)
+        raise InvalidRequest(f"--follow needs an http(s) URL, not {url!r}") from None
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise InvalidRequest(f"--follow needs an http(s) URL, not {url!r}")
     path = parts.path.rstrip("/")

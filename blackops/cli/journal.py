@@ -10,8 +10,8 @@ import signal
 import stat
 import sys
 import threading
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, BinaryIO
 
 from blackops.cli import audit
 from blackops.cli.common import (
@@ -420,9 +420,51 @@ def cmd_journal_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+class _LinesOf:
+    """A replayed file's lines, each at most an event's longest (`read_lines`); closing it
+    closes the file unless it is stdin."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        self.file = file
+
+    def __iter__(self) -> Iterator[bytes]:
+        from replay.observed import read_lines
+
+        return read_lines(self.file)
+
+    def close(self) -> None:
+        if self.file is not sys.stdin.buffer:
+            self.file.close()
+
+
+#: A manifest holds every exported leaf (~80 bytes a line): 13 million lines fit in this.
+MANIFEST_MAX_BYTES = 1 << 30
+
+
+def read_manifest(path: str) -> bytes:
+    """An export's manifest, at most `MANIFEST_MAX_BYTES` (a device such as /dev/zero never
+    ends: it filled memory; found by a defect hunt, stop 40)."""
+    from blackops.input_files import read_stream_at_most
+
+    with open(path, "rb") as source:
+        start = b""  # up to the first chunk that is not all white space
+        while len(start) <= MANIFEST_MAX_BYTES and (chunk := source.read(1 << 16)):
+            start += chunk
+            if chunk.strip():
+                break
+        if not start.lstrip().startswith(b"{"):  # told at once, not after a GiB of zeros
+            raise InvalidRequest(f"{path} is not a JSON manifest: it is no JSON object")
+        try:
+            rest = read_stream_at_most(source, max(MANIFEST_MAX_BYTES - len(start), 0), path)
+        except MemoryError:
+            raise InvalidRequest(f"{path} is too large to read as a manifest") from None
+    return start + rest
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 only when everything verifies (python-contract §5)."""
     from journal.store import EventStore
+    from replay.observed import ObservedLineError, read_lines
     from replay.verify import SeenLines, verify_export, verify_store
 
     if (args.key or args.witness_key) and not args.jsonl:
@@ -432,20 +474,21 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.jsonl:
         manifest_path = args.manifest or f"{args.jsonl}.manifest.json"
         try:
-            with open(manifest_path, "rb") as raw:
-                # Strictly (no key twice): the manifest is what every line is checked
-                # against; its size grows with the journal.
-                refused = f"{manifest_path} is not a JSON manifest"
-                manifest = strict_json(raw.read(), refused, limited=False)
+            # Strictly (no key twice): the manifest is what every line is checked against;
+            # its size grows with the journal (a leaf is ~80 bytes: 13 million lines a GiB).
+            refused = f"{manifest_path} is not a JSON manifest"
+            manifest = strict_json(read_manifest(manifest_path), refused, limited=False)
             seen = SeenLines() if args.key else None  # the signed check's, in the same pass
             with open(args.jsonl, "rb") as lines:
-                report = verify_export(lines, manifest, seen)
+                report = verify_export(read_lines(lines), manifest, seen)
             if report.ok and seen is not None:
                 audit.check_signed_export(seen, manifest, args.key, report, args.witness_key)
         except OSError as unreadable:
             raise InvalidRequest(
                 f"cannot read {unreadable.filename}: {unreadable.strerror}"
             ) from None
+        except ObservedLineError as bad:
+            raise InvalidRequest(f"{args.jsonl}: {bad}") from None
     else:
         with EventStore(args.store, create=False) as store:
             report = verify_store(store)
@@ -538,9 +581,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         checkpoint_every = 100  # a live stream may run for ever: save the position often
     else:
         try:
-            source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
+            file = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
         except OSError as unreadable:
             raise InvalidRequest(f"cannot read {args.file}: {unreadable.strerror}") from None
+        source = _LinesOf(file)
     on_duplicate: OnDuplicate = "skip" if args.on_duplicate == "skip" else "stop"
     try:
         with progress("replaying") as report:
@@ -573,7 +617,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     finally:
         close = getattr(source, "close", None)
-        if source is not sys.stdin.buffer and close is not None:
+        if close is not None:
             close()
     emit(
         result.to_dict(),

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from blackops.cli.common import EXIT_OK, Commands, emit
+from blackops.input_files import KEY_FILE_BYTES, read_text_at_most
 
 if TYPE_CHECKING:
     from blackops.audit.checkpoints import CheckpointService
@@ -71,7 +72,7 @@ def register(commands: Commands) -> None:
 def read_key_text(value: str) -> str:
     """A key given on the command line: the text itself, or a file that holds it."""
     if "+" not in value or os.path.exists(value):
-        return Path(value).read_text(encoding="utf-8").strip()
+        return read_text_at_most(value, KEY_FILE_BYTES).strip()
     return value.strip()
 
 
@@ -90,7 +91,7 @@ def _signing_key(path: str) -> SigningKey:
     from replay.notes import NoteError, SigningKey
 
     try:
-        return SigningKey.parse(Path(path).read_text(encoding="utf-8"))
+        return SigningKey.parse(read_text_at_most(path, KEY_FILE_BYTES))
     except (NoteError, OSError, UnicodeDecodeError) as error:  # as `keys rotate` reads keys
         raise InvalidRequest(f"{path} is not a private key file: {error}") from None
 
