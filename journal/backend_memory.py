@@ -71,6 +71,15 @@ class BlackOpsMemoryRecorder(POPOApplicationRecorder):
             for n in found
         ]
 
+    def select_after_within(self, after: int, limit: int, max_bytes: int) -> list[StoredRow]:
+        rows, size = [], 0
+        for row in self.select_after(after, limit):
+            if size >= max_bytes:
+                break
+            rows.append(row)
+            size += len(row.state)
+        return rows
+
     def select_before_start(self, limit: int) -> list[StoredRow]:
         return []  # positions are this process's own, from 1: nothing writes behind it
 

@@ -103,6 +103,16 @@ class BlackOpsPostgresRecorder(
             "SELECT notification_id, originator_id, originator_version, topic, state "
             "FROM {schema}.{table} WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
         )
+        # The page cut after the row whose states reach a byte budget (`select_after_within`):
+        # a running sum, so the first row always comes and no row past it is sent.
+        self._select_after_within = self._sql(
+            "SELECT notification_id, originator_id, originator_version, topic, state FROM ("
+            "SELECT notification_id, originator_id, originator_version, topic, state, "
+            "sum(coalesce(octet_length(state), 0)) OVER (ORDER BY notification_id) "
+            "- coalesce(octet_length(state), 0) AS before_it "
+            "FROM {schema}.{table} WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
+            ") AS page WHERE before_it < %s ORDER BY notification_id"
+        )
         self._select_before_start = self._sql(
             "SELECT notification_id, originator_id, originator_version, topic, state "
             "FROM {schema}.{table} WHERE notification_id < 1 ORDER BY notification_id LIMIT %s"
@@ -255,6 +265,12 @@ class BlackOpsPostgresRecorder(
     def select_after(self, after: int, limit: int) -> list[StoredRow]:
         with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
             curs.execute(self._select_after, (after, limit), prepare=True)
+            return stored_rows(curs.fetchall())
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def select_after_within(self, after: int, limit: int, max_bytes: int) -> list[StoredRow]:
+        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
+            curs.execute(self._select_after_within, (after, limit, max_bytes), prepare=True)
             return stored_rows(curs.fetchall())
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)

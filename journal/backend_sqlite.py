@@ -41,6 +41,15 @@ class BlackOpsSQLiteRecorder(
             f"SELECT rowid, originator_id, originator_version, topic, CAST(state AS BLOB) "
             f"FROM {self.events_table_name} WHERE rowid > ? ORDER BY rowid LIMIT ?"
         )
+        # A page cut after the row whose states reach a byte budget (see PostgreSQL's).
+        self._select_after_within = (
+            f"SELECT rowid, originator_id, originator_version, topic, state FROM ("
+            f"SELECT rowid, originator_id, originator_version, topic, CAST(state AS BLOB) "
+            f"AS state, sum(coalesce(length(CAST(state AS BLOB)), 0)) OVER (ORDER BY rowid) "
+            f"- coalesce(length(CAST(state AS BLOB)), 0) AS before_it "
+            f"FROM {self.events_table_name} WHERE rowid > ? ORDER BY rowid LIMIT ?"
+            f") WHERE before_it < ? ORDER BY rowid"
+        )
         self._select_before_start = (
             f"SELECT rowid, originator_id, originator_version, topic, CAST(state AS BLOB) "
             f"FROM {self.events_table_name} WHERE rowid < 1 ORDER BY rowid LIMIT ?"
@@ -123,6 +132,13 @@ class BlackOpsSQLiteRecorder(
             cursor = c.sqlite_cursor
             cursor.row_factory = None  # plain tuples: sqlite3.Row costs more than the read
             cursor.execute(self._select_after, (after, limit))
+            return stored_rows(cursor.fetchall())
+
+    def select_after_within(self, after: int, limit: int, max_bytes: int) -> list[StoredRow]:
+        with self.datastore.transaction(commit=False) as c:
+            cursor = c.sqlite_cursor
+            cursor.row_factory = None
+            cursor.execute(self._select_after_within, (after, limit, max_bytes))
             return stored_rows(cursor.fetchall())
 
     def select_before_start(self, limit: int) -> list[StoredRow]:

@@ -37,6 +37,11 @@ class Recorder(Protocol):
         """Up to ``limit`` events after position ``after``, by position, undecoded."""
         ...
 
+    def select_after_within(self, after: int, limit: int, max_bytes: int) -> list[StoredRow]:
+        """`select_after`, ending with the row whose state reaches ``max_bytes`` in all (the
+        first row always comes): the rows past it are never read into this process."""
+        ...
+
     def select_before_start(self, limit: int) -> list[StoredRow]:
         """Up to ``limit`` events at positions below 1, undecoded: the journal never gives
         one, so any is a row written behind its back (verify names it)."""

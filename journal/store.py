@@ -458,14 +458,22 @@ class EventStore:
             found.extend(rows)
             position = rows[-1].id
 
-    def read_raw_after(self, position: int, limit: int = 1000) -> list[StoredRow]:
-        """Like :meth:`read_after`, undecoded: ``state`` holds the stored canonical bytes."""
+    def read_raw_after(
+        self, position: int, limit: int = 1000, max_bytes: int | None = None
+    ) -> list[StoredRow]:
+        """Like :meth:`read_after`, undecoded: ``state`` holds the stored canonical bytes.
+        ``max_bytes``: the page ends with the row whose states reach it in all (at least one
+        row), so a reader of large events holds a bounded page, never ``limit`` of them."""
         if type(position) is not int or not 0 <= position <= MAX_POSITION:
             raise InvalidRequest("position must be an integer from 0 to 2**63 - 1")
         if type(limit) is not int or not 1 <= limit <= PAGE_LIMIT_MAX:
             raise InvalidRequest(f"limit must be an integer from 1 to {PAGE_LIMIT_MAX}")
+        if max_bytes is not None and (type(max_bytes) is not int or max_bytes < 1):
+            raise InvalidRequest("max_bytes must be a positive integer")
         with self._using():
-            return self._recorder.select_after(position, limit)
+            if max_bytes is None:
+                return self._recorder.select_after(position, limit)
+            return self._recorder.select_after_within(position, limit, max_bytes)
 
     def read_raw_before_start(self, limit: int = 1000) -> list[StoredRow]:
         """Up to ``limit`` stored rows at positions below 1, undecoded. The journal gives

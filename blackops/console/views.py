@@ -18,7 +18,7 @@ from blackops.audit.receipts import (
     terminal_position,
 )
 from blackops.http.auth import Caller
-from blackops.http.journal import event_of, tenant_of
+from blackops.http.journal import PAGE_BYTES, event_of, tenant_of
 from domain.access import Action
 from domain.errors import BlackOpsError
 from replay.export import observed_lines
@@ -199,8 +199,16 @@ def recent_lines(
     end = last
     while end > 0 and len(kept) < limit and last - end < RECENT_LOOK_BACK:
         start = max(0, end - _RECENT_WINDOW)
-        window = observed_lines(app.store, start, _RECENT_WINDOW, until=end)
-        kept[:0] = [(p, line) for p, line in window if space is None or tenant_of(line) == space]
+        found: list[tuple[int, bytes]] = []
+        at = start
+        while at < end:  # a window in pages of bounded bytes, keeping only its last lines
+            page = list(observed_lines(app.store, at, _RECENT_WINDOW, until=end,
+                                       max_bytes=PAGE_BYTES))  # fmt: skip
+            if not page:
+                break
+            found += [(p, line) for p, line in page if space is None or tenant_of(line) == space]
+            found, at = found[-limit:], page[-1][0]
+        kept = [*found, *kept][-limit:]
         end = start
     rows = []
     for position, line in kept[-limit:]:

@@ -39,6 +39,12 @@ PageLimit = Annotated[
 #: Rows a Space's page reads at most, among every Space's (one page of an export): its cost
 #: no longer grows with other tenants' data (it was 50 x 10,000 rows a request).
 SPACE_SCAN_ROWS = 2_000
+#: And at most this many bytes of them: 2,000 large events were ~2 GB read and held per
+#: page, four pages at once (found by a defect hunt, stop 40).
+SPACE_SCAN_BYTES = 8 << 20
+#: A page of lines a live reader (a stream, the console's recent lines) holds at once ends
+#: with the event that reaches this many bytes (and at one event, however large).
+PAGE_BYTES = 1 << 20
 #: The JSONL answers: one canonical JSON object per line (python-contract §7).
 JSONL: dict[int | str, dict[str, Any]] = {
     200: {
@@ -110,12 +116,13 @@ def space_lines(
     store: Any, space: str, after: int, limit: int, scan: int = SPACE_SCAN_ROWS
 ) -> tuple[list[bytes], int]:
     """Up to ``limit`` Observed JSONL lines of ``space`` after ``after`` (events whose
-    execution context names that tenant) among the next ``scan`` events, and the position
-    to continue from: the last event read, so the next page starts past what this one
-    scanned even when none of it was the Space's."""
+    execution context names that tenant) among the next ``scan`` events (and at most
+    `SPACE_SCAN_BYTES` of them), and the position to continue from: the last event read,
+    so the next page starts past what this one scanned even when none of it was the
+    Space's."""
     lines: list[bytes] = []
     position = after
-    for at, line in observed_lines(store, after, scan):
+    for at, line in observed_lines(store, after, scan, max_bytes=SPACE_SCAN_BYTES):
         position = at
         if tenant_of(line) == space:
             lines.append(line)

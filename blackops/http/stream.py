@@ -53,7 +53,7 @@ from blackops.application import Application
 from blackops.http.auth import Caller, application, check_space, served, stream_caller
 from blackops.http.bodies import one_header
 from blackops.http.capacity import STREAM_READS
-from blackops.http.journal import After, tenant_of
+from blackops.http.journal import PAGE_BYTES, After, tenant_of
 from blackops.http.openapi import errors
 from blackops.http.params import QUERY_INTEGER, QUERY_NUMBER, SpacePath
 from blackops.jsonbody import render_json
@@ -67,7 +67,9 @@ from replay.schema import OBSERVED_LINE_SCHEMA_PATH, observed_line_schema_bytes
 log = logging.getLogger("blackops.http.stream")
 router = APIRouter()
 _BEARER = HTTPBearer(auto_error=False)
-#: Rows read per page (the per-Space stream scans this many and keeps its own).
+#: Rows read per page (the per-Space stream scans this many and keeps its own); a page
+#: also ends at `PAGE_BYTES` (one of 500 large events was one write of ~500 MB, which a
+#: reader that stopped reading held in the server's memory: found by a defect hunt, stop 40).
 PAGE = 500
 #: The tail's window of newest lines (JournalTail): at most this many, and this many bytes
 #: (lines may be large); a stream behind it reads pages itself.
@@ -362,7 +364,7 @@ class JournalTail:
             lines: list[tuple[int, bytes]] = []
             failed = False
             try:
-                for line in observed_lines(store, after, PAGE):
+                for line in observed_lines(store, after, PAGE, max_bytes=PAGE_BYTES):
                     lines.append(line)
             except Exception as error:  # IntegrityError, backend_unavailable, ...
                 # The streams read for themselves now, and each meets (and names) it.
@@ -386,7 +388,7 @@ class JournalTail:
                         woken += self._waiters.get(tenant, ())
             for waiter in woken:
                 waiter.wake()
-            if failed or len(lines) < PAGE:
+            if failed or not _full(lines):
                 return
 
     def _forget_before_head(self) -> None:
@@ -601,7 +603,7 @@ def _page(store: EventStore, after: int, space: str | None) -> _Page:
     lines: list[tuple[int, bytes]] = []
     changed = False
     try:
-        for line in observed_lines(store, after, PAGE):
+        for line in observed_lines(store, after, PAGE, max_bytes=PAGE_BYTES):
             lines.append(line)
     except IntegrityError:
         if not lines:
@@ -609,10 +611,16 @@ def _page(store: EventStore, after: int, space: str | None) -> _Page:
         changed = True  # read on at once: the next page raises it
     if not lines:
         return _Page([], after, False)
-    read_up_to, full = lines[-1][0], changed or len(lines) == PAGE
+    read_up_to, full = lines[-1][0], changed or _full(lines)
     if space is not None:
         lines = [(position, line) for position, line in lines if tenant_of(line) == space]
     return _Page(lines, read_up_to, full)
+
+
+def _full(lines: list[tuple[int, bytes]]) -> bool:
+    """Did a page end at its rows or its bytes (more may follow at once), not the journal's
+    end? Bytes are counted as `observed_lines` counts them, by the lines (a little more)."""
+    return len(lines) == PAGE or sum(len(line) for _, line in lines) >= PAGE_BYTES
 
 
 def _frame(position: int, line: bytes) -> bytes:
