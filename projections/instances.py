@@ -56,10 +56,17 @@ class InstanceStatus:
             "stream TEXT PRIMARY KEY, workflow TEXT NOT NULL, space TEXT NOT NULL, "
             "instance_id_json TEXT NOT NULL, status TEXT NOT NULL, created_at TEXT NOT NULL, "
             "updated_at TEXT NOT NULL)",
-            f"CREATE INDEX IF NOT EXISTS blackops_instance_status_listing "
-            f"ON {prefix}blackops_instance_status (workflow, created_at, stream)",
-            f"CREATE INDEX IF NOT EXISTS blackops_instance_status_by_status "
-            f"ON {prefix}blackops_instance_status (workflow, status, created_at, stream)",
+            # A listing names the Space too (a code-registered uid may be several Spaces'
+            # workflow, W15): with the Space in the index, a page is a range scan of that
+            # Space's rows, where it filtered every other Space's of the uid row by row
+            # (found by a defect hunt, stop 40: 8 ms a page beside 60,000 others).
+            f"CREATE INDEX IF NOT EXISTS blackops_instance_status_by_space "
+            f"ON {prefix}blackops_instance_status (workflow, space, created_at, stream)",
+            f"CREATE INDEX IF NOT EXISTS blackops_instance_status_by_space_status "
+            f"ON {prefix}blackops_instance_status (workflow, space, status, created_at, stream)",
+            # The indexes before the Space was in them.
+            f"DROP INDEX IF EXISTS {prefix}blackops_instance_status_listing",
+            f"DROP INDEX IF EXISTS {prefix}blackops_instance_status_by_status",
         ]
 
     def apply(self, sql: SQL, events: Sequence[RecordedEvent]) -> None:

@@ -22,7 +22,7 @@ from blackops.application import Application
 from blackops.audit.checkpoints import CheckpointService
 from blackops.audit.receipts import OPERATION_TERMINAL, receipt_for, terminal_position
 from blackops.http.auth import Caller, application, caller, check_space
-from blackops.http.capacity import EXPORT_READS
+from blackops.http.capacity import EXPORT_READS, reader_key
 from blackops.http.journal import tenant_of
 from blackops.http.openapi import errors
 from blackops.http.operations import OperationId, operation_of
@@ -336,8 +336,9 @@ async def journal_export(
     manifests = _manifests(request)
     # On threads of their own: a range read held the API's pool (F168).
     body, export_id = await EXPORT_READS.run(
-        who.principal.id, _export, app, service, who, after, until, None, manifests
-    )
+        reader_key(who.principal.id, None), _export, app, service, who, after, until, None,
+        manifests,
+    )  # fmt: skip
     return Response(
         body, media_type="application/jsonl", headers=_manifest_link(request, export_id)
     )
@@ -363,8 +364,9 @@ async def space_journal_export(
     manifests = _manifests(request)
     # On threads of their own: a range read held the API's pool (F168).
     body, export_id = await EXPORT_READS.run(
-        who.principal.id, _export, app, service, who, after, until, space, manifests
-    )
+        reader_key(who.principal.id, space), _export, app, service, who, after, until, space,
+        manifests,
+    )  # fmt: skip
     return Response(
         body, media_type="application/jsonl", headers=_manifest_link(request, export_id)
     )

@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 from blackops.application import Application
 from blackops.http.auth import Caller, application, caller, check_space
-from blackops.http.capacity import SPACE_READS
+from blackops.http.capacity import SPACE_READS, reader_key
 from blackops.http.openapi import errors
 from blackops.http.params import QUERY_INTEGER, SpacePath
 from domain.access import Action, check_system
@@ -106,7 +106,7 @@ async def space_journal(
         lines, last = space_lines(app.store, space, after, limit)
         return b"".join(lines), last
 
-    body, last = await SPACE_READS.run(who.principal.id, page)
+    body, last = await SPACE_READS.run(reader_key(who.principal.id, space), page)
     return Response(
         body, media_type="application/jsonl", headers={"BlackOps-Next-After": str(last)}
     )

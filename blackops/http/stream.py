@@ -52,7 +52,7 @@ from starlette.types import Receive, Scope, Send
 from blackops.application import Application
 from blackops.http.auth import Caller, application, check_space, served, stream_caller
 from blackops.http.bodies import one_header
-from blackops.http.capacity import STREAM_READS
+from blackops.http.capacity import STREAM_READS, reader_key
 from blackops.http.journal import PAGE_BYTES, After, tenant_of
 from blackops.http.openapi import errors
 from blackops.http.params import QUERY_INTEGER, QUERY_NUMBER, SpacePath
@@ -273,7 +273,7 @@ class JournalTail:
                 if not waiters:
                     self._waiters.pop(space, None)
 
-    async def page(self, principal: str, after: int, space: str | None, waiter: _Waiter) -> _Page:
+    async def page(self, key: str, after: int, space: str | None, waiter: _Waiter) -> _Page:
         """The lines after ``after`` (only ``space``'s, if given): from the window when it
         holds everything after ``after`` and the tail read all of it while ``waiter``'s
         stream was open, else read from the store on ``STREAM_READS``."""
@@ -284,7 +284,7 @@ class JournalTail:
                 floor = max(floor, waiter.since)
             if floor is not None and not self._broken and after >= floor:
                 return self._window_page(after, space)
-        page = await STREAM_READS.run(principal, _page, store, after, space)
+        page = await STREAM_READS.run(key, _page, store, after, space)
         if floor is not None and not page.full and page.read_up_to < floor:
             # The read began after the window's floor had been read and read to the end:
             # nothing lies between, so the stream goes on from the window.
@@ -566,14 +566,15 @@ async def _respond(
     may_read: Callable[[Caller], None],
 ) -> Response:
     principal, tail = who.principal.id, stream_state(request)
+    key = reader_key(principal, space)  # whose share of the stream threads its reads take
     # Refused before any read; from here the response releases it however it ends.
     release = tail.admit(principal)
     try:
-        await STREAM_READS.run(principal, may_read, who)  # reads the Space's existence
+        await STREAM_READS.run(key, may_read, who)  # reads the Space's existence
         # An event changed behind the journal's back right after the start is answered 409
         # before the first byte (F163): a stream that ended there (its headers were sent) is
         # resumed from there, and the client then learns why instead of an empty 200.
-        await STREAM_READS.run(principal, _check_next, app.store, start)
+        await STREAM_READS.run(key, _check_next, app.store, start)
     except BaseException:
         release()
         raise
@@ -585,7 +586,7 @@ async def _respond(
             return error
         return None
 
-    events = _events(tail, principal, start, space, limit, max_seconds, refusal)
+    events = _events(tail, key, start, space, limit, max_seconds, refusal)
     # No proxy buffering: each event should reach the client when it is sent.
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return EventStreamResponse(events, headers=headers, on_close=release)
@@ -636,7 +637,7 @@ def _error_frame(error: BlackOpsError) -> bytes:
 
 async def _events(
     tail: JournalTail,
-    principal: str,
+    key: str,
     position: int,
     space: str | None,
     limit: int | None,
@@ -652,7 +653,7 @@ async def _events(
         while True:
             waiter.event.clear()  # lines the tail reads from now on wake the wait below
             try:
-                page = await tail.page(principal, position, space, waiter)
+                page = await tail.page(key, position, space, waiter)
             except BlackOpsError as error:
                 # Headers are sent: say why in a last event, and end the stream.
                 log.warning("stream after %d ended: %s", position, error)
@@ -671,7 +672,7 @@ async def _events(
             if ends is not None and now >= ends:
                 return
             if now >= check_at:
-                refused = await STREAM_READS.run(principal, refusal)
+                refused = await STREAM_READS.run(key, refusal)
                 if refused is not None:
                     yield _error_frame(refused)
                     return

@@ -12,6 +12,7 @@ page's read never takes a thread of the API's pool. Structure, not time.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -214,3 +215,54 @@ def test_pages_of_large_events_end_at_their_byte_budget_and_lose_nothing(
     assert shown == acme[-5:]
     shown = [row["position"] for row in recent_lines(app, None, last, limit=7)]
     assert shown == [p for p, _ in everything][-7:]
+
+
+def test_a_spaces_many_principals_share_its_threads_and_leave_another_spaces_alone(
+    served: TestClient, app: Application, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The threads of Space pages are shared per Space read, not per principal: a Space
+    admin's extra principals (made over HTTP) took every thread and slowed another Space's
+    pages tenfold (found by a defect hunt, stop 40). Four of acme's principals with reads
+    held take at most the per-key share; globex's page is answered meanwhile."""
+    from blackops.http.capacity import SPACE_READS
+
+    context = app.access_context({"id": "root", "kind": "system"}, "acme")
+    tokens = {}
+    for name, space in [*((f"p{n}", "acme") for n in range(4)), ("bob", "globex")]:
+        app.access.create_principal(name, context)
+        app.access.grant(name, space, "reader", context)
+        tokens[name] = app.access.issue_token(name, context, space=space)[0]
+    app.run("t.echo", {"n": 0}, actor="ana", tenant="acme")
+    app.run("t.echo", {"n": 1}, actor="ana", tenant="globex")
+    rows = CountedRows(monkeypatch, app.store)
+    gate = rows.hold = threading.Event()
+    held = [
+        threading.Thread(
+            target=served.get,
+            args=("/v1/spaces/acme/journal",),
+            kwargs={"headers": {"Authorization": f"Bearer {tokens[f'p{n}']}"}},
+        )
+        for n in range(4)
+    ]
+    for reader in held:
+        reader.start()
+    try:
+        assert rows.held.wait(20)
+        assert served.portal is not None
+
+        async def in_use() -> int:
+            return SPACE_READS.borrowed()
+
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:  # let every acme request reach its share
+            assert served.portal.call(in_use) <= SPACE_READS.per_key
+            time.sleep(0.05)
+        rows.hold = None  # globex's read goes through while acme's stay held
+        answer = served.get(
+            "/v1/spaces/globex/journal", headers={"Authorization": f"Bearer {tokens['bob']}"}
+        )
+        assert answer.status_code == 200 and b'"tenant":"globex"' in answer.content
+    finally:
+        gate.set()
+        for reader in held:
+            reader.join()
