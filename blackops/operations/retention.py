@@ -337,7 +337,10 @@ class RetentionService:
             "positions": [found[0].position],
             "digest": found[0].data.get("digest"),
         }
-        store.append(Append(stream, 1, [NewEvent(OUTCOME_PURGED, self._now(), context, data)]))
+        try:
+            store.append(Append(stream, 1, [NewEvent(OUTCOME_PURGED, self._now(), context, data)]))
+        except FencingError:  # a writer without the lock: decide next run, as for operations
+            return False
         store.delete_stream_events(stream, 1)
         store.settle_retention(operation_id)
         return True

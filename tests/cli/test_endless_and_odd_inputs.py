@@ -12,6 +12,7 @@ import resource
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_processes import ROOT
@@ -22,7 +23,7 @@ MEMORY = 2 << 30
 VERIFIER = "example.com/log+8c7ffe8b+AUdY/7xe76dvHl4XZXMopfkwd/EK5mbR1X8RoXDq7zVi"
 
 
-def blackops(*args: str, stdin: bytes | None = None, path: str = "") -> dict:
+def blackops(*args: str, stdin: bytes | None = None, path: str = "") -> dict[str, Any]:
     """Run ``blackops ARGS --json`` under `MEMORY`; its one JSON document (exit 1)."""
 
     def limited() -> None:

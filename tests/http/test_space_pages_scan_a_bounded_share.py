@@ -188,7 +188,7 @@ def test_pages_of_large_events_end_at_their_byte_budget_and_lose_nothing(
         page = stream._page(app.store, after, None)
         if not page.lines:
             break
-        assert sum(len(line) for _, line in page.lines[:-1]) < stream.PAGE_BYTES
+        assert sum(len(line) for _, line in page.lines[:-1]) < journal.PAGE_BYTES
         streamed += page.lines
         after, pages = page.read_up_to, pages + 1
     assert streamed == everything and pages > 2

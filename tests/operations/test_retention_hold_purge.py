@@ -445,8 +445,9 @@ def test_a_reason_of_blank_or_invisible_characters_is_refused(
     """A reason says something: white space of any script, control characters and
     invisible format characters are blank (only ASCII space, tab and line breaks were;
     defect hunt, stop 40). The HTTP body's published pattern is the same rule."""
-    from blackops.http.models import ReasonBody
     from pydantic import ValidationError
+
+    from blackops.http.models import ReasonBody
 
     done = retained.run("order.place", {"n": 1}, actor="a", tenant="t").operation_id
     size = retained.store.last_position()
@@ -486,3 +487,32 @@ def test_an_outcome_retention_longer_than_the_journals_is_refused() -> None:
     for outcome in (30, 60, None):
         assert Retention(journal_seconds=60, outcome_seconds=outcome).journal_seconds == 60
     assert Retention(outcome_seconds=3600).journal_seconds is None  # the journal: for ever
+
+
+def test_an_outcome_purge_refused_by_its_stream_skips_that_item_not_the_run(
+    retained: Application, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer without the retention lock (an older process) moved an outcome stream: that
+    item is left for the next run and the others are purged, as for operations (it ended
+    the whole run: found by a defect hunt, stop 40)."""
+    from domain.errors import FencingError
+
+    first = retained.submit("order.place", {"n": 1}, actor="a", tenant="t")
+    second = retained.submit("order.place", {"n": 2}, actor="a", tenant="t")
+    settle(retained)
+    clock.advance(2 * DAY)
+    store = retained.store
+    append = store.append
+
+    def raced(*appends: Any) -> Any:
+        if any(a.stream == f"outcome:{first}" for a in appends):
+            raise FencingError(f"outcome:{first}", 1)
+        return append(*appends)
+
+    monkeypatch.setattr(store, "append", raced)
+    report = retained.purge(actor="janitor")
+    assert [(i.operation_id, i.what) for i in report.items] == [(second, "outcome")]
+    monkeypatch.setattr(store, "append", append)
+    assert [(i.operation_id, i.what) for i in retained.purge(actor="janitor").items] == [
+        (first, "outcome")
+    ]
