@@ -50,20 +50,30 @@ def generate(name: str) -> SigningKey:
     return SigningKey.generate(name)
 
 
-def parse_verifier_key(text: str) -> VerifierKey:
-    """A verifier key given as text, or as the path of a file holding one."""
+def parse_verifier_key(text: str, flag: str = "--key") -> VerifierKey:
+    """A verifier key given as text, or as the path of a file holding one (``flag`` names
+    the option in refusals). Key text is never echoed: a private key given by mistake
+    (``PRIVATE+KEY+...``) was printed whole into the refusal, stderr and ``--json`` alike
+    (found by a defect hunt, stop 40); a file is named by its path."""
     candidate = text.strip()
+    source = flag
     if "+" not in candidate or os.path.exists(candidate):
+        source = f"{flag} {candidate}"
         try:
             candidate = read_text_at_most(candidate, KEY_FILE_BYTES).strip()
         except (OSError, UnicodeDecodeError) as error:
             raise InvalidRequest(
-                f"--key: neither a verifier key nor a readable file: {error}"
+                f"{flag}: neither a verifier key nor a readable file: {error}"
             ) from None
+    if candidate.startswith("PRIVATE+KEY+"):
+        raise InvalidRequest(
+            f"{source} is a private key: give its verifier key (name+keyid+key), never the "
+            "private one"
+        )
     try:
         return VerifierKey.parse(candidate)
     except NoteError as error:
-        raise InvalidRequest(f"--key is not a verifier key: {error}") from None
+        raise InvalidRequest(f"{source} is not a verifier key: {error}") from None
 
 
 def load_or_create_dev_key(state: Path) -> tuple[SigningKey, Path, bool]:

@@ -89,7 +89,8 @@ def log_and_witness_keys(
     given = [parse_verifier_key(text) for text in keys]
     log_keys = [key for key in given if key.key_type != COSIGNATURE_KEY]
     witnesses = [key for key in given if key.key_type == COSIGNATURE_KEY]
-    return log_keys, witnesses + [parse_verifier_key(text) for text in witness_keys]
+    witnesses += [parse_verifier_key(text, "--witness-key") for text in witness_keys]
+    return log_keys, witnesses
 
 
 def signing_key_option(parser: argparse.ArgumentParser) -> None:

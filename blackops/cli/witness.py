@@ -4,7 +4,6 @@ auditor's monitor); docs/audit.md, "Witnesses and monitors"."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -69,21 +68,10 @@ def register(commands: Commands) -> None:
     watch.set_defaults(handler=cmd_watch)
 
 
-def read_key_text(value: str) -> str:
-    """A key given on the command line: the text itself, or a file that holds it."""
-    if "+" not in value or os.path.exists(value):
-        return read_text_at_most(value, KEY_FILE_BYTES).strip()
-    return value.strip()
+def _verifier(value: str, flag: str) -> VerifierKey:
+    from blackops.audit.keys import parse_verifier_key
 
-
-def _verifier(value: str) -> VerifierKey:
-    from domain.errors import InvalidRequest
-    from replay.notes import NoteError, VerifierKey
-
-    try:
-        return VerifierKey.parse(read_key_text(value))
-    except (NoteError, OSError, UnicodeDecodeError) as error:  # as `verify-receipt --key`
-        raise InvalidRequest(f"{value!r} is not a verifier key: {error}") from None
+    return parse_verifier_key(value, flag)
 
 
 def _signing_key(path: str) -> SigningKey:
@@ -104,7 +92,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port <= 65535:
         raise InvalidRequest(f"--port must be from 0 to 65535, not {args.port}")
-    key, logs = _signing_key(args.key), [_verifier(v) for v in args.log]  # before any folder
+    # Before any folder is made.
+    key, logs = _signing_key(args.key), [_verifier(v, "--log") for v in args.log]
     # In the state dir ($BLACKOPS_HOME, else ./.blackops) as every other default (H13).
     state = Path(args.state or state_dir() / "witness")
     try:
@@ -187,7 +176,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
         raise InvalidRequest("--interval must be a finite number of seconds above 0")
     if not 0 <= args.cosignature_grace < math.inf:
         raise InvalidRequest("--cosignature-grace must be a finite number of seconds, 0 or more")
-    return run_watch(args, _verifier(args.key), [_verifier(k) for k in args.witness_key])
+    witnesses = [_verifier(k, "--witness-key") for k in args.witness_key]
+    return run_watch(args, _verifier(args.key, "--key"), witnesses)
 
 
 def witness_options(parser: argparse.ArgumentParser) -> None:

@@ -1,7 +1,10 @@
 """A worker's ``--metrics-port``: a small HTTP server answering ``GET /metrics`` (the same
 body and the same token rule as ``blackops serve``'s route: the metrics token or the
 system token; anything else 401, and no figures), on a socket bound beforehand
-(`blackops.observability.listening`, which also closes it in every forked child)."""
+(`blackops.observability.listening`, which also closes it in every forked child). Bounded
+as the witness is (`blackops.bounded_http`): a scraper's request arrives within
+``SOCKET_TIMEOUT`` seconds, and ``MAX_CONNECTIONS`` at once (``MAX_PER_CLIENT`` from one
+address); it had no timeout and no limit, so idle connections held a thread each."""
 
 from __future__ import annotations
 
@@ -9,9 +12,13 @@ import hmac
 import socket
 import threading
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from blackops.bounded_http import BoundedHTTPServer, DeadlineHandler
 from blackops.observability.metrics import CONTENT_TYPE, Metrics
+
+SOCKET_TIMEOUT = 10.0
+MAX_CONNECTIONS = 16
+MAX_PER_CLIENT = 4
 
 
 class MetricsServer:
@@ -23,8 +30,8 @@ class MetricsServer:
         if not allowed:
             raise ValueError("a metrics server needs a token (--metrics-token or the system token)")
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
+        class Handler(DeadlineHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server names it)
                 if self.path.split("?")[0] != "/metrics":
                     self._answer(404, b'{"error":{"code":"not_found"}}', "application/json")
                     return
@@ -38,6 +45,7 @@ class MetricsServer:
                 self._answer(200, metrics.render(), CONTENT_TYPE)
 
             def _answer(self, status: int, body: bytes, kind: str) -> None:
+                self.writing()
                 self.send_response(status)
                 self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(body)))
@@ -49,13 +57,14 @@ class MetricsServer:
             def log_message(self, format: str, *args: object) -> None:
                 pass  # scrapes every few seconds would drown the worker's own lines
 
-        self._server = ThreadingHTTPServer(
-            listening.getsockname()[:2], Handler, bind_and_activate=False
-        )
+        self._server = BoundedHTTPServer(
+            listening.getsockname()[:2], Handler, socket_timeout=SOCKET_TIMEOUT,
+            max_connections=MAX_CONNECTIONS, max_per_client=MAX_PER_CLIENT,
+            bind_and_activate=False,
+        )  # fmt: skip
         self._server.socket.close()  # the one it made; it serves the socket bound before
         self._server.socket = listening
         self._server.server_address = listening.getsockname()[:2]
-        self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="blackops-metrics", daemon=True
         )

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -52,12 +53,26 @@ class WitnessTarget:
     def label(self) -> str:
         return f"{self.key.name}+{self.key.key_id.hex()}"
 
+    def redacted(self, text: str) -> str:
+        """``text`` (the URL, an error naming it) with the URL's password as ``***``: httpx
+        sends it as Basic auth, and it was logged on every failed push (found by a defect
+        hunt, stop 40), where store URLs were always masked."""
+        password = urlsplit(self.url).password
+        return text if not password else text.replace(f":{password}@", ":***@")
+
     @classmethod
     def parse(cls, text: str) -> WitnessTarget:
         """``URL=VERIFIER_KEY`` (the URL is the witness's submission prefix, without '=')."""
         url, equals, key = text.partition("=")
         if not equals or not url.startswith(("http://", "https://")):
             raise ValueError("a witness is URL=VERIFIER_KEY, the URL starting http(s)://")
+        try:  # read whole now: "http://[::1" was taken, and failed at every push
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 (a port that is no number raises here)
+        except ValueError:
+            raise ValueError("the witness's URL is malformed") from None
+        if not parts.hostname:
+            raise ValueError("the witness's URL names no host")
         try:
             verifier = cosigner_verifier(VerifierKey.parse(key.strip()))
         except NoteError as error:
@@ -140,12 +155,12 @@ class WitnessPusher:
             except Exception as error:  # one witness never stops the others
                 progress.delay = min(max(progress.delay * 2, 1.0), self.max_backoff)
                 progress.next_at = time.monotonic() + progress.delay
-                progress.last = str(error)
+                said = progress.last = target.redacted(str(error))
                 LOG.error(
                     "witness %s refused or unreachable for size %d (retry in %.0f s): %s",
-                    target.url, checkpoint.size, progress.delay, error,
+                    target.redacted(target.url), checkpoint.size, progress.delay, said,
                 )  # fmt: skip
-                results[target.label] = f"error: {error}"
+                results[target.label] = f"error: {said}"
             else:
                 progress.delay, progress.next_at, progress.last = 0.0, 0.0, "cosigned"
                 results[target.label] = "cosigned"

@@ -248,3 +248,22 @@ def test_a_witness_that_saw_a_fork_is_an_error_with_backoff_not_a_stale_size(
     assert book.lines(log.checkpoint()) == []
     assert one.witness.state.latest(log.origin) == other.checkpoint()
     one.close()
+
+
+def test_a_witness_urls_password_is_never_logged_and_a_malformed_url_is_refused(
+    log: ToyLog, book: CosignatureBook, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A URL with user:password is Basic auth to the witness: every failed push logged it
+    whole (found by a defect hunt, stop 40). And a URL that does not parse is refused when
+    given, not at every push."""
+    key = SigningKey.generate("w9.example", COSIGNATURE_KEY).verifier().encode()
+    down = WitnessTarget.parse(f"http://ops:S3cret@127.0.0.1:{free_port()}={key}")
+    pusher = WitnessPusher(book, [down], log.note, log.proof)
+    with caplog.at_level("ERROR", logger="blackops.witness"), httpx.Client(timeout=2) as client:
+        results = pusher.run_once(client)
+    assert results[down.label].startswith("error:") and "S3cret" not in results[down.label]
+    logged = " ".join(record.getMessage() for record in caplog.records)
+    assert "ops:***@127.0.0.1" in logged and "S3cret" not in logged
+    for malformed in ("http://[::1", "http://h:port", "http://"):
+        with pytest.raises(ValueError, match="URL"):
+            WitnessTarget.parse(f"{malformed}={key}")

@@ -5,7 +5,9 @@ hold the server's threads."""
 
 from __future__ import annotations
 
+import base64
 import errno
+import os
 import re
 import socket
 import threading
@@ -295,3 +297,29 @@ def test_a_content_type_the_mime_parser_reads_is_no_framing_defect(
     head = b"POST /add-checkpoint HTTP/1.1\r\nHost: w\r\nContent-Type: %s\r\n" % content_type
     head += b"Content-Length: %d\r\n\r\n" % len(body)
     assert answers(served.port, head + body) == [b"200", b"404"]  # then the PUT after it
+
+
+def test_a_body_cut_short_is_never_cosigned(served: Served, log: ToyLog) -> None:
+    """A client that announces a length and closes early sent an incomplete message (RFC
+    9112 §8): it was parsed and cosigned when the cut left whole lines (found by a defect
+    hunt, stop 40). Here the cut leaves a valid request: the log's signature, without
+    another key's signature line after it."""
+    other = "\u2014 other.example " + base64.b64encode(os.urandom(68)).decode() + "\n"
+    body = tlog_witness.encode(0, [], log.note() + other)
+    cut = body[: body.rindex(other.encode())]
+    conn = socket.create_connection(("127.0.0.1", served.port), timeout=10)
+    conn.sendall(
+        b"POST /add-checkpoint HTTP/1.1\r\nHost: w\r\nContent-Length: %d\r\n\r\n" % len(body) + cut
+    )
+    conn.shutdown(socket.SHUT_WR)
+    assert read_answer(conn) == b""  # closed without an answer
+    conn.close()
+    assert served.witness.state.latest(log.origin) is None
+    assert served.post(body).status_code == 200  # the whole request is cosigned
+
+
+def test_an_unknown_origin_is_named_only_in_part(served: Served, log: ToyLog) -> None:
+    """The origin line is the caller's: a megabyte one was answered and logged whole."""
+    stranger = ToyLog("x" * 100_000).grow(1)
+    answer = served.post(tlog_witness.encode(0, [], stranger.note()))
+    assert answer.status_code == 404 and len(answer.content) < 300
