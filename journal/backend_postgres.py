@@ -108,10 +108,10 @@ class BlackOpsPostgresRecorder(
         self._select_after_within = self._sql(
             "SELECT notification_id, originator_id, originator_version, topic, state FROM ("
             "SELECT notification_id, originator_id, originator_version, topic, state, "
-            "sum(coalesce(octet_length(state), 0)) OVER (ORDER BY notification_id) "
-            "- coalesce(octet_length(state), 0) AS before_it "
+            "sum(octet_length(state)) OVER (ORDER BY notification_id "
+            "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_it "
             "FROM {schema}.{table} WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
-            ") AS page WHERE before_it < %s ORDER BY notification_id"
+            ") AS page WHERE coalesce(before_it, 0) < %s ORDER BY notification_id"
         )
         self._select_before_start = self._sql(
             "SELECT notification_id, originator_id, originator_version, topic, state "
