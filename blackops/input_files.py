@@ -24,9 +24,17 @@ def read_text_at_most(path: str | Path, limit: int) -> str:
     return read_at_most(path, limit).decode("utf-8")
 
 
+#: Read a chunk at a time: ``read(limit + 1)`` asks for the whole limit's buffer at once
+#: (a GiB for a manifest of a few KB: a MemoryError under an address-space limit).
+_CHUNK = 1 << 20
+
+
 def read_stream_at_most(source: BinaryIO, limit: int, name: str) -> bytes:
     """What ``source`` holds (stdin, an open file); ``OSError`` (EFBIG) past ``limit``."""
-    data = source.read(limit + 1)
-    if len(data) > limit:
-        raise OSError(errno.EFBIG, f"larger than {limit} bytes", name)
-    return data
+    chunks, size = [], 0
+    while chunk := source.read(min(_CHUNK, limit + 1 - size)):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise OSError(errno.EFBIG, f"larger than {limit} bytes", name)
+    return b"".join(chunks)

@@ -443,22 +443,27 @@ MANIFEST_MAX_BYTES = 1 << 30
 
 def read_manifest(path: str) -> bytes:
     """An export's manifest, at most `MANIFEST_MAX_BYTES` (a device such as /dev/zero never
-    ends: it filled memory; found by a defect hunt, stop 40)."""
+    ends: it filled memory; found by a defect hunt, stop 40), refused as soon as its first
+    byte that is not white space is no ``{``."""
     from blackops.input_files import read_stream_at_most
 
     with open(path, "rb") as source:
-        start = b""  # up to the first chunk that is not all white space
-        while len(start) <= MANIFEST_MAX_BYTES and (chunk := source.read(1 << 16)):
-            start += chunk
+        skipped: list[bytes] = []  # white space before the document, kept as it was
+        while chunk := source.read(1 << 16):
+            skipped.append(chunk)
             if chunk.strip():
                 break
-        if not start.lstrip().startswith(b"{"):  # told at once, not after a GiB of zeros
+            if len(skipped) << 16 > MANIFEST_MAX_BYTES:
+                break
+        start = skipped[-1].lstrip() if skipped else b""
+        if not start.startswith(b"{"):  # told at once, not after a GiB of zeros
             raise InvalidRequest(f"{path} is not a JSON manifest: it is no JSON object")
+        head = b"".join(skipped)
         try:
-            rest = read_stream_at_most(source, max(MANIFEST_MAX_BYTES - len(start), 0), path)
+            rest = read_stream_at_most(source, max(MANIFEST_MAX_BYTES - len(head), 0), path)
         except MemoryError:
             raise InvalidRequest(f"{path} is too large to read as a manifest") from None
-    return start + rest
+    return head + rest
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

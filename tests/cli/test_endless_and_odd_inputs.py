@@ -122,3 +122,32 @@ def test_replay_check_from_stdin_names_a_bad_line(store_url: str, line: bytes) -
     assert done.returncode == 1, done.stdout + done.stderr
     error = json.loads(done.stdout)["error"]
     assert error["code"] == "invalid_request" and error["message"].startswith("-: line 1")
+
+
+def test_a_small_manifest_verifies_under_a_small_address_space(
+    tmp_path: Path, store_url: str
+) -> None:
+    """Reading a manifest asks for its buffer a chunk at a time: ``read(1 GiB + 1)`` asked
+    for the whole limit at once, and a 50-event export failed to verify as "too large"
+    under `ulimit -v` (found by review, stop 40). White space alone is no manifest."""
+    inline_runs(store_url, ["t"] * 5)
+    exported = tmp_path / "e.jsonl"
+    subprocess.run(
+        [sys.executable, "-m", "blackops", "journal", "export", "--store", store_url,
+         "--output", str(exported)],
+        cwd=ROOT, check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+
+    def small() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (900 << 20, 900 << 20))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "blackops", "verify", "--jsonl", str(exported), "--json"],
+        cwd=ROOT, capture_output=True, timeout=120, check=False, preexec_fn=small,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["ok"] is True
+    blank = tmp_path / "blank.json"
+    blank.write_bytes(b" \n" * (1 << 20))
+    refused = blackops("verify", "--jsonl", str(exported), "--manifest", str(blank))
+    assert refused["message"] == f"{blank} is not a JSON manifest: it is no JSON object"
