@@ -200,8 +200,12 @@ def recorded_histories(
     # A Workflow resource must exist; a registered workflow's uid is its instances' key,
     # so its histories are read without the application that registers it.
     registered = {r.uid: r.space for r in app.workflows()}
-    uid = app.workflow(workflow).resource.uid if RESOURCE_UID.fullmatch(workflow) else workflow
-    space = registered.get(uid)  # a registration's own Space only (W15)
+    space: str | None
+    if RESOURCE_UID.fullmatch(workflow):
+        resource = app.workflow(workflow).resource
+        uid, space = resource.uid, resource.space  # its Space: the listing's index seeks it
+    else:
+        uid, space = workflow, registered.get(workflow)  # a registration's own Space (W15)
     ids = instances
     if ids is None:
         ids = newest_instance_ids(app.projections, uid, status=status, limit=limit, space=space)

@@ -205,14 +205,16 @@ def class_missing(
 
 
 def gate_histories(
-    plane: VersionControl, workflow: str, terminal: int
+    plane: VersionControl, space: str, workflow: str, terminal: int
 ) -> tuple[list[History], dict[str, int]]:
-    """Every non-terminal instance of ``workflow`` and its newest ``terminal`` terminal
-    ones; and how many of each were taken."""
+    """Every non-terminal instance of ``workflow`` (a Workflow resource of ``space``) and its
+    newest ``terminal`` terminal ones; and how many of each were taken. Listed with their
+    Space: the listing's indexes begin (workflow, space), so it is a range scan, where one
+    without the Space sorted every instance of the workflow on every page (review, stop 40)."""
     projections = plane.runtime.projections
     picked: list[str] = []
     kept = {"inFlight": 0, "terminal": 0}
-    for instance_id, status in newest_instances(projections, workflow):
+    for instance_id, status in newest_instances(projections, workflow, space=space):
         if status not in TERMINAL_STATUSES:
             picked.append(instance_id)
             kept["inFlight"] += 1
@@ -248,7 +250,7 @@ def check_version(
     missing: list[InstanceReport] = []
     scope: dict[str, Any] = {"terminalPerWorkflow": terminal, "workflows": {}}
     for workflow in workflows_of(plane.store, state):
-        found, kept = gate_histories(plane, workflow, terminal)
+        found, kept = gate_histories(plane, space, workflow, terminal)
         class_name = load_workflow(plane.store, workflow).class_name
         verdict = classes.get(class_name)
         if verdict is not None and verdict.get("ok"):

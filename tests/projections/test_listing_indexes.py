@@ -145,3 +145,27 @@ def reltuples(app: Application) -> float:
             (f"{schema}.blackops_operation_status",),
         )
         return float(next(iter(cursor.fetchall()[0].values())))
+
+
+def test_the_deploy_gate_lists_a_workflows_instances_with_its_space(
+    app: Application, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listing indexes begin (workflow, space): the deploy gate's listing named no Space
+    and sorted every instance of the workflow on every page (found by review, stop 40)."""
+    from resource_helpers import SPACE, deployed_worker, ready_workflow, work
+
+    from projections.catalog import Projections
+
+    code = deployed_worker(app)
+    uid = ready_workflow(app, code.worker)
+    work(app)
+    asked: list[dict[str, Any]] = []
+    listing = Projections.list_instances
+
+    def recorded(self: Projections, workflow: str, **filters: Any) -> dict[str, Any]:
+        asked.append({"workflow": workflow, **filters})
+        return listing(self, workflow, **filters)
+
+    monkeypatch.setattr(Projections, "list_instances", recorded)
+    app.control.check_version(SPACE, code.version)
+    assert asked and all(call["space"] == SPACE for call in asked if call["workflow"] == uid)
