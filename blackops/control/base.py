@@ -124,10 +124,13 @@ class ControlBase:
         if found is None:
             return False
         if not found.submitted_with(canonical):
-            raise Conflict(
-                f"operation {operation_id} was already submitted with this key and a "
-                "different request"
-            )
+            said = "and a different request"
+            if found.purged:  # only the digest its tombstone keeps is left to compare with
+                said = (
+                    "and purged since; this request is not the one it was submitted with (or "
+                    "its tombstone predates keeping that digest)"
+                )
+            raise Conflict(f"operation {operation_id} was already submitted with this key {said}")
         return True
 
     def _replay(self, space: str, type_name: str, key: str) -> bool:

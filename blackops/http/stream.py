@@ -570,7 +570,8 @@ async def _respond(
     # Refused before any read; from here the response releases it however it ends.
     release = tail.admit(principal)
     try:
-        await STREAM_READS.run(key, may_read, who)  # reads the Space's existence
+        # The access check on the caller's own share: one refused would take the Space's.
+        await STREAM_READS.run(reader_key(principal, None), may_read, who)
         # An event changed behind the journal's back right after the start is answered 409
         # before the first byte (F163): a stream that ended there (its headers were sent) is
         # resumed from there, and the client then learns why instead of an empty 200.

@@ -181,8 +181,13 @@ class RetentionService:
                 # erasure, as a bulk purge would (found by a defect hunt, stop 40).
                 tombstone = next(e for e in events if e.type == EventType.PURGED.value)
                 kept = [e for e in events if e.version < tombstone.version]
-                # Its terminal transition, while its events are left ("": they are gone).
-                since = fold(operation_id, kept).terminal_at if kept else ""
+                # Its terminal transition: from its events while they are left, else from
+                # the retention index's row, kept until the purge is settled ("": neither).
+                since = (
+                    fold(operation_id, kept).terminal_at
+                    if kept
+                    else self._pending_since(operation_id)
+                )
                 if not dry_run:
                     self._finish(operation_id)
                 report.items.append(
@@ -204,6 +209,13 @@ class RetentionService:
                 raise Conflict(f"operation {operation_id} changed meanwhile: ask again")
         report.items.append(item)
         return report
+
+    def _pending_since(self, operation_id: str) -> str:
+        """The terminal instant the retention index keeps for a purge not yet settled."""
+        for row in self.runtime.store.retention_pending():
+            if row.operation_id == operation_id:
+                return row.terminal_at or ""
+        return ""
 
     def _cut_short(self, events: list[RecordedEvent]) -> bool:
         """Does a purged operation keep content its tombstone accounts for: events before

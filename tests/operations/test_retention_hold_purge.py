@@ -437,7 +437,22 @@ def test_a_purge_after_an_outcome_purge_deletes_that_purges_tombstone_too(
 
 
 @pytest.mark.parametrize(
-    "blank", [" \u00a0", "\u3000", "\u200b", "\x0b\x0c", "\x00", "\ufeff\u2028", "\u202e "]
+    "blank",
+    [
+        " \u00a0",
+        "\u3000",
+        "\u200b",
+        "\x0b\x0c",
+        "\x00",
+        "\ufeff\u2028",
+        "\u202e ",
+        "\u061c",
+        "\u3164\u115f",
+        "\u2800",
+        "\U000e0020",
+        "\ufe0f",
+        "\U0001d173",
+    ],
 )
 def test_a_reason_of_blank_or_invisible_characters_is_refused(
     retained: Application, blank: str
@@ -516,3 +531,31 @@ def test_an_outcome_purge_refused_by_its_stream_skips_that_item_not_the_run(
     assert [(i.operation_id, i.what) for i in retained.purge(actor="janitor").items] == [
         (first, "outcome")
     ]
+
+
+def test_an_explicit_purge_cut_short_after_its_events_went_reports_the_terminal_instant(
+    retained: Application, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cut short between its two deletions (the events gone, the Outcome Record not):
+    asking again finishes it and reports ``since`` from the retention index, which keeps
+    the terminal instant until the purge is settled (it said "": found by review, stop 40)."""
+    done = retained.submit("order.place", {"n": 3}, actor="a", tenant="t")
+    settle(retained)
+    terminal = retained.status(done)["updatedAt"]
+    store = retained.store
+    real_delete = store.delete_stream_events
+
+    def outcome_lost(stream: str, upto: int) -> int:
+        if stream.startswith("outcome:"):
+            raise ConnectionError("connection lost")
+        return real_delete(stream, upto)
+
+    monkeypatch.setattr(store, "delete_stream_events", outcome_lost)
+    with pytest.raises(ConnectionError):
+        retained.purge_operation(done, actor=OPS, reason="erasure")
+    monkeypatch.setattr(store, "delete_stream_events", real_delete)
+    assert [e.type for e in store.read_stream(done)] == ["operation.purged"]
+    assert store.read_stream(f"outcome:{done}")  # what is left of it
+    [item] = retained.purge_operation(done, actor=OPS, reason="erasure").items
+    assert (item.operation_id, item.since) == (done, terminal)
+    assert store.read_stream(f"outcome:{done}") == [] and verify_store(store).ok
