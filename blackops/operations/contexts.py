@@ -73,6 +73,8 @@ def operation_context(
             )
         correlation_id = correlation_id or parent.correlation_id
         causation_id = causation_id or parent.operation_id
+        # The same trace: its spans started a new one (found by a defect hunt, stop 40).
+        traceparent = traceparent or parent.traceparent
     for name, value in (("causation_id", causation_id), ("correlation_id", correlation_id)):
         if value is not None and (not isinstance(value, str) or not _ID.fullmatch(value)):
             raise InvalidRequest(f"{name} must be an id of 1-200 characters")

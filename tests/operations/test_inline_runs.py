@@ -87,6 +87,33 @@ def test_ol12_execution_context_on_every_event(app: Application, clock: FakeCloc
     assert [e["version"] for e in events] == [1, 2, 3, 4]
 
 
+def test_ol12_a_child_operation_continues_its_parents_trace(app: Application) -> None:
+    """An operation run or submitted from a handler is that operation's child: its
+    correlation, its causation and its traceparent (the same trace; it started a new one:
+    found by a defect hunt, stop 40). A traceparent given to the child stays its own."""
+    seen: dict[str, ExecutionContext] = {}
+    own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+    @app.operation("t.child")
+    def child(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        seen[params["as"]] = ctx
+
+    @app.operation("t.parent")
+    def parent(ctx: ExecutionContext, params: dict[str, Any]) -> None:
+        seen["parent"] = ctx
+        app.run("t.child", {"as": "inherits"}, actor="a", tenant=ctx.tenant)
+        app.run("t.child", {"as": "own"}, actor="a", tenant=ctx.tenant, traceparent=own)
+
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    app.run("t.parent", {}, actor="a", tenant="acme", traceparent=traceparent)
+    first, mine = seen["inherits"], seen["own"]
+    assert first.causation_id == seen["parent"].operation_id
+    assert first.correlation_id == seen["parent"].correlation_id
+    assert first.traceparent == traceparent and mine.traceparent == own
+    recorded = app.events(first.operation_id)[0]["context"]["traceparent"]
+    assert recorded == traceparent
+
+
 def test_every_timestamp_comes_from_the_injected_clock(store_url: str) -> None:
     """Principle 5: every `at` and every `due_at` is the injected clock's time."""
     clock = FakeClock(FakeClock().now() - timedelta(days=400))
