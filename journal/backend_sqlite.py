@@ -23,6 +23,13 @@ from journal.retention_sql import RetentionRecorder, RetentionTables
 from journal.snapshot_sql import SnapshotRecorder, SnapshotTables
 from journal.work_sql import WorkTables
 
+#: A state's size in bytes, read from its record's header for a BLOB (what the journal
+#: writes); a TEXT value (written behind its back) is cast, as the page reads it, since
+#: length() counts its characters up to the first NUL (found by review, stop 40).
+_STATE_BYTES = (
+    "CASE typeof(state) WHEN 'text' THEN length(CAST(state AS BLOB)) ELSE length(state) END"
+)
+
 
 class BlackOpsSQLiteRecorder(
     RetentionRecorder, SnapshotRecorder, MarkRecorder, SQLiteApplicationRecorder
@@ -46,11 +53,12 @@ class BlackOpsSQLiteRecorder(
         # from its record's header; any expression around length() reads the value whole),
         # then only the rows up to it are read. Summing the cast states read every row of
         # the page whole, kept or not: 13-25x slower catch-ups over large events (found by
-        # review, stop 40). A NULL state (changed behind the journal's back) counts 0.
+        # review, stop 40). A NULL state (changed behind the journal's back) counts 0; a
+        # TEXT one (likewise) is measured in bytes, as the page reads it (`_STATE_BYTES`).
         self._select_after_within = (
             f"SELECT rowid, originator_id, originator_version, topic, CAST(state AS BLOB) "
             f"FROM {self.events_table_name} WHERE rowid > ? AND rowid <= ("
-            f"SELECT max(rowid) FROM (SELECT rowid, sum(length(state)) OVER (ORDER BY rowid "
+            f"SELECT max(rowid) FROM (SELECT rowid, sum({_STATE_BYTES}) OVER (ORDER BY rowid "
             f"ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_it "
             f"FROM {self.events_table_name} WHERE rowid > ? ORDER BY rowid LIMIT ?"
             f") WHERE coalesce(before_it, 0) < ?) ORDER BY rowid"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import signal
 import stat
@@ -447,23 +448,28 @@ def read_manifest(path: str) -> bytes:
     byte that is not white space is no ``{``."""
     from blackops.input_files import read_stream_at_most
 
+    too_large = f"{path} is larger than {MANIFEST_MAX_BYTES} bytes: no manifest is"
     with open(path, "rb") as source:
-        skipped: list[bytes] = []  # white space before the document, kept as it was
+        head: list[bytes] = []  # white space before the document, kept as it was
+        size = 0
         while chunk := source.read(1 << 16):
-            skipped.append(chunk)
+            head.append(chunk)
+            size += len(chunk)
+            if size > MANIFEST_MAX_BYTES:
+                raise InvalidRequest(too_large)
             if chunk.strip():
                 break
-            if len(skipped) << 16 > MANIFEST_MAX_BYTES:
-                break
-        start = skipped[-1].lstrip() if skipped else b""
-        if not start.startswith(b"{"):  # told at once, not after a GiB of zeros
+        if not (head and head[-1].lstrip().startswith(b"{")):  # at once, not after a GiB
             raise InvalidRequest(f"{path} is not a JSON manifest: it is no JSON object")
-        head = b"".join(skipped)
         try:
-            rest = read_stream_at_most(source, max(MANIFEST_MAX_BYTES - len(head), 0), path)
+            rest = read_stream_at_most(source, MANIFEST_MAX_BYTES - size, path)
         except MemoryError:
             raise InvalidRequest(f"{path} is too large to read as a manifest") from None
-    return head + rest
+        except OSError as error:
+            if error.errno != errno.EFBIG:
+                raise
+            raise InvalidRequest(too_large) from None
+    return b"".join(head) + rest
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

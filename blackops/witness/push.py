@@ -66,13 +66,20 @@ class WitnessTarget:
         url, equals, key = text.partition("=")
         if not equals or not url.startswith(("http://", "https://")):
             raise ValueError("a witness is URL=VERIFIER_KEY, the URL starting http(s)://")
-        try:  # read whole now: "http://[::1" was taken, and failed at every push
+        # Read whole now, by the client that will send to it: "http://[::1", a NUL or a
+        # port that is no number was taken, and failed at every push (found by a defect
+        # hunt and a review, stop 40).
+        try:
             parts = urlsplit(url)
-            parts.port  # noqa: B018 (a port that is no number raises here)
-        except ValueError:
+            parts.port  # noqa: B018 (a port that is no number, or past 65535, raises here)
+            httpx.Request("POST", f"{url.rstrip('/')}/add-checkpoint")  # as each push makes it
+        except Exception:  # httpx's InvalidURL, an IDNA error, urllib's ValueError
             raise ValueError("the witness's URL is malformed") from None
         if not parts.hostname:
             raise ValueError("the witness's URL names no host")
+        if parts.query or parts.fragment or "?" in url or "#" in url:
+            # "/add-checkpoint" is appended to it: it would land in the query or fragment.
+            raise ValueError("the witness's URL is a submission prefix: no query or fragment")
         try:
             verifier = cosigner_verifier(VerifierKey.parse(key.strip()))
         except NoteError as error:

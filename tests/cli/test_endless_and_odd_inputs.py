@@ -44,6 +44,18 @@ def blackops(*args: str, stdin: bytes | None = None, path: str = "") -> dict[str
     return dict(json.loads(done.stdout)["error"])
 
 
+def export_of(store_url: str, folder: Path, runs: int) -> Path:
+    """A journal of ``runs`` Inline runs, exported with its manifest to ``folder``."""
+    inline_runs(store_url, ["t"] * runs)
+    exported = folder / "e.jsonl"
+    subprocess.run(
+        [sys.executable, "-m", "blackops", "journal", "export", "--store", store_url,
+         "--output", str(exported)],
+        cwd=ROOT, check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    return exported
+
+
 def test_keys_receipts_manifests_and_env_files_that_never_end(
     tmp_path: Path, store_url: str
 ) -> None:
@@ -73,13 +85,7 @@ def test_jsonl_without_line_ends_is_refused_at_an_events_longest_line(
     (tmp_path / "seen.py").write_text("def observe(event):\n    pass\n")
     refused = blackops("replay", "/dev/zero", "--observer", "seen:observe", path=str(tmp_path))
     assert refused["message"] == "line 1: longer than 4195328 bytes: no event is"
-    inline_runs(store_url, ["t"])
-    exported = tmp_path / "e.jsonl"
-    subprocess.run(
-        [sys.executable, "-m", "blackops", "journal", "export", "--store", store_url,
-         "--output", str(exported)],
-        cwd=ROOT, check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
+    exported = export_of(store_url, tmp_path, 1)
     manifest = f"{exported}.manifest.json"
     refused = blackops("verify", "--jsonl", "/dev/zero", "--manifest", manifest)
     assert refused["message"] == "/dev/zero: line 1: longer than 4195328 bytes: no event is"
@@ -130,13 +136,7 @@ def test_a_small_manifest_verifies_under_a_small_address_space(
     """Reading a manifest asks for its buffer a chunk at a time: ``read(1 GiB + 1)`` asked
     for the whole limit at once, and a 50-event export failed to verify as "too large"
     under `ulimit -v` (found by review, stop 40). White space alone is no manifest."""
-    inline_runs(store_url, ["t"] * 5)
-    exported = tmp_path / "e.jsonl"
-    subprocess.run(
-        [sys.executable, "-m", "blackops", "journal", "export", "--store", store_url,
-         "--output", str(exported)],
-        cwd=ROOT, check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
+    exported = export_of(store_url, tmp_path, 5)
 
     def small() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (900 << 20, 900 << 20))

@@ -23,7 +23,7 @@ from blackops.observability.server import MetricsServer
 @pytest.fixture
 def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
     monkeypatch.setattr(metrics_server, "SOCKET_TIMEOUT", 0.5)
-    monkeypatch.setattr(metrics_server, "MAX_CONNECTIONS", 3)
+    monkeypatch.setattr(metrics_server, "MAX_CONNECTIONS", 4)
     monkeypatch.setattr(metrics_server, "MAX_PER_CLIENT", 3)
     app = Application(f"sqlite:///{tmp_path / 'journal.sqlite3'}")
     server = MetricsServer(Metrics(app.runtime), ["token"], listen("127.0.0.1", 0)).start()
@@ -40,12 +40,18 @@ def _idle(port: int) -> socket.socket:
 
 
 def test_idle_connections_are_dropped_and_extra_ones_refused(served: int) -> None:
-    idle = [_idle(served) for _ in range(3)]
+    idle = [_idle(served) for _ in range(3)]  # one address's share (3 of 4)
     time.sleep(0.1)  # each has its slot
     extra = _idle(served)
     extra.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
     assert extra.recv(1024).startswith(b"HTTP/1.1 503")  # at once, no thread taken
     extra.close()
+    other = socket.create_connection(
+        ("127.0.0.1", served), timeout=5, source_address=("127.0.0.2", 0)
+    )  # another address
+    other.sendall(b"GET /metrics HTTP/1.0\r\nAuthorization: Bearer token\r\n\r\n")
+    assert other.recv(1024).startswith(b"HTTP/1.0 200")  # the fourth slot was still free
+    other.close()
     trickle = idle[0]
     trickle.sendall(b"GET /met")  # a byte now and then does not keep it
     for connection in idle:

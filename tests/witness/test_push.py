@@ -264,6 +264,15 @@ def test_a_witness_urls_password_is_never_logged_and_a_malformed_url_is_refused(
     assert results[down.label].startswith("error:") and "S3cret" not in results[down.label]
     logged = " ".join(record.getMessage() for record in caplog.records)
     assert "ops:***@127.0.0.1" in logged and "S3cret" not in logged
-    for malformed in ("http://[::1", "http://h:port", "http://"):
+    for malformed in ("http://[::1", "http://h:port", "http://", "http://h:99999",
+                      "http://xn--a.com", "http://h?x", "http://h#f", "http://h\x00x"):  # fmt: skip
         with pytest.raises(ValueError, match="URL"):
             WitnessTarget.parse(f"{malformed}={key}")
+
+    # An error that names the URL (as httpx's status errors do) is told without it.
+    def failing(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError(f"refused by {down.url}/add-checkpoint")
+
+    with httpx.Client(transport=httpx.MockTransport(failing)) as client:
+        said = WitnessPusher(book, [down], log.note, log.proof).run_once(client)[down.label]
+    assert "ops:***@" in said and "S3cret" not in said

@@ -318,8 +318,12 @@ def test_a_body_cut_short_is_never_cosigned(served: Served, log: ToyLog) -> None
     assert served.post(body).status_code == 200  # the whole request is cosigned
 
 
-def test_an_unknown_origin_is_named_only_in_part(served: Served, log: ToyLog) -> None:
+def test_an_unknown_origin_is_named_only_in_part(
+    served: Served, log: ToyLog, capfd: pytest.CaptureFixture[str]
+) -> None:
     """The origin line is the caller's: a megabyte one was answered and logged whole."""
     stranger = ToyLog("x" * 100_000).grow(1)
     answer = served.post(tlog_witness.encode(0, [], stranger.note()))
     assert answer.status_code == 404 and len(answer.content) < 300
+    logged = capfd.readouterr().err
+    assert "unknown log origin" in logged and len(logged) < 1000
