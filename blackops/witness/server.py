@@ -156,9 +156,11 @@ class _Handler(DeadlineHandler):
             self.close_connection = True
             return
         if len(body) != size:  # it closed early: an incomplete message is never acted on
-            # (RFC 9112 §8; a cut body was cosigned: found by a defect hunt, stop 40)
-            log_line(None, f"the request body was cut short ({len(body)} of {size} bytes)")
-            self.close_connection = True
+            # (RFC 9112 §8; a cut body was cosigned: found by a defect hunt, stop 40). Told
+            # so, for a client that only half-closed, and the connection is closed.
+            why = f"the request body was cut short ({len(body)} of {size} bytes)"
+            log_line(400, why)
+            self._answer(400, why + "\n", close=True)
             return
         try:
             line = self.server.witness.add_checkpoint(body)
