@@ -7,9 +7,11 @@ remains still verifies (Merkle leaves stay), exports and replays.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -58,6 +60,26 @@ def retained(store_url: str, clock: FakeClock) -> Any:
 
 def settle(app: Application) -> None:
     asyncio.run(app.work_until_idle())
+
+
+@contextlib.contextmanager
+def deletions_failing(app: Application, error: Exception, only: str = "") -> Iterator[None]:
+    """The store's deletions of streams beginning ``only`` raise ``error`` (a crash, a lost
+    connection between a tombstone and its deletion), which the block must raise too."""
+    store = app.store
+    real = store.delete_stream_events
+
+    def failing(stream: str, upto: int) -> int:
+        if stream.startswith(only):
+            raise error
+        return real(stream, upto)
+
+    store.delete_stream_events = failing  # type: ignore[method-assign]
+    try:
+        with pytest.raises(type(error)):
+            yield
+    finally:
+        store.delete_stream_events = real  # type: ignore[method-assign]
 
 
 def test_ol10_an_outcome_expires_before_its_journal(
@@ -213,23 +235,15 @@ def test_cli_and_http_hold_release_purge(store_url: str, clock: FakeClock) -> No
 
 
 def test_a_purge_cut_short_is_finished_by_the_next_run(
-    retained: Application, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    retained: Application, clock: FakeClock
 ) -> None:
     """A crash between the tombstone and the deletion (review finding): the next purge
     deletes what the tombstone accounts for; nothing stays behind a tombstone."""
     operation_id = retained.submit("order.place", {"n": 8}, actor="a", tenant="t")
     settle(retained)
     clock.advance(10 * DAY)
-    store = retained.store
-    real_delete = store.delete_stream_events
-
-    def crash(*args: Any) -> int:
-        raise RuntimeError("the process died here")
-
-    monkeypatch.setattr(store, "delete_stream_events", crash)
-    with pytest.raises(RuntimeError):
+    with deletions_failing(retained, RuntimeError("the process died here")):
         retained.purge(actor="janitor")
-    monkeypatch.setattr(store, "delete_stream_events", real_delete)
     assert len(retained.store.read_stream(operation_id)) > 1  # tombstone + leftovers
     retained.purge(actor="janitor")
     [tombstone] = retained.store.read_stream(operation_id)
@@ -365,7 +379,7 @@ def test_ol10_an_explicit_purge_by_a_privileged_actor(retained: Application) -> 
 
 
 def test_an_explicit_purge_cut_short_is_finished_by_asking_again(
-    retained: Application, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    retained: Application, clock: FakeClock
 ) -> None:
     """OL-10's explicit purge fails after its tombstone (the connection lost, the process
     killed): asking again deletes what the tombstone accounts for and reports it; only a
@@ -380,15 +394,8 @@ def test_an_explicit_purge_cut_short_is_finished_by_asking_again(
     retained.hold(done, reason="audit", actor="auditor")
     retained.release(done, reason="cleared", actor=OPS)  # moves updatedAt, not the terminal
     store = retained.store
-    real_delete = store.delete_stream_events
-
-    def lost(*args: Any) -> int:
-        raise ConnectionError("connection lost")
-
-    monkeypatch.setattr(store, "delete_stream_events", lost)
-    with pytest.raises(ConnectionError):
+    with deletions_failing(retained, ConnectionError("connection lost")):
         retained.purge_operation(done, actor=OPS, reason="gdpr erasure")
-    monkeypatch.setattr(store, "delete_stream_events", real_delete)
     assert len(store.read_stream(done)) > 1 and store.read_stream(f"outcome:{done}")
     dry = retained.purge_operation(done, actor=OPS, reason="gdpr erasure", dry_run=True)
     assert len(store.read_stream(done)) > 1  # a dry run deletes nothing
@@ -549,7 +556,7 @@ def test_an_outcome_purge_refused_by_its_stream_skips_that_item_not_the_run(
 
 
 def test_an_explicit_purge_cut_short_after_its_events_went_reports_the_terminal_instant(
-    retained: Application, monkeypatch: pytest.MonkeyPatch
+    retained: Application,
 ) -> None:
     """Cut short between its two deletions (the events gone, the Outcome Record not):
     asking again finishes it and reports ``since`` from the retention index, which keeps
@@ -558,17 +565,8 @@ def test_an_explicit_purge_cut_short_after_its_events_went_reports_the_terminal_
     settle(retained)
     terminal = retained.status(done)["updatedAt"]
     store = retained.store
-    real_delete = store.delete_stream_events
-
-    def outcome_lost(stream: str, upto: int) -> int:
-        if stream.startswith("outcome:"):
-            raise ConnectionError("connection lost")
-        return real_delete(stream, upto)
-
-    monkeypatch.setattr(store, "delete_stream_events", outcome_lost)
-    with pytest.raises(ConnectionError):
+    with deletions_failing(retained, ConnectionError("connection lost"), only="outcome:"):
         retained.purge_operation(done, actor=OPS, reason="erasure")
-    monkeypatch.setattr(store, "delete_stream_events", real_delete)
     assert [e.type for e in store.read_stream(done)] == ["operation.purged"]
     assert store.read_stream(f"outcome:{done}")  # what is left of it
     [item] = retained.purge_operation(done, actor=OPS, reason="erasure").items
