@@ -430,7 +430,8 @@ class Application:
     ) -> PurgeReport:
         """Purge one terminal, unheld operation now, whatever its retention (OL-10's
         explicit purge): only a privileged actor, with a reason; ``conflict`` if it is not
-        terminal, is held, or was purged."""
+        terminal, is held, or was purged (a purge cut short after its tombstone is finished
+        instead, and reported)."""
         return RetentionService(self._runtime).purge_operation(
             check_operation_id(operation_id), actor=Actor.of(actor), reason=reason,
             dry_run=dry_run,

@@ -448,7 +448,10 @@ def read_manifest(path: str) -> bytes:
     byte that is not white space is no ``{``."""
     from blackops.input_files import read_stream_at_most
 
-    too_large = f"{path} is larger than {MANIFEST_MAX_BYTES} bytes: no manifest is"
+    too_large = (
+        f"{path} is larger than {MANIFEST_MAX_BYTES} bytes, the most a manifest may be (about "
+        "13 million lines): verify such a journal as several --after/--until exports"
+    )
     with open(path, "rb") as source:
         head: list[bytes] = []  # white space before the document, kept as it was
         size = 0
