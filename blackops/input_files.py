@@ -13,6 +13,14 @@ from typing import BinaryIO, Final
 KEY_FILE_BYTES: Final = 64 * 1024
 
 
+def open_input(path: str) -> BinaryIO:
+    """``path`` opened for reading bytes; ``-`` is stdin (closing it leaves the process's
+    descriptor open), so every caller closes what it opened, stdin or not."""
+    if path == "-":
+        return open(0, "rb", closefd=False)
+    return open(path, "rb")
+
+
 def read_at_most(path: str | Path, limit: int) -> bytes:
     """The bytes of the file ``path``; ``OSError`` (EFBIG) if it holds more than ``limit``."""
     with open(path, "rb") as source:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -270,16 +269,14 @@ def receipt_text(receipt: dict[str, Any]) -> str:
 
 def cmd_verify_receipt(args: argparse.Namespace) -> int:
     """Exit 0 only when the receipt verifies: signature, leaf, audit path."""
-    from blackops.input_files import read_at_most, read_stream_at_most
+    from blackops.input_files import open_input, read_stream_at_most
     from blackops.jsonbody import MAX_RAW_BYTES
     from replay.receipts import ReceiptError, verify_receipt
 
     keys, witnesses = log_and_witness_keys(args.key, args.witness_key)
     try:
-        if args.file == "-":
-            raw = read_stream_at_most(sys.stdin.buffer, MAX_RAW_BYTES, "stdin")
-        else:
-            raw = read_at_most(args.file, MAX_RAW_BYTES)
+        with open_input(args.file) as source:
+            raw = read_stream_at_most(source, MAX_RAW_BYTES, args.file)
     except OSError as error:
         raise InvalidRequest(f"cannot read {args.file}: {error.strerror}") from None
     # Strictly: a receipt with a key twice would say one thing to this reader and another

@@ -5,10 +5,11 @@ imported when a command runs, not when the parser is built."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 if TYPE_CHECKING:
@@ -60,26 +61,29 @@ class StdoutFailed(Exception):
         super().__init__(f"cannot write stdout ({error.strerror or error})")
 
 
+@contextlib.contextmanager
+def _stdout_failures() -> Iterator[None]:
+    """An error of stdout's is `StdoutFailed`; a reader gone stays `BrokenPipeError`."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        raise StdoutFailed(error) from None
+
+
 def write_stdout(text: str | bytes) -> None:
     """Write ``text`` (bytes: as they are) on stdout; an error of stdout's is `StdoutFailed`."""
-    try:
+    with _stdout_failures():
         if isinstance(text, bytes):
             sys.stdout.buffer.write(text)
         else:
             sys.stdout.write(text)
-    except BrokenPipeError:
-        raise
-    except OSError as error:
-        raise StdoutFailed(error) from None
 
 
 def flush_stdout() -> None:
-    try:
+    with _stdout_failures():
         sys.stdout.flush()
-    except BrokenPipeError:
-        raise
-    except OSError as error:
-        raise StdoutFailed(error) from None
 
 
 def json_line(document: Any) -> str:

@@ -11,8 +11,8 @@ import signal
 import stat
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, BinaryIO
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from blackops.cli import audit
 from blackops.cli.common import (
@@ -20,6 +20,7 @@ from blackops.cli.common import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    Closable,
     Commands,
     acting,
     add_common,
@@ -421,23 +422,6 @@ def cmd_journal_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-class _LinesOf:
-    """A replayed file's lines, each at most an event's longest (`read_lines`); closing it
-    closes the file unless it is stdin."""
-
-    def __init__(self, file: BinaryIO) -> None:
-        self.file = file
-
-    def __iter__(self) -> Iterator[bytes]:
-        from replay.observed import read_lines
-
-        return read_lines(self.file)
-
-    def close(self) -> None:
-        if self.file is not sys.stdin.buffer:
-            self.file.close()
-
-
 #: A manifest holds every exported leaf (~80 bytes a line): 13 million lines fit in this.
 MANIFEST_MAX_BYTES = 1 << 30
 
@@ -535,7 +519,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from blackops.cli.loading import load_object
     from blackops.cli.progress import progress
     from journal.backend_common import MAX_POSITION
-    from replay.observed import ObservedEvent, ObservedLineError
+    from replay.observed import ObservedEvent, ObservedLineError, read_lines
     from replay.replayer import (
         Observer,
         OnDuplicate,
@@ -587,18 +571,21 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     deliver = deliver_to(target)
     source: Iterable[bytes]
+    opened: Closable  # closed however the replay ends
     checkpoint_every = 1000
     if args.follow is not None:
         from blackops.cli.follow import FollowedStream
 
-        source = FollowedStream(args.follow, args.token, args.space, after)
+        source = opened = FollowedStream(args.follow, args.token, args.space, after)
         checkpoint_every = 100  # a live stream may run for ever: save the position often
     else:
+        from blackops.input_files import open_input
+
         try:
-            file = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
+            opened = open_input(args.file)
         except OSError as unreadable:
             raise InvalidRequest(f"cannot read {args.file}: {unreadable.strerror}") from None
-        source = _LinesOf(file)
+        source = read_lines(opened)  # each line at most an event's longest
     on_duplicate: OnDuplicate = "skip" if args.on_duplicate == "skip" else "stop"
     try:
         with progress("replaying") as report:
@@ -630,9 +617,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         )
         return EXIT_ERROR
     finally:
-        close = getattr(source, "close", None)
-        if close is not None:
-            close()
+        opened.close()
     emit(
         result.to_dict(),
         args.json,

@@ -180,14 +180,9 @@ class RetentionService:
                 # (the first try failed after the tombstone): asking again finishes the
                 # erasure, as a bulk purge would (found by a defect hunt, stop 40).
                 tombstone = next(e for e in events if e.type == EventType.PURGED.value)
-                kept = [e for e in events if e.version < tombstone.version]
-                # Its terminal transition: from its events while they are left, else from
-                # the retention index's row, kept until the purge is settled ("": neither).
-                since = (
-                    fold(operation_id, kept).terminal_at
-                    if kept
-                    else self._pending_since(operation_id)
-                )
+                # Its terminal transition: the fold's, while its events are left, else the
+                # retention index's row, kept until the purge is settled ("": neither).
+                since = operation.terminal_at or self._pending_since(operation_id)
                 if not dry_run:
                     self._finish(operation_id)
                 report.items.append(

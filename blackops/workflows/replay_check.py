@@ -735,18 +735,13 @@ def code_for(cls: type, env: Any = None, *, workflow: str = "", version: str = "
 def read_jsonl(path: str) -> list[History]:
     """The instance histories of an Observed JSONL file (an export, or ``wf history``);
     ``-`` reads stdin (it was opened as a file named "-": found by a defect hunt, stop 40)."""
-    import sys
-
+    from blackops.input_files import open_input
     from replay.observed import parse_line, read_lines
 
-    file = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
-    try:
-        events = []
+    events = []
+    with open_input(path) as file:
         for number, line in enumerate(read_lines(file), 1):
             text = line.rstrip(b"\n")
             if text:
                 events.append(parse_line(text, number))
-    finally:
-        if file is not sys.stdin.buffer:
-            file.close()
     return histories_from_events(events)
